@@ -1,0 +1,150 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+type simFlags struct {
+	listen       string
+	nodes        int
+	guests       int
+	templates    bool
+	latency      time.Duration
+	taskLatency  time.Duration
+	failRate     float64
+	warnRate     float64
+	resourcesLag time.Duration
+	password     string
+	tokens       []string
+	tls          bool
+	pveVersion   string
+	seed         uint64
+}
+
+func newSimCmd(g *globals) *cobra.Command {
+	f := &simFlags{}
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the standalone Proxmox VE API simulator",
+		Long: `Runs a stateful Proxmox VE API simulator that go-proxmox and other Proxmox
+clients drive unchanged. It prints its URL and credentials (user root@pam) and
+runs until interrupted. Faults can be changed while it runs under /_sim/
+(see docs/simulator.md).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, g, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8006", "address to listen on (host:port)")
+	fl.IntVar(&f.nodes, "nodes", 1, "number of cluster nodes")
+	fl.IntVar(&f.guests, "guests", 0, "number of demo guests to create")
+	fl.BoolVar(&f.templates, "templates", true, "also create a QEMU and an LXC template (9000, 9001) when --guests > 0")
+	fl.DurationVar(&f.latency, "latency", 0, "latency added to every API call")
+	fl.DurationVar(&f.taskLatency, "task-latency", 0, "how long every Proxmox task runs")
+	fl.Float64Var(&f.failRate, "fail-rate", 0, "probability (0..1) that a mutating call fails transiently")
+	fl.Float64Var(&f.warnRate, "warn-rate", 0, "probability (0..1) that a task ends with warnings")
+	fl.DurationVar(&f.resourcesLag, "resources-lag", 0, "how far /cluster/resources lags behind config (pvestatd broadcast)")
+	fl.StringVar(&f.password, "password", "", "root@pam password (default: generated and printed)")
+	fl.StringArrayVar(&f.tokens, "token", nil, "API token as ID=SECRET, e.g. root@pam!converge=s3cret (repeatable; default: one generated)")
+	fl.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (fingerprint printed)")
+	fl.StringVar(&f.pveVersion, "pve-version", "8", "Proxmox VE version to present: 7, 8 or 9")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed for injected failures and generated ids")
+	return cmd
+}
+
+func randomSecret() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
+	if err := g.validateOutput(); err != nil {
+		return err
+	}
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if f.password == "" {
+		f.password = randomSecret()
+	}
+	tokens := map[string]string{}
+	for _, t := range f.tokens {
+		id, secret, ok := strings.Cut(t, "=")
+		if !ok || id == "" || secret == "" {
+			return fmt.Errorf("--token %q: want ID=SECRET, e.g. root@pam!converge=s3cret", t)
+		}
+		tokens[id] = secret
+	}
+	if len(tokens) == 0 {
+		tokens["root@pam!converge"] = randomSecret()
+	}
+	sim, err := pvesim.New(pvesim.Options{
+		Nodes: f.nodes, Guests: f.guests, DemoTemplates: f.templates && f.guests > 0,
+		Password: f.password, Tokens: tokens, TLS: f.tls, Version: f.pveVersion, Seed: f.seed,
+		Logger: log,
+		Faults: pvesim.Faults{
+			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency),
+			FailRate: f.failRate, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start(f.listen); err != nil {
+		return err
+	}
+	defer sim.Close()
+
+	info := map[string]any{
+		"url": sim.URL(), "control_url": sim.ControlURL(), "user": pvesim.DefaultUser, "password": f.password,
+		"tokens": tokens, "nodes": sim.NodeNames(), "guests": len(sim.Guests()),
+	}
+	if fp := sim.Fingerprint(); fp != "" {
+		info["fingerprint"] = fp
+	}
+	out := cmd.OutOrStdout()
+	if g.output == "json" {
+		if err := json.NewEncoder(out).Encode(info); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "Proxmox VE simulator listening\n")
+		fmt.Fprintf(out, "  URL:          %s\n", sim.URL())
+		fmt.Fprintf(out, "  user:         %s\n  password:     %s\n", pvesim.DefaultUser, f.password)
+		for id, secret := range tokens {
+			fmt.Fprintf(out, "  API token:    %s=%s\n", id, secret)
+		}
+		if fp := sim.Fingerprint(); fp != "" {
+			fmt.Fprintf(out, "  fingerprint:  %s\n", fp)
+		}
+		fmt.Fprintf(out, "  nodes:        %s\n  guests:       %d\n", strings.Join(sim.NodeNames(), ", "), len(sim.Guests()))
+		fmt.Fprintf(out, "  faults:       %s/faults (GET, PATCH)\n", sim.ControlURL())
+		fmt.Fprintf(out, "Try: curl -s -H 'Authorization: PVEAPIToken=%s' %s/cluster/resources?type=vm\n", firstToken(tokens), sim.URL())
+	}
+	if fl, ok := out.(*os.File); ok {
+		_ = fl.Sync()
+	}
+	log.Info().Str("url", sim.URL()).Msg("simulator running; interrupt to stop")
+	<-cmd.Context().Done()
+	log.Info().Msg("simulator stopping")
+	return nil
+}
+
+func firstToken(tokens map[string]string) string {
+	for id, s := range tokens {
+		return id + "=" + s
+	}
+	return ""
+}

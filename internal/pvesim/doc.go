@@ -1,0 +1,44 @@
+// Package pvesim is a stateful Proxmox VE API simulator that go-proxmox, and
+// any other Proxmox client, drives unchanged over real HTTP.
+//
+// It is what converge's tests, demo and benchmark run against, so it follows
+// the wire contract of a real pveproxy rather than what is convenient:
+//
+//   - Everything is served under /api2/json with the {"data": ...} envelope,
+//     over HTTP/1.1 only (HTTP/2 is off, also under TLS).
+//   - Errors carry their message in the HTTP status line's reason phrase
+//     ("HTTP/1.1 500 VM 100 already running"), written on the hijacked
+//     connection because net/http always writes the canonical phrase, and in
+//     PVE's error body {"data":null,"message":"...\n"} (plus "errors" for 400).
+//     Unknown paths answer 501, as pveproxy does; guest reads never answer 404.
+//   - JSON typing follows PVE: integers as numbers, booleans as 0/1,
+//     number-typed keys (cpulimit) as strings, /cluster/nextid as a string,
+//     QEMU memory as a string from PVE 8 on, "template" only when 1 in guest
+//     lists and status but always 0/1 in /cluster/resources.
+//   - Auth is API tokens or tickets (cookie plus CSRFPreventionToken on
+//     writes); anything else is 401.
+//   - Guests keep applied config, a [PENDING] section and a SHA-1 digest of
+//     the serialised file that changes on every write; a write carrying a
+//     stale digest fails. Running guests keep non-hotpluggable changes pending
+//     until the next start or reboot.
+//   - Mutations run as asynchronous tasks with PVE-format UPIDs (trailing
+//     colon), task status that echoes upid and node, logs ending in
+//     "TASK OK", "TASK WARNINGS: n" or "TASK ERROR: ...", and Proxmox's own
+//     outcomes for edge cases (starting a running VM is a failed task, for a
+//     container an immediate 500). Every task is listed in /cluster/tasks.
+//
+// # Faults
+//
+// [Faults] (latency per call and per task, failure and warning rates,
+// unreachability, /cluster/resources lag) can be set at start through
+// [Options], changed while running with [Sim.SetFaults], [Sim.LockGuest] and
+// [Sim.SetUnreachable], or over HTTP under /_sim/ (outside /api2/json, no
+// auth): see docs/simulator.md.
+//
+// # Concurrency
+//
+// A Sim is safe for concurrent use. All guest state sits behind one mutex;
+// task workers take it only to apply their effect, so reads never wait for a
+// task to finish. With zero task latency a task completes before its UPID is
+// returned, which keeps benchmarks free of timer noise.
+package pvesim

@@ -1,0 +1,274 @@
+package pvesim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as "250ms" in JSON.
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Faults are the injectable misbehaviours. Every field can be changed while
+// the simulator runs; the zero value is a perfectly healthy Proxmox.
+type Faults struct {
+	// Latency is added to every /api2/json call before it is handled.
+	Latency Duration `json:"latency"`
+	// TaskLatency is how long every task runs before it takes effect. Zero
+	// completes tasks before their UPID is returned.
+	TaskLatency Duration `json:"task_latency"`
+	// FailRate is the probability (0..1) that a mutating call fails with a
+	// transient Proxmox error: a failed task for asynchronous calls, a 500 for
+	// synchronous ones. The error is the flock timeout real clusters produce
+	// under contention.
+	FailRate float64 `json:"fail_rate"`
+	// WarnRate is the probability (0..1) that a successful task ends with
+	// "TASK WARNINGS: 1" instead of "TASK OK".
+	WarnRate float64 `json:"warn_rate"`
+	// ResourcesLag makes name, status, maxcpu and maxmem in
+	// /cluster/resources refresh only every ResourcesLag, like pvestatd's
+	// RRD broadcast; lock and tags stay live, as on Proxmox.
+	ResourcesLag Duration `json:"resources_lag"`
+	// UnreachableUntil: until then every /api2/json connection is closed
+	// without a response, as when Proxmox is down or the network is cut.
+	UnreachableUntil time.Time `json:"unreachable_until"`
+	// AuthFailDelay delays 401 answers, as pveproxy does (3s on real hosts).
+	AuthFailDelay Duration `json:"auth_fail_delay"`
+}
+
+func (f Faults) validate() error {
+	switch {
+	case f.Latency < 0, f.TaskLatency < 0, f.ResourcesLag < 0, f.AuthFailDelay < 0:
+		return fmt.Errorf("pvesim: fault durations must be >= 0")
+	case f.FailRate < 0 || f.FailRate > 1:
+		return fmt.Errorf("pvesim: Faults.FailRate must be within 0..1, got %v", f.FailRate)
+	case f.WarnRate < 0 || f.WarnRate > 1:
+		return fmt.Errorf("pvesim: Faults.WarnRate must be within 0..1, got %v", f.WarnRate)
+	}
+	return nil
+}
+
+// Faults returns the faults now in force.
+func (s *Sim) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// SetFaults replaces the faults in force.
+func (s *Sim) SetFaults(f Faults) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.faults = f
+	s.mu.Unlock()
+	return nil
+}
+
+// UpdateFaults applies fn to the faults in force, atomically.
+func (s *Sim) UpdateFaults(fn func(*Faults)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	fn(&f)
+	if err := f.validate(); err != nil {
+		return err
+	}
+	s.faults = f
+	return nil
+}
+
+// SetUnreachable makes /api2/json unreachable for d (0 ends it now).
+func (s *Sim) SetUnreachable(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d <= 0 {
+		s.faults.UnreachableUntil = time.Time{}
+		return
+	}
+	s.faults.UnreachableUntil = time.Now().Add(d)
+}
+
+func (s *Sim) unreachable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.faults.UnreachableUntil.IsZero() && time.Now().Before(s.faults.UnreachableUntil)
+}
+
+// LockGuest sets a Proxmox config lock ("backup", "snapshot", "migrate",
+// "clone", ...) on a guest for d; 0 keeps it until [Sim.UnlockGuest]. Like a
+// real vzdump, setting and clearing the lock each change the digest.
+func (s *Sim) LockGuest(vmid int, lock string, d time.Duration) error {
+	if !validLock(lock) {
+		return fmt.Errorf("pvesim: unknown lock %q", lock)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.guests[vmid]
+	if g == nil {
+		return fmt.Errorf("pvesim: no guest %d", vmid)
+	}
+	g.conf["lock"] = lock
+	g.touch()
+	g.lockGen++
+	gen := g.lockGen
+	if d > 0 {
+		time.AfterFunc(d, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if g2 := s.guests[vmid]; g2 == g && g.lockGen == gen && g.conf["lock"] == lock {
+				delete(g.conf, "lock")
+				g.touch()
+			}
+		})
+	}
+	return nil
+}
+
+// UnlockGuest clears a guest's lock.
+func (s *Sim) UnlockGuest(vmid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.guests[vmid]
+	if g == nil {
+		return fmt.Errorf("pvesim: no guest %d", vmid)
+	}
+	if _, ok := g.conf["lock"]; ok {
+		delete(g.conf, "lock")
+		g.lockGen++
+		g.touch()
+	}
+	return nil
+}
+
+// SetIgnoreShutdown makes a guest ignore ACPI shutdown requests: a shutdown
+// without forceStop then fails with Proxmox's timeout error.
+func (s *Sim) SetIgnoreShutdown(vmid int, ignore bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ignore {
+		s.noACPI[vmid] = true
+	} else {
+		delete(s.noACPI, vmid)
+	}
+}
+
+func validLock(l string) bool {
+	switch l {
+	case "backup", "clone", "create", "migrate", "rollback", "snapshot", "snapshot-delete",
+		"suspending", "suspended", "disk", "fstrim", "mounted", "destroyed":
+		return true
+	}
+	return false
+}
+
+// roll reports whether an event of probability p happens. Caller holds mu.
+func (s *Sim) roll(p float64) bool {
+	return p > 0 && s.rng.Float64() < p
+}
+
+// controlRoutes serves /_sim: fault injection and inspection, no auth.
+func (s *Sim) controlRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /_sim/faults", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, s.Faults())
+	})
+	// PUT/PATCH merge the given fields into the faults in force.
+	merge := func(w http.ResponseWriter, r *http.Request) {
+		var perr error
+		err := s.UpdateFaults(func(f *Faults) { perr = json.NewDecoder(r.Body).Decode(f) })
+		if perr != nil {
+			http.Error(w, "bad faults JSON: "+perr.Error(), http.StatusBadRequest)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, s.Faults())
+	}
+	mux.HandleFunc("PUT /_sim/faults", merge)
+	mux.HandleFunc("PATCH /_sim/faults", merge)
+	mux.HandleFunc("POST /_sim/unreachable", func(w http.ResponseWriter, r *http.Request) {
+		d, err := durationParam(r, "for")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.SetUnreachable(d)
+		writeJSON(w, s.Faults())
+	})
+	mux.HandleFunc("POST /_sim/lock", func(w http.ResponseWriter, r *http.Request) {
+		vmid, err := strconv.Atoi(r.URL.Query().Get("vmid"))
+		if err != nil {
+			http.Error(w, "vmid: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		d, err := durationParam(r, "for")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		lock := r.URL.Query().Get("lock")
+		if lock == "" {
+			lock = "backup"
+		}
+		if err := s.LockGuest(vmid, lock, d); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, map[string]any{"vmid": vmid, "lock": lock})
+	})
+	mux.HandleFunc("DELETE /_sim/lock", func(w http.ResponseWriter, r *http.Request) {
+		vmid, err := strconv.Atoi(r.URL.Query().Get("vmid"))
+		if err == nil {
+			err = s.UnlockGuest(vmid)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, map[string]any{"vmid": vmid})
+	})
+	mux.HandleFunc("GET /_sim/guests", func(w http.ResponseWriter, r *http.Request) {
+		gs := s.Guests()
+		sort.Slice(gs, func(i, j int) bool { return gs[i].VMID < gs[j].VMID })
+		writeJSON(w, gs)
+	})
+	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"calls": s.Calls(), "mutations": s.Mutations(), "tasks": len(s.Tasks())})
+	})
+}
+
+func durationParam(r *http.Request, name string) (time.Duration, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,323 @@
+package pvesim
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// task is one Proxmox worker. work runs under s.mu when the task completes
+// and returns warnings or the error that fails it; abort undoes what the
+// handler did up front (a clone's locked target) if the task never runs.
+type task struct {
+	upid, node, typ, id, user string
+	pid, pstart               int
+	start, end                time.Time
+	running                   bool
+	exit                      string
+	log                       []string
+	timer                     *time.Timer
+	work                      func() ([]string, error)
+	abort                     func()
+	done                      chan struct{}
+}
+
+// TaskInfo is a snapshot of a task for tests and tools.
+type TaskInfo struct {
+	UPID       string    `json:"upid"`
+	Node       string    `json:"node"`
+	Type       string    `json:"type"`
+	ID         string    `json:"id"`
+	User       string    `json:"user"`
+	Running    bool      `json:"running"`
+	ExitStatus string    `json:"exitstatus,omitempty"`
+	Start      time.Time `json:"start"`
+	End        time.Time `json:"end,omitzero"`
+	Log        []string  `json:"log"`
+}
+
+// taskError is a task's failure message, as it appears after "TASK ERROR: ".
+type taskError string
+
+func (e taskError) Error() string { return string(e) }
+
+func taskFail(format string, a ...any) error { return taskError(fmt.Sprintf(format, a...)) }
+
+// flockTimeout is the transient error an overloaded Proxmox produces.
+func flockTimeout(kind Kind, vmid int) string {
+	dir := "qemu-server"
+	if kind == LXC {
+		dir = "lxc"
+	}
+	return fmt.Sprintf("can't lock file '/var/lock/%s/lock-%d.conf' - got timeout", dir, vmid)
+}
+
+// startTask registers a worker and schedules it. Caller holds s.mu. With an
+// injected failure the work is replaced by the flock timeout and abort runs
+// at once, so nothing the handler prepared survives.
+func (s *Sim) startTask(node, typ string, kind Kind, vmid int, user string, work func() ([]string, error), abort func()) *task {
+	now := time.Now()
+	s.pidSeq++
+	t := &task{
+		node: node, typ: typ, id: strconv.Itoa(vmid), user: user,
+		pid: s.pidSeq, pstart: int(now.Sub(s.started)/(10*time.Millisecond)) + 1000,
+		start: now, running: true, work: work, abort: abort,
+		done: make(chan struct{}),
+	}
+	if vmid == 0 {
+		t.id = ""
+	}
+	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, t.pid, t.pstart, now.Unix(), typ, t.id, user)
+	if s.roll(s.faults.FailRate) {
+		msg := flockTimeout(kind, vmid)
+		if abort != nil {
+			abort()
+		}
+		t.abort = nil
+		t.work = func() ([]string, error) { return nil, taskError(msg) }
+	}
+	s.tasks = append(s.tasks, t)
+	s.taskIdx[t.upid] = t
+	s.trimTasks()
+	if d := time.Duration(s.faults.TaskLatency); d > 0 {
+		t.timer = time.AfterFunc(d, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.finish(t)
+		})
+	} else {
+		s.finish(t)
+	}
+	return t
+}
+
+// finish runs the task's work and records the outcome. Caller holds s.mu.
+func (s *Sim) finish(t *task) {
+	if !t.running {
+		return
+	}
+	warnings, err := t.work()
+	if err == nil && s.roll(s.faults.WarnRate) {
+		warnings = append(warnings, "injected warning (pvesim warn_rate)")
+	}
+	t.running = false
+	t.end = time.Now()
+	switch {
+	case err != nil:
+		t.exit = err.Error()
+		t.log = append(t.log, "TASK ERROR: "+err.Error())
+	case len(warnings) > 0:
+		for _, w := range warnings {
+			t.log = append(t.log, "WARN: "+w)
+		}
+		t.exit = fmt.Sprintf("WARNINGS: %d", len(warnings))
+		t.log = append(t.log, "TASK "+t.exit)
+	default:
+		t.exit = "OK"
+		t.log = append(t.log, "TASK OK")
+	}
+	close(t.done)
+}
+
+// stopTask interrupts a running task (DELETE /nodes/{n}/tasks/{upid}).
+func (s *Sim) stopTask(t *task) {
+	if !t.running {
+		return
+	}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if t.abort != nil {
+		t.abort()
+	}
+	t.running = false
+	t.end = time.Now()
+	t.exit = "interrupted by signal"
+	t.log = append(t.log, "received interrupt", "TASK ERROR: interrupted by signal")
+	close(t.done)
+}
+
+func (s *Sim) trimTasks() {
+	if len(s.tasks) <= s.opts.MaxTasks {
+		return
+	}
+	kept := s.tasks[:0]
+	drop := len(s.tasks) - s.opts.MaxTasks
+	for _, t := range s.tasks {
+		if drop > 0 && !t.running {
+			delete(s.taskIdx, t.upid)
+			drop--
+			continue
+		}
+		kept = append(kept, t)
+	}
+	s.tasks = kept
+}
+
+func (t *task) info() TaskInfo {
+	return TaskInfo{UPID: t.upid, Node: t.node, Type: t.typ, ID: t.id, User: t.user, Running: t.running,
+		ExitStatus: t.exit, Start: t.start, End: t.end, Log: append([]string(nil), t.log...)}
+}
+
+// Tasks returns every task in the log, oldest first.
+func (s *Sim) Tasks() []TaskInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]TaskInfo, len(s.tasks))
+	for i, t := range s.tasks {
+		out[i] = t.info()
+	}
+	return out
+}
+
+// WaitTask blocks until the task ends (or ctx ends) and returns it. Tests use
+// it instead of sleeping.
+func (s *Sim) WaitTask(ctx context.Context, upid string) (TaskInfo, error) {
+	s.mu.Lock()
+	t := s.taskIdx[upid]
+	s.mu.Unlock()
+	if t == nil {
+		return TaskInfo{}, fmt.Errorf("pvesim: no task %s", upid)
+	}
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return TaskInfo{}, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t.info(), nil
+}
+
+// ---- HTTP -------------------------------------------------------------------
+
+func (t *task) userAndToken() (string, string) {
+	user, tok, _ := strings.Cut(t.user, "!")
+	return user, tok
+}
+
+func (t *task) statusJSON() map[string]any {
+	m := map[string]any{
+		"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+		"starttime": t.start.Unix(), "type": t.typ, "id": t.id,
+	}
+	user, tok := t.userAndToken()
+	m["user"] = user
+	if tok != "" {
+		m["tokenid"] = tok
+	}
+	if t.running {
+		m["status"] = "running"
+	} else {
+		m["status"] = "stopped"
+		m["exitstatus"] = t.exit
+	}
+	return m
+}
+
+// listJSON is a task log entry: "status" is the end status there.
+func (t *task) listJSON() map[string]any {
+	m := map[string]any{
+		"upid": t.upid, "node": t.node, "pid": t.pid, "pstart": t.pstart,
+		"starttime": t.start.Unix(), "type": t.typ, "id": t.id, "user": t.user,
+	}
+	if !t.running {
+		m["endtime"] = t.end.Unix()
+		m["status"] = t.exit
+	}
+	return m
+}
+
+func (s *Sim) lookupTask(q *req) (*task, error) {
+	upid := q.path("upid")
+	t := s.taskIdx[upid]
+	if t == nil || t.node != q.path("node") {
+		return nil, paramErr1("upid", "no such task")
+	}
+	return t, nil
+}
+
+func (s *Sim) taskStatus(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.lookupTask(q)
+	if err != nil {
+		return nil, err
+	}
+	return t.statusJSON(), nil
+}
+
+func (s *Sim) taskLog(q *req) (any, error) {
+	start, err := q.intParam("start", 0)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := q.intParam("limit", 50)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.lookupTask(q)
+	if err != nil {
+		return nil, err
+	}
+	lines := t.log
+	if t.running && len(lines) == 0 {
+		lines = []string{"no content"}
+	}
+	out := []map[string]any{}
+	for i := start; i < len(lines) && (limit <= 0 || len(out) < limit); i++ {
+		out = append(out, map[string]any{"n": i + 1, "t": lines[i]})
+	}
+	return withTotal{data: out, total: len(lines)}, nil
+}
+
+func (s *Sim) taskStop(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.lookupTask(q)
+	if err != nil {
+		return nil, err
+	}
+	s.stopTask(t)
+	return nil, nil
+}
+
+// taskList serves /cluster/tasks (node == "") and /nodes/{node}/tasks,
+// newest first.
+func (s *Sim) taskList(q *req, node string) (any, error) {
+	limit, err := q.intParam("limit", 0)
+	if err != nil {
+		return nil, err
+	}
+	start, err := q.intParam("start", 0)
+	if err != nil {
+		return nil, err
+	}
+	vmid := q.str("vmid")
+	typ := q.str("typefilter")
+	source := q.str("source")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []map[string]any{}
+	skipped := 0
+	for i := len(s.tasks) - 1; i >= 0; i-- {
+		t := s.tasks[i]
+		if (node != "" && t.node != node) || (vmid != "" && t.id != vmid) || (typ != "" && t.typ != typ) ||
+			(source == "active" && !t.running) || ((source == "" || source == "archive") && node != "" && t.running) {
+			continue
+		}
+		if skipped < start {
+			skipped++
+			continue
+		}
+		out = append(out, t.listJSON())
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}

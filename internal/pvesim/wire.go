@@ -1,0 +1,412 @@
+package pvesim
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// apiError is an error answered the way pveproxy answers it.
+type apiError struct {
+	status int
+	msg    string
+	fields map[string]string // 400 parameter errors
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s", e.status, e.msg) }
+
+// fail500 is a Perl die: HTTP 500 with the message as reason phrase.
+func fail500(format string, a ...any) error {
+	return &apiError{status: 500, msg: fmt.Sprintf(format, a...)}
+}
+
+// paramErr is PVE's "Parameter verification failed." 400.
+func paramErr(fields map[string]string) error {
+	return &apiError{status: 400, msg: "Parameter verification failed.", fields: fields}
+}
+
+func paramErr1(field, format string, a ...any) error {
+	return paramErr(map[string]string{field: fmt.Sprintf(format, a...)})
+}
+
+// withTotal is a response with a top-level "total" beside "data" (task log).
+type withTotal struct {
+	data  any
+	total int
+}
+
+// req is one parsed API request.
+type req struct {
+	r      *http.Request
+	params map[string]string // body merged with query; query wins, as in PVE
+	user   string            // authenticated identity: user@realm or user@realm!token
+}
+
+func (q *req) path(name string) string { return q.r.PathValue(name) }
+
+func (q *req) has(name string) bool { _, ok := q.params[name]; return ok }
+
+func (q *req) str(name string) string { return q.params[name] }
+
+// boolParam reads a PVE boolean parameter (0/1, JSON true/false).
+func (q *req) boolParam(name string) (bool, error) {
+	v, ok := q.params[name]
+	if !ok || v == "" {
+		return false, nil
+	}
+	b, ok := parseBool(v)
+	if !ok {
+		return false, paramErr1(name, "type check ('boolean') failed - got '%s'", v)
+	}
+	return b, nil
+}
+
+func (q *req) intParam(name string, def int) (int, error) {
+	v, ok := q.params[name]
+	if !ok || v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, paramErr1(name, "type check ('integer') failed - got '%s'", v)
+	}
+	return n, nil
+}
+
+type apiFunc func(q *req) (any, error)
+
+// parseParams merges a JSON or form body with the query string. JSON numbers
+// and booleans become the strings PVE's schema checker would see.
+func parseParams(r *http.Request) (map[string]string, error) {
+	out := map[string]string{}
+	if r.Body != nil && r.Method != http.MethodGet {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			return nil, fail500("unable to read request body: %v", err)
+		}
+		body = bytes.TrimSpace(body)
+		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		switch {
+		case len(body) == 0:
+		case ct == "application/json" || (ct == "" && body[0] == '{'):
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.UseNumber()
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				return nil, paramErr1("body", "unable to parse JSON body - %v", err)
+			}
+			for k, v := range m {
+				switch x := v.(type) {
+				case nil:
+				case string:
+					out[k] = x
+				case json.Number:
+					out[k] = x.String()
+				case bool:
+					if x {
+						out[k] = "1"
+					} else {
+						out[k] = "0"
+					}
+				default:
+					return nil, paramErr1(k, "type check ('string') failed - got a %T", v)
+				}
+			}
+		default:
+			vals, err := url.ParseQuery(string(body))
+			if err != nil {
+				return nil, paramErr1("body", "unable to parse form body - %v", err)
+			}
+			for k, v := range vals {
+				out[k] = v[len(v)-1]
+			}
+		}
+	}
+	// The query string wins over the body, as PVE merges them.
+	for k, v := range r.URL.Query() {
+		if k == "" {
+			continue
+		}
+		out[k] = v[len(v)-1]
+	}
+	return out, nil
+}
+
+// writeData answers 200 with PVE's envelope.
+func writeData(w http.ResponseWriter, v any) {
+	env := map[string]any{"data": v}
+	if wt, ok := v.(withTotal); ok {
+		env = map[string]any{"data": wt.data, "total": wt.total}
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		writeError(w, &apiError{status: 500, msg: "unable to encode response: " + err.Error()})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json;charset=UTF-8")
+	h.Set("Cache-Control", "max-age=0")
+	h.Set("Pragma", "no-cache")
+	h.Set("Server", "pve-api-daemon/3.0")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// writeError answers like pveproxy: the message in the status line's reason
+// phrase and in the body, Connection: close. net/http always writes the
+// canonical reason phrase, so the response is written on the hijacked
+// connection.
+func writeError(w http.ResponseWriter, e *apiError) {
+	body := map[string]any{"data": nil, "message": e.msg + "\n"}
+	if len(e.fields) > 0 {
+		fields := map[string]string{}
+		for k, v := range e.fields {
+			fields[k] = v + "\n"
+		}
+		body["errors"] = fields
+	}
+	b, _ := json.Marshal(body)
+	reason := strings.NewReplacer("\r", " ", "\n", " ").Replace(e.msg)
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+		w.WriteHeader(e.status)
+		_, _ = w.Write(b)
+		return
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", e.status, reason)
+	fmt.Fprintf(buf, "Content-Type: application/json;charset=UTF-8\r\nContent-Length: %d\r\n", len(b))
+	fmt.Fprintf(buf, "Cache-Control: max-age=0\r\nPragma: no-cache\r\nServer: pve-api-daemon/3.0\r\n")
+	fmt.Fprintf(buf, "Date: %s\r\nConnection: close\r\n\r\n", time.Now().UTC().Format(http.TimeFormat))
+	_, _ = buf.Write(b)
+	_ = buf.Flush()
+}
+
+// dropConnection closes the client's connection without a response: what a
+// client sees when Proxmox is unreachable mid-request.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// routes builds the top-level handler: /_sim control path, then /api2/json
+// with call counting, unreachability, latency, auth and 501 for unknown paths.
+func (s *Sim) routes() http.Handler {
+	api := http.NewServeMux()
+	s.apiRoutes(api)
+	ctl := http.NewServeMux()
+	s.controlRoutes(ctl)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/_sim/") {
+			ctl.ServeHTTP(w, r)
+			return
+		}
+		if !strings.HasPrefix(r.URL.Path, "/api2/json/") {
+			writeError(w, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, r.URL.Path)})
+			return
+		}
+		s.calls.Add(1)
+		if s.unreachable() {
+			dropConnection(w)
+			return
+		}
+		mutating := r.Method != http.MethodGet && r.URL.Path != "/api2/json/access/ticket"
+		if mutating {
+			s.mutations.Add(1)
+			if s.opts.OnMutation != nil {
+				s.opts.OnMutation(Mutation{Method: r.Method, Path: r.URL.Path, VMID: vmidFromPath(r.URL.Path), At: time.Now()})
+			}
+		}
+		if d := time.Duration(s.Faults().Latency); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		// Handler only finds the pattern; ServeHTTP also sets PathValue.
+		if _, pattern := api.Handler(r); pattern == "" {
+			writeError(w, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, strings.TrimPrefix(r.URL.Path, "/api2/json"))})
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// vmidFromPath extracts the guest id from …/qemu/{vmid}/… or …/lxc/{vmid}/….
+func vmidFromPath(p string) int {
+	parts := strings.Split(p, "/")
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i] == "qemu" || parts[i] == "lxc" {
+			if n, err := strconv.Atoi(parts[i+1]); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// handle registers an authenticated API endpoint.
+func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	mux.HandleFunc(method+" /api2/json"+path, func(w http.ResponseWriter, r *http.Request) {
+		user, err := s.authenticate(r)
+		if err != nil {
+			if d := time.Duration(s.Faults().AuthFailDelay); d > 0 {
+				time.Sleep(d)
+			}
+			writeError(w, err.(*apiError))
+			return
+		}
+		s.serve(w, r, user, fn)
+	})
+}
+
+// handleOpen registers an endpoint that needs no auth (the ticket login).
+func (s *Sim) handleOpen(mux *http.ServeMux, pattern string, fn apiFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	mux.HandleFunc(method+" /api2/json"+path, func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, "", fn)
+	})
+}
+
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, user string, fn apiFunc) {
+	params, err := parseParams(r)
+	if err == nil {
+		var data any
+		data, err = fn(&req{r: r, params: params, user: user})
+		if err == nil {
+			writeData(w, data)
+			return
+		}
+	}
+	if ae, ok := err.(*apiError); ok {
+		if ae.status == 401 {
+			if d := time.Duration(s.Faults().AuthFailDelay); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		writeError(w, ae)
+		return
+	}
+	writeError(w, &apiError{status: 500, msg: err.Error()})
+}
+
+// authenticate checks an API token or a ticket cookie (with the CSRF token on
+// writes) and returns the identity tasks are recorded under.
+func (s *Sim) authenticate(r *http.Request) (string, error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		rest, ok := strings.CutPrefix(h, "PVEAPIToken")
+		if !ok || len(rest) < 2 || (rest[0] != '=' && rest[0] != ' ') {
+			return "", &apiError{status: 401, msg: "authentication failure"}
+		}
+		id, secret, ok := strings.Cut(rest[1:], "=")
+		if !ok {
+			return "", &apiError{status: 401, msg: "invalid token value!"}
+		}
+		want, known := s.opts.Tokens[id]
+		if !known || !hmac.Equal([]byte(want), []byte(secret)) {
+			return "", &apiError{status: 401, msg: "invalid token value!"}
+		}
+		return id, nil
+	}
+	c, err := r.Cookie("PVEAuthCookie")
+	if err != nil || c.Value == "" {
+		return "", &apiError{status: 401, msg: "No ticket"}
+	}
+	// Cookies may arrive URL-encoded (browsers) or raw (go-proxmox).
+	val, uerr := url.QueryUnescape(c.Value)
+	if uerr != nil {
+		val = c.Value
+	}
+	s.mu.Lock()
+	t, ok := s.tickets[val]
+	s.mu.Unlock()
+	if !ok || time.Now().After(t.expires) {
+		return "", &apiError{status: 401, msg: "authentication failure"}
+	}
+	if r.Method != http.MethodGet && r.Header.Get("CSRFPreventionToken") != t.csrf {
+		return "", &apiError{status: 401, msg: "Permission denied - invalid csrf token"}
+	}
+	return t.user, nil
+}
+
+// login implements POST /access/ticket (JSON or form), including renewal
+// with a valid ticket passed as the password.
+func (s *Sim) login(q *req) (any, error) {
+	user := q.str("username")
+	if realm := q.str("realm"); realm != "" && !strings.Contains(user, "@") {
+		user += "@" + realm
+	}
+	pass := q.str("password")
+	if user == "" {
+		return nil, paramErr1("username", "property is missing and it is not optional")
+	}
+	if pass == "" {
+		return nil, paramErr1("password", "property is missing and it is not optional")
+	}
+	s.mu.Lock()
+	old, renewing := s.tickets[pass]
+	s.mu.Unlock()
+	valid := user == DefaultUser && s.opts.Password != "" && hmac.Equal([]byte(pass), []byte(s.opts.Password))
+	if renewing && old.user == user && time.Now().Before(old.expires) {
+		valid = true
+	}
+	if !valid {
+		return nil, &apiError{status: 401, msg: "authentication failure"}
+	}
+	now := time.Now()
+	hexT := fmt.Sprintf("%08X", now.Unix())
+	mac := hmac.New(sha256.New, []byte(s.opts.Password+"pvesim"))
+	fmt.Fprintf(mac, "%s:%s:%d", user, hexT, now.UnixNano())
+	sig := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	tk := fmt.Sprintf("PVE:%s:%s::%s", user, hexT, sig)
+	csrf := fmt.Sprintf("%s:%s", hexT, base64.RawStdEncoding.EncodeToString(mac.Sum([]byte("csrf")))[:43])
+	s.mu.Lock()
+	s.tickets[tk] = ticket{user: user, csrf: csrf, expires: now.Add(2 * time.Hour)}
+	s.mu.Unlock()
+	return map[string]any{
+		"username":            user,
+		"ticket":              tk,
+		"CSRFPreventionToken": csrf,
+		"clustername":         s.clusterName(),
+		"cap": map[string]any{
+			"vms":     map[string]int{"VM.PowerMgmt": 1, "VM.Config.Options": 1, "VM.Allocate": 1, "VM.Clone": 1, "VM.Audit": 1},
+			"nodes":   map[string]int{"Sys.Audit": 1},
+			"storage": map[string]int{"Datastore.Allocate": 1},
+		},
+	}, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
