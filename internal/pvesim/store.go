@@ -367,10 +367,12 @@ func memoryMiB(conf map[string]string) int64 {
 // vcpus) for QEMU, cores for LXC, not simply the desired cores.
 func (g *guest) cpus() float64 {
 	if g.kind == LXC {
-		if f, err := strconv.ParseFloat(g.conf["cpulimit"], 64); err == nil && f > 0 {
+		cores := float64(atoiDef(g.conf["cores"], 1))
+		// A cpulimit below the cores caps what the container gets.
+		if f, err := strconv.ParseFloat(g.conf["cpulimit"], 64); err == nil && f > 0 && f < cores {
 			return f
 		}
-		return float64(atoiDef(g.conf["cores"], 1))
+		return cores
 	}
 	if v := atoiDef(g.conf["vcpus"], 0); v > 0 {
 		return float64(v)

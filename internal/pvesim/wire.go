@@ -339,7 +339,7 @@ func (s *Sim) authenticate(r *http.Request) (string, error) {
 		return "", &apiError{status: 401, msg: "No ticket"}
 	}
 	// Cookies may arrive URL-encoded (browsers) or raw (go-proxmox).
-	val, uerr := url.QueryUnescape(c.Value)
+	val, uerr := url.PathUnescape(c.Value)
 	if uerr != nil {
 		val = c.Value
 	}
