@@ -1,0 +1,93 @@
+// Package pve is converge's only door to Proxmox VE: reads, writes, task
+// waiting, error classification and normalisation, over go-proxmox v0.8.1.
+//
+// go-proxmox provides transport and authentication headers; every request
+// goes through its raw Get/Post/Put/Delete and is decoded into this package's
+// own types, because its structs lose or mis-decode fields a reconciler
+// needs (lock, template, cpulimit strings, memory property strings, …).
+//
+// # Reads
+//
+// [Client.Inventory] lists every guest of the cluster with one call
+// (GET /cluster/resources?type=vm). [Client.GuestConfig] reads the applied
+// config (…/config?current=1) and the pending changes (…/pending): pending
+// values are not drift, they wait for a reboot. Read a guest's config only
+// when its digest, lock or desired state changed. [Client.GuestStatus] reads
+// the live power state. Values are normalised on the way in (see
+// [ParseTags], [NormaliseDescription], [ParseMemoryMiB], [ParseBool],
+// [ParseInt]; absent keys take PVE's defaults), so a round trip through
+// Proxmox never looks like a change.
+//
+// # Mutations
+//
+// [Client.Start], [Client.Stop], [Client.Shutdown], [Client.Reboot],
+// [Client.UpdateConfig], [Client.Clone] and [Client.Delete] send exactly one
+// request and return the [TaskRef] of the task Proxmox started, before
+// anything waits on it: callers journal the TaskRef first, so that a
+// resumed caller waits on the journalled task instead of issuing the call
+// again. A zero TaskRef means Proxmox completed the call synchronously (LXC
+// config PUT, a QEMU config POST that finished within PVE's background
+// delay).
+//
+// Nothing in this package retries a mutation, and go-proxmox's retry option
+// is never enabled (it re-sends POSTs). The only repeated request is one
+// that Proxmox rejected with 401 before running it, re-sent once after a
+// fresh ticket login. When a mutation's outcome is unknown (timeout,
+// connection reset, gateway error), the *Error says so in Indeterminate:
+// re-observe before deciding anything.
+//
+// # Tasks
+//
+// [Client.WaitTask] polls a task with a growing, context-aware interval.
+// Success is exit status "OK" or "WARNINGS: n"; anything else returns the
+// task's log tail and an *Error classified from the exit status. A
+// cancelled context returns the context's error and claims no outcome.
+// After a start or stop task, [Client.VerifyPower] re-checks the guest:
+// HA-managed guests report the task OK before the guest changes state.
+//
+// # Errors
+//
+// Every failure is classified once, here, into a [Class]; callers switch on
+// [Classify] or use errors.Is with the sentinels ([ErrTransient],
+// [ErrLocked], [ErrAlreadyDone], [ErrGone], [ErrTerminal], [ErrConflict],
+// [ErrUnauthorized], [ErrUnknown]) and never match message texts:
+//
+//   - transient: network errors, timeouts, 502/503/504/595/596, flock
+//     contention ("can't lock file … got timeout"), shutdown timeouts;
+//   - locked: "VM is locked (backup)", "CT is locked (…)" — wait, not an error;
+//   - already-done: "already running" on start, "not running" on
+//     stop/shutdown (but terminal on reboot);
+//   - gone: "Configuration file … does not exist", "no such VM", "no such
+//     task" — on the addressed node; the guest may have migrated;
+//   - terminal: 400 parameter errors, 501, violated preconditions (destroying
+//     a running VM, shutting down a paused one), a storage, bridge or volume
+//     that does not exist;
+//   - conflict: digest mismatch ("checksum mismatch", "detected modified
+//     configuration"), target vmid already exists — re-read and re-plan;
+//   - unauthorized: 401/403, rejected credentials, untrusted certificate;
+//   - unknown: anything else (500 with an unfamiliar message); treat as
+//     transient with bounded retries and surface the message.
+//
+// PVE puts its error message in the HTTP reason phrase ("500 VM 100 already
+// running"); the transport keeps it, along with the body's message and 400
+// parameter errors, and also turns non-2xx answers go-proxmox would decode
+// as success (e.g. a 595 with {"data":null}) into errors.
+//
+// # Security
+//
+// Token secrets, passwords and tickets are never logged; [Config] redacts
+// them when printed. TLS is verified against the system pool, a CA file, or
+// a pinned SHA-256 certificate fingerprint; HTTP/2 is off (PVE speaks
+// HTTP/1.1 and its messages live in the reason phrase).
+//
+// # Concurrency
+//
+// A [Client] is safe for concurrent use. Ticket logins are serialised and
+// shared; API tokens need no login.
+//
+// # Testing
+//
+// Tests run against an in-process fake that writes PVE's status lines itself
+// (http.Hijacker). The Proxmox simulator in internal/pvesim serves the full
+// contract for integration tests.
+package pve

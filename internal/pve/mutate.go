@@ -1,0 +1,277 @@
+package pve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TaskRef identifies the Proxmox task a mutation started. Journal it before
+// waiting, so a resumed executor waits on it instead of issuing again. The
+// zero TaskRef (UPID "") means Proxmox completed the call synchronously.
+type TaskRef struct {
+	UPID string
+	Node string // node running the task (from the UPID)
+}
+
+// IsZero reports a synchronous completion (no task to wait for).
+func (t TaskRef) IsZero() bool { return t.UPID == "" }
+
+// DefaultShutdownTimeout is sent when Shutdown gets no positive timeout: PVE
+// reads an explicit LXC timeout=0 as "wait 0 s", so one is always sent.
+const DefaultShutdownTimeout = 60 * time.Second
+
+// Start powers a guest on. "already running" classifies as ClassAlreadyDone
+// (an HTTP 500 for LXC, a failed task for QEMU). For HA-managed guests the
+// task only requests the state: check with VerifyPower afterwards.
+func (c *Client) Start(ctx context.Context, ref GuestRef) (TaskRef, error) {
+	return c.mutate(ctx, OpStart, ref, http.MethodPost, ref.path()+"/status/start", nil)
+}
+
+// Stop powers a guest off hard. "not running" classifies as ClassAlreadyDone.
+func (c *Client) Stop(ctx context.Context, ref GuestRef) (TaskRef, error) {
+	return c.mutate(ctx, OpStop, ref, http.MethodPost, ref.path()+"/status/stop", nil)
+}
+
+// Shutdown asks the guest OS to power off within timeout (rounded up to whole
+// seconds; <= 0 means DefaultShutdownTimeout), then stops it hard if
+// forceStop. Without forceStop a timeout fails the task (ClassTransient).
+func (c *Client) Shutdown(ctx context.Context, ref GuestRef, timeout time.Duration, forceStop bool) (TaskRef, error) {
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	body := map[string]any{
+		"timeout":   int64(math.Ceil(timeout.Seconds())),
+		"forceStop": boolInt(forceStop),
+	}
+	return c.mutate(ctx, OpShutdown, ref, http.MethodPost, ref.path()+"/status/shutdown", body)
+}
+
+// Reboot restarts a running guest (applying pending changes for QEMU).
+// "not running" is ClassTerminal here: there is nothing to reboot.
+func (c *Client) Reboot(ctx context.Context, ref GuestRef) (TaskRef, error) {
+	return c.mutate(ctx, OpReboot, ref, http.MethodPost, ref.path()+"/status/reboot", nil)
+}
+
+// ConfigChange is a config update in PVE's own keys (QEMU "name" is mapped to
+// "hostname" for LXC).
+type ConfigChange struct {
+	// Set maps keys to values. Tags are normalised and ';'-joined, memory
+	// is sent as plain MiB. An empty value deletes the key: PVE stores ""
+	// as an unparsable line (tags) or drops it inconsistently.
+	Set map[string]string
+	// Delete lists keys to remove.
+	Delete []string
+	// Digest is the digest of the config the change was planned from.
+	// Proxmox refuses the write (ClassConflict) if the config changed since.
+	Digest string
+}
+
+var configKeyRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// reservedKeys are API parameters, not config keys.
+var reservedKeys = map[string]bool{
+	"digest": true, "delete": true, "revert": true, "skiplock": true,
+	"background_delay": true, "node": true, "vmid": true,
+}
+
+// UpdateConfig writes a config change. QEMU uses the asynchronous POST
+// (returns a task, or a zero TaskRef when PVE finished within its
+// background delay); LXC only has the synchronous PUT (zero TaskRef). An
+// empty change sends nothing and returns a zero TaskRef.
+func (c *Client) UpdateConfig(ctx context.Context, ref GuestRef, ch ConfigChange) (TaskRef, error) {
+	body, err := configBody(ref.Kind, ch)
+	if err != nil {
+		return TaskRef{}, &Error{Class: ClassTerminal, Op: OpUpdateConfig, Ref: ref, Message: err.Error(), Err: err}
+	}
+	if body == nil {
+		return TaskRef{}, nil
+	}
+	method := http.MethodPost
+	if ref.Kind == KindLXC {
+		method = http.MethodPut
+	}
+	return c.mutate(ctx, OpUpdateConfig, ref, method, ref.path()+"/config", body)
+}
+
+// configBody builds the request body of a ConfigChange; nil when there is
+// nothing to change.
+func configBody(kind Kind, ch ConfigChange) (map[string]any, error) {
+	body := map[string]any{}
+	del := map[string]bool{}
+	for k, v := range ch.Set {
+		if kind == KindLXC && k == "name" {
+			k = "hostname"
+		}
+		if !configKeyRE.MatchString(k) || reservedKeys[k] {
+			return nil, fmt.Errorf("%q is not a settable config key", k)
+		}
+		switch k {
+		case "tags":
+			v = FormatTags(ParseTags(v))
+		case "memory":
+			if v != "" {
+				mib, err := ParseMemoryMiB(v)
+				if err != nil {
+					return nil, err
+				}
+				v = strconv.Itoa(mib) // never "current=…": go-proxmox cannot read it back
+			}
+		}
+		if v == "" {
+			del[k] = true
+			continue
+		}
+		body[k] = v
+	}
+	for _, k := range ch.Delete {
+		if kind == KindLXC && k == "name" {
+			k = "hostname"
+		}
+		if !configKeyRE.MatchString(k) || reservedKeys[k] {
+			return nil, fmt.Errorf("%q is not a deletable config key", k)
+		}
+		if _, set := body[k]; set {
+			return nil, fmt.Errorf("key %q is both set and deleted", k)
+		}
+		del[k] = true
+	}
+	if len(body) == 0 && len(del) == 0 {
+		return nil, nil
+	}
+	if len(del) > 0 {
+		keys := make([]string, 0, len(del))
+		for k := range del {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		body["delete"] = strings.Join(keys, ",")
+	}
+	if ch.Digest != "" {
+		body["digest"] = ch.Digest
+	}
+	return body, nil
+}
+
+// CloneSpec describes a clone. NewID is required: converge chooses ids, it
+// never asks /cluster/nextid (racy between executors).
+type CloneSpec struct {
+	NewID       int
+	Name        string // QEMU name / LXC hostname
+	TargetNode  string // "" = the source's node
+	Full        *bool  // nil = PVE default (linked from templates, full otherwise)
+	Storage     string // target storage for full clones
+	Description string
+}
+
+// Clone copies src into a new guest. The new guest's config exists at once
+// with lock "clone" until the task ends. A taken NewID is ClassConflict.
+func (c *Client) Clone(ctx context.Context, src GuestRef, spec CloneSpec) (TaskRef, error) {
+	if spec.NewID < MinVMID || spec.NewID > MaxVMID {
+		err := fmt.Errorf("clone target vmid %d out of range %d..%d", spec.NewID, MinVMID, MaxVMID)
+		return TaskRef{}, &Error{Class: ClassTerminal, Op: OpClone, Ref: src, Message: err.Error(), Err: err}
+	}
+	if spec.TargetNode != "" && !nodeNameRE.MatchString(spec.TargetNode) {
+		err := fmt.Errorf("target node %q is not a valid PVE node name", spec.TargetNode)
+		return TaskRef{}, &Error{Class: ClassTerminal, Op: OpClone, Ref: src, Message: err.Error(), Err: err}
+	}
+	body := map[string]any{"newid": spec.NewID}
+	if spec.Name != "" {
+		if src.Kind == KindLXC {
+			body["hostname"] = spec.Name
+		} else {
+			body["name"] = spec.Name
+		}
+	}
+	if spec.TargetNode != "" && spec.TargetNode != src.Node {
+		body["target"] = spec.TargetNode
+	}
+	if spec.Full != nil {
+		body["full"] = boolInt(*spec.Full)
+	}
+	if spec.Storage != "" {
+		body["storage"] = spec.Storage
+	}
+	if spec.Description != "" {
+		body["description"] = spec.Description
+	}
+	return c.mutate(ctx, OpClone, src, http.MethodPost, src.path()+"/clone", body)
+}
+
+// Delete destroys a guest. purge also removes it from backup jobs,
+// replication and HA (required for HA-managed guests). force destroys a
+// running container; QEMU has no such option (stop it first), so force is
+// ignored for QEMU.
+func (c *Client) Delete(ctx context.Context, ref GuestRef, purge, force bool) (TaskRef, error) {
+	q := url.Values{}
+	if purge {
+		q.Set("purge", "1")
+	}
+	if force && ref.Kind == KindLXC {
+		q.Set("force", "1")
+	}
+	path := ref.path()
+	if len(q) > 0 {
+		path += "?" + q.Encode() // DELETE takes its options in the query
+	}
+	return c.mutate(ctx, OpDelete, ref, http.MethodDelete, path, nil)
+}
+
+// mutate sends a state-changing call and returns its task. It never retries:
+// a failed mutation is reported, classified, and the caller decides.
+func (c *Client) mutate(ctx context.Context, op Op, ref GuestRef, method, path string, body any) (TaskRef, error) {
+	if err := ref.Validate(); err != nil {
+		return TaskRef{}, &Error{Class: ClassTerminal, Op: op, Ref: ref, Message: err.Error(), Err: err}
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, op, ref, method, path, body, &raw); err != nil {
+		return TaskRef{}, err
+	}
+	t, err := decodeTaskRef(raw, ref.Node)
+	if err != nil {
+		// Proxmox accepted the call but the answer is not a UPID: whatever
+		// happened, it may have taken effect.
+		return TaskRef{}, &Error{Class: ClassUnknown, Op: op, Ref: ref, Message: err.Error(), Err: err, Indeterminate: true}
+	}
+	c.log.Debug().Str("op", string(op)).Stringer("guest", ref).Str("upid", t.UPID).Msg("pve mutation issued")
+	return t, nil
+}
+
+// decodeTaskRef reads a mutation's data: a UPID string, or null for a
+// synchronous completion.
+func decodeTaskRef(raw []byte, fallbackNode string) (TaskRef, error) {
+	if isNull(raw) {
+		return TaskRef{}, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return TaskRef{}, fmt.Errorf("mutation answer %.100s is neither a UPID nor null", raw)
+	}
+	if s == "" {
+		return TaskRef{}, nil
+	}
+	u, err := ParseUPID(s)
+	if err != nil {
+		return TaskRef{}, err
+	}
+	node := u.Node
+	if node == "" {
+		node = fallbackNode
+	}
+	return TaskRef{UPID: s, Node: node}, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

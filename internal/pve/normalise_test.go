@@ -1,0 +1,175 @@
+package pve
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestNormaliseDescription(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"web server", "web server"},
+		{"db container\n", "db container"},        // LXC keeps the trailing newline
+		{"line1\nline2\r\n \t\n", "line1\nline2"}, // trailing whitespace of any kind
+		{"  leading kept", "  leading kept"},      // QEMU keeps leading whitespace
+		{"\n\n", ""},                              // blank ≡ absent
+		{"a<br>b\n", "a<br>b"},                    // UI HTML is left alone
+		{"unicode ✓ ", "unicode ✓"},
+	} {
+		if got := NormaliseDescription(tc.in); got != tc.want {
+			t.Errorf("NormaliseDescription(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestParseTags(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{}},
+		{"prod;web", []string{"prod", "web"}},
+		{"web;prod", []string{"prod", "web"}},
+		{"DB,Prod", []string{"db", "prod"}},         // hand-written, comma-separated
+		{"a, b;c  d", []string{"a", "b", "c", "d"}}, // mixed separators
+		{"x;X;x", []string{"x"}},                    // dedup, case-insensitive
+		{";;", []string{}},                          // only separators
+		{"go-proxmox+cloud-init", []string{"go-proxmox+cloud-init"}},
+	} {
+		got := ParseTags(tc.in)
+		if got == nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseTags(%q) = %#v, want %#v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestTagsEqualAndFormat(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []string
+		want bool
+	}{
+		{nil, []string{}, true},
+		{[]string{"Prod", "web"}, []string{"web", "prod"}, true},
+		{[]string{"prod;web"}, []string{"web", "prod"}, true},
+		{[]string{"prod"}, []string{"prod", "web"}, false},
+		{[]string{"a", "a"}, []string{"a"}, true},
+		{[]string{"a"}, []string{"b"}, false},
+	} {
+		if got := TagsEqual(tc.a, tc.b); got != tc.want {
+			t.Errorf("TagsEqual(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+	if got := FormatTags([]string{"Web", "prod", "web"}); got != "prod;web" {
+		t.Errorf("FormatTags = %q, want %q", got, "prod;web")
+	}
+	if got := FormatTags(nil); got != "" {
+		t.Errorf("FormatTags(nil) = %q, want empty", got)
+	}
+}
+
+func TestParseMemoryMiB(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      any
+		want    int
+		wantErr bool
+	}{
+		{"pve7 number", json.Number("2048"), 2048, false},
+		{"float64", float64(2048), 2048, false},
+		{"int", 4096, 4096, false},
+		{"pve8 string", "2048", 2048, false},
+		{"property string current", "current=2048", 2048, false},
+		{"property string more keys", "current=2048,foo=bar", 2048, false},
+		{"property default key first", "2048,foo=bar", 2048, false},
+		{"scientific number", json.Number("2.048e+03"), 2048, false},
+		{"scientific string", "2.048e+03", 2048, false},
+		{"spaces", " 1024 ", 1024, false},
+		{"fraction", "2048.5", 0, true},
+		{"garbage", "lots", 0, true},
+		{"negative", "-1", 0, true},
+		{"no current", "foo=bar", 0, true},
+		{"nil", nil, 0, true},
+		{"bool", true, 0, true},
+	} {
+		got, err := ParseMemoryMiB(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("%s: ParseMemoryMiB(%#v) = %d, %v; want %d, err=%v", tc.name, tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestParseBool(t *testing.T) {
+	for _, tc := range []struct {
+		in      any
+		want    bool
+		wantErr bool
+	}{
+		{nil, false, false}, // absent
+		{json.Number("0"), false, false},
+		{json.Number("1"), true, false},
+		{float64(1), true, false},
+		{"0", false, false},
+		{"1", true, false},
+		{true, true, false},
+		{false, false, false},
+		{"true", true, false},
+		{"off", false, false},
+		{"yes", true, false},
+		{json.Number("2"), false, true},
+		{"maybe", false, true},
+		{[]any{}, false, true},
+	} {
+		got, err := ParseBool(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParseBool(%#v) = %v, %v; want %v, err=%v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestParseInt(t *testing.T) {
+	for _, tc := range []struct {
+		in      any
+		want    int64
+		wantErr bool
+	}{
+		{json.Number("4"), 4, false},
+		{"4", 4, false},
+		{" 4 ", 4, false},
+		{float64(4), 4, false},
+		{7, 7, false},
+		{json.Number("1e+10"), 10000000000, false},
+		{"1.7179869184e+10", 17179869184, false},
+		{json.Number("9007199254740993"), 9007199254740993, false}, // beyond float64 precision
+		{"0.5", 0, true}, // cpulimit-style fraction
+		{"x", 0, true},
+		{nil, 0, true},
+		{"NaN", 0, true},
+	} {
+		got, err := ParseInt(tc.in)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("ParseInt(%#v) = %d, %v; want %d, err=%v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestValueString(t *testing.T) {
+	for _, tc := range []struct {
+		in     any
+		want   string
+		wantOK bool
+	}{
+		{nil, "", false},
+		{"0.5", "0.5", true},
+		{json.Number("2048"), "2048", true},
+		{json.Number("2.048e+03"), "2048", true},
+		{json.Number("0.5"), "0.5", true},
+		{true, "1", true},
+		{false, "0", true},
+	} {
+		got, ok := valueString(tc.in)
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("valueString(%#v) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
