@@ -327,3 +327,41 @@ func TestControlAPI(t *testing.T) {
 		t.Fatal("unreachable over HTTP had no effect")
 	}
 }
+
+// TestGoProxmoxTaskWait runs go-proxmox's own waiter against real task
+// latency for an OK, a failed and a warning task. It also pins the waiter's
+// traps (a failed task returns nil; warnings count as failure), which is why
+// internal/pve has its own waiter.
+func TestGoProxmoxTaskWait(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 2, Faults: pvesim.Faults{TaskLatency: pvesim.Duration(20 * time.Millisecond)}})
+	c := tokenClient(s)
+	ctx := ctxT(t)
+	n, _ := c.Node(ctx, "pve1")
+	vm, _ := n.VirtualMachine(ctx, 101)
+
+	task, err := vm.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx, 5*time.Millisecond, 30*time.Second); err != nil || !task.IsSuccessful || task.ExitStatus != "OK" {
+		t.Fatalf("OK task: err=%v %+v", err, task)
+	}
+	task, err = vm.Start(ctx) // already running: the task fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx, 5*time.Millisecond, 30*time.Second); err != nil || !task.IsFailed || task.ExitStatus != "VM 101 already running" {
+		t.Fatalf("failed task: err=%v %+v", err, task)
+	}
+	_ = s.UpdateFaults(func(f *pvesim.Faults) { f.WarnRate = 1 })
+	task, err = vm.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx, 5*time.Millisecond, 30*time.Second); err != nil || !task.IsFailed || task.ExitStatus != "WARNINGS: 1" {
+		t.Fatalf("warning task: err=%v %+v", err, task)
+	}
+	if g, _ := s.Guest(101); g.Status != "stopped" {
+		t.Fatal("the stop with warnings did take effect")
+	}
+}
