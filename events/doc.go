@@ -1,8 +1,33 @@
-// Package events defines converge's public event contract: the desired,
-// observed, action and result events, their JSON encoding, validation and
-// NATS subjects (DESIGN.md §3). Other Go services import it to publish
-// desired state.
+// Package events is converge's public event contract (DESIGN.md §3): the
+// desired, observed, action and result events, heartbeats and control
+// requests, their JSON encoding, validation, NATS subjects and headers.
+// Other Go services import it to publish desired state.
 //
-// The package is filled in by the event-pipeline work (issue 3); until then
-// it only reserves the import path so that the layout of DESIGN.md §2 holds.
+// # Subjects
+//
+// Events of one guest travel on pve.<kind>.<cluster>.<vmid> ([Subject]).
+// The stream stores them as pve.<kind>.<cluster>.<vmid>.<partition>
+// (a subject transform adds the partition, see internal/bus);
+// [ParseSubject] reads both forms.
+//
+// # Desired events
+//
+// A desired event states a guest's whole desired state and replaces the
+// previous one; a field it omits is not managed. [DecodeDesired] validates
+// a body against the JSON Schema shipped in desired.schema.json ([Schema])
+// and against the subject's vmid, and returns a [*ValidationError] listing
+// every problem with its field. Invalid events stay in the stream (nothing
+// is lost) and are reported as rejected; nothing is planned from them.
+//
+// Schema version, publisher identity and correlation id travel in headers
+// ([HeaderSchema], [HeaderPublisher], [HeaderCorrelationID]) because the
+// desired body admits only its documented fields. Events converge writes
+// itself carry the same facts in [Meta] in the body.
+//
+// # Compatibility
+//
+// Schema version 1. Fields are only ever added to converge's own events;
+// consumers must ignore unknown fields in observed, action and result
+// events. Desired events reject unknown fields so that typos never pass
+// silently as "unmanaged".
 package events

@@ -1,0 +1,104 @@
+package events
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Kind is an event kind, the second token of its subject.
+type Kind string
+
+// Event kinds. Desired, observed, action and result are per guest;
+// heartbeat and control are per cluster.
+const (
+	KindDesired   Kind = "desired"
+	KindObserved  Kind = "observed"
+	KindAction    Kind = "action"
+	KindResult    Kind = "result"
+	KindHeartbeat Kind = "heartbeat"
+	KindControl   Kind = "control"
+)
+
+// Prefix is the first token of every converge subject.
+const Prefix = "pve"
+
+// DefaultCluster is the cluster id used when none is configured.
+const DefaultCluster = "pve"
+
+// VMID limits, as Proxmox enforces them.
+const (
+	MinVMID = 100
+	MaxVMID = 999999999
+)
+
+var clusterRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateCluster checks a cluster id: a single subject token.
+func ValidateCluster(c string) error {
+	if !clusterRe.MatchString(c) {
+		return fmt.Errorf("cluster %q: want 1-64 letters, digits, '-' or '_'", c)
+	}
+	return nil
+}
+
+// Subject is where a guest's event of the given kind is published.
+func Subject(kind Kind, cluster string, vmid int) string {
+	return Prefix + "." + string(kind) + "." + cluster + "." + strconv.Itoa(vmid)
+}
+
+// ClusterSubject is where a cluster-wide event (heartbeat, control) goes.
+func ClusterSubject(kind Kind, cluster string) string {
+	return Prefix + "." + string(kind) + "." + cluster
+}
+
+// StoredFilter matches the stored subjects of one guest's events of a kind,
+// whatever partition they landed in.
+func StoredFilter(kind Kind, cluster string, vmid int) string {
+	return Subject(kind, cluster, vmid) + ".*"
+}
+
+// SubjectInfo is what a subject says about an event.
+type SubjectInfo struct {
+	Kind      Kind
+	Cluster   string
+	VMID      int // 0 for cluster-wide events
+	Partition int // -1 when the subject carries none (as published)
+}
+
+// ParseSubject reads a published (pve.kind.cluster[.vmid]) or stored
+// (pve.kind.cluster.vmid.partition) subject.
+func ParseSubject(s string) (SubjectInfo, error) {
+	t := strings.Split(s, ".")
+	if len(t) < 3 || t[0] != Prefix {
+		return SubjectInfo{}, fmt.Errorf("subject %q: not a converge subject", s)
+	}
+	info := SubjectInfo{Kind: Kind(t[1]), Cluster: t[2], Partition: -1}
+	switch info.Kind {
+	case KindHeartbeat, KindControl:
+		if len(t) != 3 {
+			return SubjectInfo{}, fmt.Errorf("subject %q: want %s.%s.<cluster>", s, Prefix, info.Kind)
+		}
+		return info, nil
+	case KindDesired, KindObserved, KindAction, KindResult:
+	default:
+		return SubjectInfo{}, fmt.Errorf("subject %q: unknown event kind %q", s, t[1])
+	}
+	if len(t) != 4 && len(t) != 5 {
+		return SubjectInfo{}, fmt.Errorf("subject %q: want %s.%s.<cluster>.<vmid>", s, Prefix, info.Kind)
+	}
+	vmid, err := strconv.Atoi(t[3])
+	if err != nil || t[3] != strconv.Itoa(vmid) {
+		return SubjectInfo{}, fmt.Errorf("subject %q: vmid %q is not a decimal number", s, t[3])
+	}
+	info.VMID = vmid
+	if len(t) == 5 {
+		p, err := strconv.Atoi(t[4])
+		if err != nil || p < 0 {
+			return SubjectInfo{}, fmt.Errorf("subject %q: bad partition %q", s, t[4])
+		}
+		info.Partition = p
+	}
+	return info, nil
+}

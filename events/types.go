@@ -1,0 +1,157 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// GuestConfig is the managed part of a guest's config, normalised so that
+// Proxmox round trips never read as drift (see internal/pve).
+type GuestConfig struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Tags        []string `json:"tags"`
+	Cores       int      `json:"cores"`
+	MemoryMiB   int      `json:"memory_mib"`
+	OnBoot      bool     `json:"onboot"`
+}
+
+// Observation sources.
+const (
+	SourceObserver = "observer"
+	SourceExecutor = "executor"
+)
+
+// Observed is a snapshot of one guest as Proxmox showed it. Observers
+// publish one when a guest changes or disappears; executors embed one in
+// each final result, read back after the action.
+type Observed struct {
+	Meta
+	VMID    int       `json:"vmid"`
+	Cluster string    `json:"cluster"`
+	Exists  bool      `json:"exists"`
+	Node    string    `json:"node,omitempty"`
+	Kind    GuestKind `json:"kind,omitempty"`
+	// Status is running, stopped, paused or unknown.
+	Status   string `json:"status,omitempty"`
+	Lock     string `json:"lock,omitempty"`
+	Template bool   `json:"template,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	// Config holds applied values; Pending the managed keys whose new value
+	// waits for a restart (PVE key names, normalised values).
+	Config  GuestConfig       `json:"config"`
+	Pending map[string]string `json:"pending,omitempty"`
+	// ReadAt is when Proxmox was read. Views keep the newest read, not the
+	// newest publish, so a slow observer cannot roll a view back.
+	ReadAt time.Time `json:"read_at"`
+	Source string    `json:"source"`
+}
+
+// Heartbeat is an observer's report after each pass, reachable or not.
+type Heartbeat struct {
+	Meta
+	Cluster   string        `json:"cluster"`
+	Observer  string        `json:"observer"`
+	Reachable bool          `json:"reachable"`
+	Error     string        `json:"error,omitempty"`
+	Pass      uint64        `json:"pass"`
+	Guests    int           `json:"guests"`
+	Interval  time.Duration `json:"interval_ns"`
+}
+
+// Op is what an action does to a guest.
+type Op string
+
+// Actions the planner emits.
+const (
+	OpStart     Op = "start"
+	OpStop      Op = "stop"
+	OpShutdown  Op = "shutdown"
+	OpReboot    Op = "reboot"
+	OpSetConfig Op = "set_config"
+)
+
+// Action is one planned Proxmox mutation.
+type Action struct {
+	Meta
+	ID      string    `json:"id"`
+	VMID    int       `json:"vmid"`
+	Cluster string    `json:"cluster"`
+	Node    string    `json:"node"`
+	Kind    GuestKind `json:"kind"`
+	Op      Op        `json:"op"`
+	// Set and Delete are PVE config keys for set_config, values normalised.
+	Set    map[string]string `json:"set,omitempty"`
+	Delete []string          `json:"delete,omitempty"`
+	// Digest is the config digest the plan saw; Proxmox refuses the write
+	// if the config changed since.
+	Digest string `json:"digest,omitempty"`
+	// Timeout bounds a graceful shutdown before it is forced.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
+	Reason  string        `json:"reason"`
+	// DesiredSeq and BasisSeq are the stream sequences of the desired event
+	// and the observation this action was planned from; executors skip the
+	// action if either has been superseded.
+	DesiredSeq uint64 `json:"desired_seq"`
+	BasisSeq   uint64 `json:"basis_seq"`
+	Attempt    int    `json:"attempt"`
+}
+
+// ResultStatus is what happened to an action.
+type ResultStatus string
+
+// Result statuses. Started is journalled with the Proxmox task id before the
+// executor waits; the others are final.
+const (
+	ResultStarted   ResultStatus = "started"
+	ResultSucceeded ResultStatus = "succeeded"
+	ResultFailed    ResultStatus = "failed"
+	ResultSkipped   ResultStatus = "skipped"
+)
+
+// Final reports whether no further result follows for the action.
+func (s ResultStatus) Final() bool { return s != ResultStarted }
+
+// Result is an executor's journal entry for an action.
+type Result struct {
+	Meta
+	ActionID string       `json:"action_id"`
+	VMID     int          `json:"vmid"`
+	Cluster  string       `json:"cluster"`
+	Op       Op           `json:"op"`
+	Status   ResultStatus `json:"status"`
+	UPID     string       `json:"upid,omitempty"`
+	Node     string       `json:"node,omitempty"`
+	// Error and ErrorClass (internal/pve's classes: transient, locked,
+	// already-done, gone, terminal, conflict, unauthorized, unknown).
+	Error      string   `json:"error,omitempty"`
+	ErrorClass string   `json:"error_class,omitempty"`
+	Warnings   int      `json:"warnings,omitempty"`
+	TaskLog    []string `json:"task_log,omitempty"`
+	// Reason says why an action was skipped or already done.
+	Reason   string    `json:"reason,omitempty"`
+	Observed *Observed `json:"observed,omitempty"`
+	Executor string    `json:"executor,omitempty"`
+}
+
+// Control commands.
+const (
+	// CommandResync asks for a full reconciliation pass now.
+	CommandResync = "resync"
+)
+
+// Control is a request to converge's roles.
+type Control struct {
+	Meta
+	Command string `json:"command"`
+}
+
+// Decode unmarshals one of converge's own event bodies.
+func Decode[T any](body []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("events: decode %T: %w", v, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,165 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Config describes how to reach NATS and which JetStream resources to use.
+type Config struct {
+	// URLs is a comma-separated list of server URLs (env CONVERGE_NATS_URL).
+	URLs string
+	// Server, if set, is an embedded server to connect to in-process.
+	Server *server.Server
+	// Name is the client connection name, shown in server monitoring.
+	Name string
+
+	User, Password string
+	Token          string
+	CredsFile      string // JWT + nkey seed, as issued by nsc
+	NKeyFile       string // nkey seed file
+	TLSCA          string
+	TLSCert        string
+	TLSKey         string
+
+	// Stream is the journal stream's name (default "PVE").
+	Stream string
+	// Bucket is the projection KV bucket (default "converge_views").
+	Bucket string
+	// Partitions of the vmid space (default 16), fixed at stream creation.
+	Partitions int
+	// Replicas of the stream and bucket (default 1; 3 on a cluster).
+	Replicas int
+	// MaxAge and MaxBytes bound the journal (0: unlimited).
+	MaxAge   time.Duration
+	MaxBytes int64
+
+	Logger zerolog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.Stream == "" {
+		c.Stream = "PVE"
+	}
+	if c.Bucket == "" {
+		c.Bucket = "converge_views"
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 16
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	switch {
+	case c.Partitions < 1 || c.Partitions > 1024:
+		return fmt.Errorf("bus: Config.Partitions must be within 1..1024, got %d", c.Partitions)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("bus: Config.Replicas must be within 1..5, got %d", c.Replicas)
+	case c.URLs == "" && c.Server == nil:
+		return errors.New("bus: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("bus: a TLS client certificate needs both cert and key")
+	case c.CredsFile != "" && c.NKeyFile != "":
+		return errors.New("bus: use a creds file or an nkey file, not both")
+	}
+	return nil
+}
+
+// Bus is a connection with its JetStream context and resources.
+type Bus struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	cfg Config
+	log zerolog.Logger
+}
+
+// Connect dials NATS. Reconnects are unlimited: a role waits for the bus
+// rather than exiting, and JetStream publishes fail (and are retried by
+// their callers) while it is away.
+func Connect(ctx context.Context, cfg Config) (*Bus, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("nats disconnected")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
+		}),
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("bus: nkey %s: %w", cfg.NKeyFile, err)
+		}
+		opts = append(opts, o)
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	if cfg.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	url := cfg.URLs
+	if cfg.Server != nil {
+		opts = append(opts, nats.InProcessServer(cfg.Server))
+		url = ""
+	}
+	nc, err := nats.Connect(strings.ReplaceAll(url, " ", ""), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect %s: %w", redactURLs(url), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	return &Bus{NC: nc, JS: js, cfg: cfg, log: log}, nil
+}
+
+// redactURLs hides passwords in URLs for error messages.
+func redactURLs(s string) string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if at := strings.LastIndex(u, "@"); at > 0 {
+			if i := strings.Index(u, "://"); i >= 0 && i < at {
+				u = u[:i+3] + "***" + u[at:]
+			}
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
+}
+
+// Config returns the resolved configuration.
+func (b *Bus) Config() Config { return b.cfg }
+
+// Close drains the connection so buffered publishes and acks go out.
+func (b *Bus) Close() {
+	if err := b.NC.Drain(); err != nil {
+		b.NC.Close()
+	}
+}

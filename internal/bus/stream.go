@@ -1,0 +1,120 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// StreamConfig is the journal stream's configuration for this Config.
+func (b *Bus) StreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        b.cfg.Stream,
+		Description: "converge journal: desired, observed, action, result, heartbeat and control events",
+		Subjects:    []string{events.Prefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    b.cfg.Replicas,
+		MaxAge:      b.cfg.MaxAge,
+		MaxBytes:    nonZero(b.cfg.MaxBytes),
+		Discard:     jetstream.DiscardOld,
+		// The dedupe window covers blind publish retries; planner idempotence
+		// beyond it comes from fenced publishes, not from msg-ids.
+		Duplicates:  2 * time.Minute,
+		AllowDirect: true,
+		DenyDelete:  true,
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source:      events.Prefix + ".*.*.*",
+			Destination: events.Prefix + ".{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(" + strconv.Itoa(b.cfg.Partitions) + ",2,3)}}",
+		},
+	}
+}
+
+func nonZero(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// Provision creates or updates the journal stream and the projection
+// bucket. It is idempotent; it refuses to change the partition count of an
+// existing stream, which would move guests between partitions.
+func (b *Bus) Provision(ctx context.Context) error {
+	want := b.StreamConfig()
+	s, err := b.JS.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if _, err := b.JS.CreateStream(ctx, want); err != nil {
+			return fmt.Errorf("bus: create stream %s: %w", want.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("bus: stream %s: %w", want.Name, err)
+	default:
+		have := s.CachedInfo().Config
+		if have.SubjectTransform == nil || have.SubjectTransform.Destination != want.SubjectTransform.Destination {
+			return fmt.Errorf("bus: stream %s exists with transform %+v; converge wants %q (partitions are fixed at creation)",
+				want.Name, have.SubjectTransform, want.SubjectTransform.Destination)
+		}
+		if _, err := b.JS.UpdateStream(ctx, want); err != nil {
+			return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
+		}
+	}
+	if _, err := b.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      b.cfg.Bucket,
+		Description: "converge per-guest views, materialised from the journal",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    b.cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("bus: bucket %s: %w", b.cfg.Bucket, err)
+	}
+	return nil
+}
+
+// Stream returns the journal stream handle.
+func (b *Bus) Stream(ctx context.Context) (jetstream.Stream, error) {
+	return b.JS.Stream(ctx, b.cfg.Stream)
+}
+
+// Views returns the projection bucket.
+func (b *Bus) Views(ctx context.Context) (jetstream.KeyValue, error) {
+	return b.JS.KeyValue(ctx, b.cfg.Bucket)
+}
+
+// Publish writes an event and waits for the stream's acknowledgement.
+func (b *Bus) Publish(ctx context.Context, subject string, body []byte, hdr nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	msg := &nats.Msg{Subject: subject, Data: body, Header: hdr}
+	return b.JS.PublishMsg(ctx, msg, opts...)
+}
+
+// LastMsg reads the newest stored event of a guest of one kind, or nil if
+// there is none.
+func (b *Bus) LastMsg(ctx context.Context, kind events.Kind, cluster string, vmid int) (*jetstream.RawStreamMsg, error) {
+	s, err := b.Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, events.StoredFilter(kind, cluster, vmid))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// IsWrongLastSequence reports a failed optimistic-concurrency publish:
+// 10071 on R1 streams, 10164 on replicated ones.
+func IsWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164
+	}
+	return false
+}
