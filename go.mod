@@ -34,4 +34,5 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
+	pgregory.net/rapid v1.2.0 // indirect
 )

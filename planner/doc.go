@@ -1,6 +1,22 @@
-// Package planner holds the pure Plan(view, policy, now) function (no I/O,
-// no clock, no logging) and the service around it that consumes events,
-// folds them with package projector, plans and publishes fenced actions.
+// Package planner decides what converge does to each guest.
 //
-// Implemented by the event-pipeline work (issue 3).
+// [Plan] is pure: from a guest's [projector.View], the cluster's
+// observation state, a [Policy] and the current time it returns a
+// [Decision] — the guest's status and the minimal ordered actions that
+// would bring Proxmox to the desired state, each with a human-readable
+// reason. It does no I/O, reads no clock and logs nothing, so it can be
+// property-tested and used for dry runs (`converge plan`).
+//
+// Plan never acts on a guest without desired state (invariant 7), never
+// while Proxmox is unreachable or the observer is silent (invariant 6:
+// status blocked, never "gone"), never while an action is in flight, never
+// on a locked guest (it waits), never from a rejected desired event, and
+// never stops a guest whose desired power is running.
+//
+// [Service] runs Plan: it folds the journal with package projector, keeps
+// at most one action in flight per guest, publishes the first planned
+// action fenced by the guest's last action sequence and with a
+// deterministic Nats-Msg-Id (so a restarted planner never plans twice),
+// retries failures with jittered exponential backoff tied to the desired
+// revision, and materialises views for status queries.
 package planner

@@ -1,0 +1,295 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/projector"
+)
+
+// StatusKind is a guest's state as converge reports it.
+type StatusKind string
+
+// Guest states (DESIGN.md §3).
+const (
+	Converged StatusKind = "converged"
+	Pending   StatusKind = "pending"
+	Acting    StatusKind = "acting"
+	Error     StatusKind = "error"
+	Blocked   StatusKind = "blocked"
+	Rejected  StatusKind = "rejected"
+	Unmanaged StatusKind = "unmanaged"
+)
+
+// Status is a guest's state with the reason for it.
+type Status struct {
+	Kind   StatusKind `json:"state"`
+	Reason string     `json:"reason,omitempty"`
+	// Drift lists the differences between desired and observed.
+	Drift []string `json:"drift,omitempty"`
+	// RetryAt is when a failed guest is tried again.
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// Step is one planned action, before the service gives it an id.
+type Step struct {
+	Op      events.Op         `json:"op"`
+	Set     map[string]string `json:"set,omitempty"`
+	Delete  []string          `json:"delete,omitempty"`
+	Timeout time.Duration     `json:"timeout_ns,omitempty"`
+	Reason  string            `json:"reason"`
+}
+
+// Decision is Plan's answer for one guest: its status and the ordered
+// actions still needed. The service acts on Steps[0] only; the rest say
+// what will follow.
+type Decision struct {
+	Status Status `json:"status"`
+	Steps  []Step `json:"steps,omitempty"`
+}
+
+func decide(kind StatusKind, format string, a ...any) Decision {
+	return Decision{Status: Status{Kind: kind, Reason: fmt.Sprintf(format, a...)}}
+}
+
+// Plan decides a guest's status and next actions. It is pure.
+func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) Decision {
+	if v.Rejected != nil {
+		return decide(Rejected, "desired event #%d rejected: %s", v.Rejected.Seq, v.Rejected.Reason)
+	}
+	if v.Desired == nil {
+		return decide(Unmanaged, "no desired state: converge leaves this guest alone")
+	}
+	if v.InFlight != nil {
+		a := v.InFlight
+		d := decide(Acting, "%s: %s", a.Op, a.Reason)
+		if v.Started != nil && v.Started.UPID != "" {
+			d.Status.Reason += " (task " + v.Started.UPID + ")"
+		}
+		return d
+	}
+	// Invariant 6: nothing is done from stale or missing observations.
+	switch {
+	case c.HeartbeatAt.IsZero():
+		return decide(Blocked, "no observation of Proxmox yet (is an observer running?)")
+	case now.Sub(c.HeartbeatAt) > p.ObserverTimeout:
+		return decide(Blocked, "observer silent for %s (last heartbeat %s)", now.Sub(c.HeartbeatAt).Round(time.Second), c.HeartbeatAt.Format(time.RFC3339))
+	case !c.Reachable:
+		return decide(Blocked, "Proxmox unreachable: %s", c.Error)
+	case v.Observed == nil:
+		return decide(Blocked, "guest not observed yet")
+	}
+	d, o := v.Desired, v.Observed
+	if !o.Exists {
+		if d.Absent {
+			return decide(Converged, "absent, as desired")
+		}
+		return decide(Error, "guest %d does not exist in Proxmox; this version of converge does not create guests", v.VMID)
+	}
+	if d.Absent {
+		return decide(Blocked, "desired absent: destroying guests is behind the destroy gate, which this version keeps closed")
+	}
+	if d.Kind != nil && events.GuestKind(*d.Kind) != o.Kind {
+		return decide(Error, "desired kind %s but guest %d is a %s container/VM in Proxmox", *d.Kind, v.VMID, o.Kind)
+	}
+	if o.Template {
+		return decide(Error, "guest %d is a template; converge does not manage templates", v.VMID)
+	}
+
+	steps, drift, waiting := diff(v, p)
+	if len(steps) == 0 {
+		if len(waiting) > 0 {
+			dec := decide(Pending, "%s", strings.Join(waiting, "; "))
+			dec.Status.Drift = drift
+			return dec
+		}
+		return Decision{Status: Status{Kind: Converged}}
+	}
+	dec := Decision{Steps: steps, Status: Status{Kind: Pending, Drift: drift, Reason: "next: " + steps[0].Reason}}
+	if l := o.Lock; l != "" {
+		dec.Status.Reason = fmt.Sprintf("waiting: guest is locked (%s); %s", l, dec.Status.Reason)
+		dec.Steps = nil
+		return dec
+	}
+	if v.Failures > 0 {
+		if v.Terminal {
+			dec.Status.Kind = Error
+			dec.Status.Reason = fmt.Sprintf("%s failed: %s (not retried until the desired state changes)", lastOp(v), v.LastError)
+			dec.Steps = nil
+			return dec
+		}
+		// A digest conflict is answered by re-planning from the fresh read
+		// the result carried, not by waiting.
+		if v.LastErrorKind != pve.ClassConflict.String() {
+			at := v.LastFailureAt.Add(p.Backoff(v.VMID, v.Failures))
+			if now.Before(at) {
+				dec.Status.RetryAt = at
+				dec.Status.Reason = fmt.Sprintf("retry %d after %s failed: %s; next attempt %s", v.Failures+1, lastOp(v), v.LastError, at.Format(time.RFC3339))
+				dec.Steps = nil
+				return dec
+			}
+		}
+	}
+	if p.ObserveOnly {
+		dec.Status.Reason = "observe-only: would " + dec.Status.Reason[len("next: "):]
+		dec.Steps = nil
+	}
+	return dec
+}
+
+func lastOp(v *projector.View) string {
+	if v.LastResult != nil {
+		return string(v.LastResult.Op)
+	}
+	return "action"
+}
+
+// field is one managed config field: its PVE key and desired, applied and
+// pending values in normalised string form.
+type field struct {
+	key, label         string
+	want, have, queued string
+	hasQueued          bool
+}
+
+func managedFields(d *events.Desired, o *events.Observed) []field {
+	var fs []field
+	add := func(key, label, want, have string) {
+		q, ok := o.Pending[key]
+		fs = append(fs, field{key: key, label: label, want: want, have: have, queued: q, hasQueued: ok})
+	}
+	if d.Name != nil {
+		add("name", "name", *d.Name, o.Config.Name)
+	}
+	if d.Description != nil {
+		add("description", "description", pve.NormaliseDescription(*d.Description), pve.NormaliseDescription(o.Config.Description))
+	}
+	if d.Tags != nil {
+		add("tags", "tags", pve.FormatTags(pve.NormaliseTags(*d.Tags)), pve.FormatTags(pve.NormaliseTags(o.Config.Tags)))
+	}
+	if d.Cores != nil {
+		add("cores", "cores", strconv.Itoa(*d.Cores), strconv.Itoa(o.Config.Cores))
+	}
+	if d.MemoryMiB != nil {
+		add("memory", "memory_mib", strconv.Itoa(*d.MemoryMiB), strconv.Itoa(o.Config.MemoryMiB))
+	}
+	if d.OnBoot != nil {
+		add("onboot", "onboot", boolStr(*d.OnBoot), boolStr(o.Config.OnBoot))
+	}
+	return fs
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func show(s string) string {
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// diff orders the minimal steps: stop before writing config (so it applies
+// at once), write config before starting (so the guest boots with it), and
+// reboot a running guest only for desired values Proxmox keeps pending.
+func diff(v *projector.View, p Policy) (steps []Step, drift, waiting []string) {
+	d, o := v.Desired, v.Observed
+	set := map[string]string{}
+	var del, changed, pendingReboot []string
+	for _, f := range managedFields(d, o) {
+		target := f.have
+		if f.hasQueued {
+			target = f.queued
+		}
+		switch {
+		case target != f.want:
+			drift = append(drift, fmt.Sprintf("%s: want %s, have %s", f.label, show(f.want), show(target)))
+			if f.want == "" && (f.key == "description" || f.key == "tags") {
+				del = append(del, f.key)
+			} else {
+				set[f.key] = f.want
+			}
+			changed = append(changed, f.label)
+		case f.have != f.want:
+			drift = append(drift, fmt.Sprintf("%s: want %s, applies at next restart", f.label, show(f.want)))
+			pendingReboot = append(pendingReboot, f.label)
+		}
+	}
+	sort.Strings(del)
+	var cfg *Step
+	if len(set) > 0 || len(del) > 0 {
+		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del,
+			Reason: "config drift: " + strings.Join(changed, ", ")}
+	}
+	running := o.Status == "running"
+	wantPower := ""
+	if d.Power != nil {
+		wantPower = string(*d.Power)
+	}
+	if o.Status == "paused" && wantPower != "" {
+		waiting = append(waiting, "guest is paused; converge does not resume or stop paused guests")
+		if cfg != nil {
+			steps = append(steps, *cfg)
+		}
+		return steps, drift, waiting
+	}
+	switch {
+	case wantPower == "stopped" && running:
+		drift = append(drift, "power: want stopped, have running")
+		steps = append(steps, Step{Op: events.OpShutdown, Timeout: p.ShutdownTimeout,
+			Reason: "desired power stopped, guest is running (graceful shutdown, forced after " + p.ShutdownTimeout.String() + ")"})
+		if cfg != nil {
+			steps = append(steps, *cfg)
+		}
+	case wantPower == "running" && !running:
+		drift = append(drift, "power: want running, have "+o.Status)
+		if cfg != nil {
+			steps = append(steps, *cfg)
+		}
+		steps = append(steps, Step{Op: events.OpStart, Reason: "desired power running, guest is " + o.Status})
+	default:
+		if cfg != nil {
+			steps = append(steps, *cfg)
+		}
+		if running && (len(pendingReboot) > 0 || (cfg != nil && needsRestart(o.Kind, set))) {
+			switch {
+			case wantPower == "running" && *p.RebootForPending:
+				steps = append(steps, Step{Op: events.OpReboot,
+					Reason: "apply pending " + strings.Join(append(pendingReboot, restartKeys(o.Kind, set)...), ", ") + " (Proxmox applies them at restart)"})
+			case len(pendingReboot) > 0 && wantPower == "running":
+				waiting = append(waiting, strings.Join(pendingReboot, ", ")+" wait for a restart (policy: no reboot for pending changes)")
+			case len(pendingReboot) > 0:
+				waiting = append(waiting, strings.Join(pendingReboot, ", ")+" wait for a restart (converge reboots only guests whose power it manages)")
+			}
+		}
+	}
+	return steps, drift, waiting
+}
+
+// needsRestart predicts whether a config write to a running guest will be
+// kept pending: QEMU cores and (without memory hotplug) memory.
+func needsRestart(kind events.GuestKind, set map[string]string) bool {
+	return len(restartKeys(kind, set)) > 0
+}
+
+func restartKeys(kind events.GuestKind, set map[string]string) []string {
+	if kind != events.QEMU {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"cores", "memory"} {
+		if _, ok := set[k]; ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package projector
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// Event is one stored journal entry.
+type Event struct {
+	Seq     uint64
+	Subject string
+	Header  nats.Header
+	Data    []byte
+	// Time is the stream's receive time.
+	Time time.Time
+}
+
+// Projector holds the views of one cluster.
+type Projector struct {
+	Cluster string
+	Views   map[int]*View
+	State   ClusterState
+	// LastSeq is the last sequence applied.
+	LastSeq uint64
+}
+
+// New returns an empty projector for a cluster.
+func New(cluster string) *Projector {
+	return &Projector{Cluster: cluster, Views: map[int]*View{}, State: ClusterState{Cluster: cluster}}
+}
+
+func (p *Projector) view(vmid int) *View {
+	v := p.Views[vmid]
+	if v == nil {
+		v = &View{VMID: vmid, Cluster: p.Cluster}
+		p.Views[vmid] = v
+	}
+	return v
+}
+
+// Change says what an applied event did.
+type Change struct {
+	// View is the guest view the event changed, or nil.
+	View *View
+	// Cluster is true when cluster state changed (heartbeat, resync).
+	Cluster bool
+	// Resync is true for a resync request.
+	Resync bool
+	// Err describes an event that could not be folded (it is skipped).
+	Err error
+}
+
+// Apply folds one event. Events of other clusters and sequences already
+// applied are ignored.
+func (p *Projector) Apply(ev Event) Change {
+	if ev.Seq != 0 && ev.Seq <= p.LastSeq {
+		return Change{}
+	}
+	if ev.Seq != 0 {
+		p.LastSeq = ev.Seq
+	}
+	info, err := events.ParseSubject(ev.Subject)
+	if err != nil {
+		return Change{Err: err}
+	}
+	if info.Cluster != p.Cluster {
+		return Change{}
+	}
+	switch info.Kind {
+	case events.KindHeartbeat:
+		hb, err := events.Decode[events.Heartbeat](ev.Data)
+		if err != nil {
+			return Change{Err: err}
+		}
+		p.State.HeartbeatAt, p.State.HeartbeatSeq = hb.Time, ev.Seq
+		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
+		return Change{Cluster: true}
+	case events.KindControl:
+		c, err := events.Decode[events.Control](ev.Data)
+		if err != nil {
+			return Change{Err: err}
+		}
+		if c.Command == events.CommandResync {
+			p.State.ResyncSeq, p.State.ResyncAt = ev.Seq, c.Time
+			return Change{Cluster: true, Resync: true}
+		}
+		return Change{}
+	}
+	v := p.view(info.VMID)
+	var ferr error
+	switch info.Kind {
+	case events.KindDesired:
+		foldDesired(v, ev)
+	case events.KindObserved:
+		ferr = foldObserved(v, ev)
+	case events.KindAction:
+		ferr = foldAction(v, ev)
+	case events.KindResult:
+		ferr = foldResult(v, ev)
+	}
+	if ferr != nil {
+		return Change{View: v, Err: ferr}
+	}
+	v.Seq = ev.Seq
+	return Change{View: v}
+}
+
+func foldDesired(v *View, ev Event) {
+	publisher := ev.Header.Get(events.HeaderPublisher)
+	if publisher == "" {
+		publisher = "unknown"
+	}
+	d, err := events.DecodeDesired(ev.Data, v.VMID)
+	if err == nil && ev.Header.Get(events.HeaderSchema) != "" && ev.Header.Get(events.HeaderSchema) != "1" {
+		err = fmt.Errorf("unsupported schema version %q (this converge reads 1)", ev.Header.Get(events.HeaderSchema))
+	}
+	if err != nil {
+		v.Rejected = &Rejection{Seq: ev.Seq, Reason: err.Error(), Publisher: publisher, At: ev.Time}
+		return
+	}
+	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher = d, ev.Seq, ev.Time, publisher
+	v.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
+	if v.CorrelationID == "" {
+		v.CorrelationID = fmt.Sprintf("desired-%s-%d-%d", v.Cluster, v.VMID, ev.Seq)
+	}
+	v.Rejected = nil
+	v.RevisionActions = 0
+	v.Failures, v.LastFailureAt, v.LastError, v.LastErrorKind, v.Terminal = 0, time.Time{}, "", "", false
+}
+
+// newer reports whether o was read after the view's current observation.
+func (v *View) newer(o *events.Observed) bool {
+	return v.Observed == nil || !o.ReadAt.Before(v.Observed.ReadAt)
+}
+
+func foldObserved(v *View, ev Event) error {
+	o, err := events.Decode[events.Observed](ev.Data)
+	if err != nil {
+		return err
+	}
+	if v.newer(&o) {
+		v.Observed, v.ObservedSeq = &o, ev.Seq
+	}
+	return nil
+}
+
+func foldAction(v *View, ev Event) error {
+	a, err := events.Decode[events.Action](ev.Data)
+	if err != nil {
+		return err
+	}
+	v.InFlight, v.InFlightSeq, v.Started = &a, ev.Seq, nil
+	v.LastAction, v.LastActionSeq = &a, ev.Seq
+	if a.DesiredSeq == v.DesiredSeq {
+		v.RevisionActions++
+	}
+	return nil
+}
+
+func foldResult(v *View, ev Event) error {
+	r, err := events.Decode[events.Result](ev.Data)
+	if err != nil {
+		return err
+	}
+	if r.Observed != nil && v.newer(r.Observed) {
+		v.Observed, v.ObservedSeq = r.Observed, ev.Seq
+	}
+	if r.Status == events.ResultStarted {
+		if v.InFlight != nil && v.InFlight.ID == r.ActionID {
+			v.Started = &r
+		}
+		return nil
+	}
+	v.LastResult, v.LastResultSeq = &r, ev.Seq
+	var planned *events.Action
+	if v.InFlight != nil && v.InFlight.ID == r.ActionID {
+		planned = v.InFlight
+		v.InFlight, v.InFlightSeq, v.Started = nil, 0, nil
+	}
+	if planned == nil || planned.DesiredSeq != v.DesiredSeq {
+		return nil // a result for an older revision does not count against this one
+	}
+	switch r.Status {
+	case events.ResultSucceeded:
+		v.Failures, v.LastError, v.LastErrorKind, v.Terminal = 0, "", "", false
+	case events.ResultFailed:
+		v.Failures++
+		v.LastFailureAt, v.LastError, v.LastErrorKind = r.Time, r.Error, r.ErrorClass
+		v.Terminal = r.ErrorClass == pve.ClassTerminal.String() || r.ErrorClass == pve.ClassUnauthorized.String()
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package projector
+
+import (
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// View is everything converge knows about one guest.
+type View struct {
+	VMID    int    `json:"vmid"`
+	Cluster string `json:"cluster"`
+
+	// Desired is the last valid desired state; DesiredSeq its stream
+	// sequence, which is the desired revision.
+	Desired       *events.Desired `json:"desired,omitempty"`
+	DesiredSeq    uint64          `json:"desired_seq,omitempty"`
+	DesiredAt     time.Time       `json:"desired_at,omitzero"`
+	Publisher     string          `json:"publisher,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	// Rejected is set when the newest desired event was invalid.
+	Rejected *Rejection `json:"rejected,omitempty"`
+
+	// Observed is the newest read of the guest; ObservedSeq the sequence
+	// of the event that carried it (an observed event or a result).
+	Observed    *events.Observed `json:"observed,omitempty"`
+	ObservedSeq uint64           `json:"observed_seq,omitempty"`
+
+	// InFlight is the action awaiting its final result; Started its
+	// journalled task, once the executor has one.
+	InFlight      *events.Action `json:"in_flight,omitempty"`
+	InFlightSeq   uint64         `json:"in_flight_seq,omitempty"`
+	Started       *events.Result `json:"started,omitempty"`
+	LastAction    *events.Action `json:"last_action,omitempty"`
+	LastActionSeq uint64         `json:"last_action_seq,omitempty"`
+	// RevisionActions counts actions planned for DesiredSeq: the next one's
+	// deterministic id.
+	RevisionActions int `json:"revision_actions,omitempty"`
+
+	LastResult    *events.Result `json:"last_result,omitempty"`
+	LastResultSeq uint64         `json:"last_result_seq,omitempty"`
+
+	// Failures of actions planned for DesiredSeq, the last one's time and
+	// error; Terminal when the last failure will not go away by retrying.
+	Failures      int       `json:"failures,omitempty"`
+	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+	LastErrorKind string    `json:"last_error_class,omitempty"`
+	Terminal      bool      `json:"terminal,omitempty"`
+
+	// Seq is the sequence of the last event that changed this view.
+	Seq uint64 `json:"seq"`
+}
+
+// Rejection records an invalid desired event.
+type Rejection struct {
+	Seq       uint64    `json:"seq"`
+	Reason    string    `json:"reason"`
+	Publisher string    `json:"publisher,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// ClusterState is what the observers last reported.
+type ClusterState struct {
+	Cluster      string        `json:"cluster"`
+	HeartbeatAt  time.Time     `json:"heartbeat_at,omitzero"`
+	HeartbeatSeq uint64        `json:"heartbeat_seq,omitempty"`
+	Reachable    bool          `json:"reachable"`
+	Error        string        `json:"error,omitempty"`
+	Interval     time.Duration `json:"interval_ns,omitempty"`
+	ResyncSeq    uint64        `json:"resync_seq,omitempty"`
+	ResyncAt     time.Time     `json:"resync_at,omitzero"`
+}
+
+// Clone returns a deep enough copy for handing a view to another goroutine:
+// the event values it points to are never mutated after folding.
+func (v *View) Clone() *View {
+	c := *v
+	return &c
+}
