@@ -64,8 +64,8 @@ var Schema []byte
 
 // FieldError is one problem with a desired event.
 type FieldError struct {
-	Field   string // JSON pointer-ish path: "cores", "clone.from", "" for the body
-	Message string
+	Field   string `json:"field"` // "cores", "clone.from", "" for the body as a whole
+	Message string `json:"message"`
 }
 
 func (f FieldError) String() string {

@@ -1,6 +1,111 @@
-// Package executor consumes actions per vmid, in order, drives Proxmox
-// through internal/pve, and journals intent, the Proxmox task id (UPID) and
-// the outcome as result events before and after waiting.
+// Package executor runs planned actions against Proxmox VE and journals
+// what it did as result events: intent and the Proxmox task id (UPID)
+// before waiting, the outcome after.
 //
-// Implemented by the event-pipeline work (issue 3).
+// # Usage
+//
+//	ex, err := executor.New(executor.Config{Cluster: "pve", Name: host}, pveClient, b)
+//	...
+//	err = ex.Run(ctx) // until ctx ends; then drains in-flight actions
+//
+// # Consumption
+//
+// All executors of a cluster share one durable pull consumer
+// ([Executor.ConsumerConfig]) on the journal stream, filtered to the stored
+// action subjects pve.action.<cluster>.*.* (the stream appends a partition
+// token), with explicit acks, AckWait (InProgress every AckWait/3 while an
+// action is handled, so long tasks keep their message), MaxAckPending =
+// Config.Concurrency and unlimited redelivery. Each delivery is handled in
+// its own goroutine, so one guest's long or failing task never holds up
+// another guest.
+//
+// Per-guest order holds by construction: the planner keeps at most one
+// unfinished action per guest, so a guest's next action is not even in the
+// stream before the previous one's final result is. The executor still
+// serialises actions of one vmid with an in-process lock, and ignores a
+// redelivery of an action it is still handling (that handler acknowledges
+// the message).
+//
+// # Crash-safety protocol
+//
+// For each delivered action, in this order:
+//
+//  1. Decode. An undecodable action, or one whose body disagrees with its
+//     subject, is terminated (Term) and logged: no redelivery can help.
+//  2. Journal check. The guest's results after the action (up to a newer
+//     action of the guest, if any) are read. A final result for the action
+//     means it was handled before a crash: acknowledge, done. A "started"
+//     result carrying a UPID means a predecessor issued the mutation: resume
+//     at step 6 with that task, never issuing the mutation again.
+//  3. Fence (invariant 2). The action is skipped (final result "skipped",
+//     with the reason) if a newer action of the guest exists, if an accepted
+//     desired event of the guest follows Action.DesiredSeq (a desired event
+//     the projector rejects supersedes nothing), or if an observation of the
+//     guest follows Action.BasisSeq that the projector would adopt over the
+//     basis (read at or after it). All are direct gets on the stream.
+//  4. Adopt (redeliveries only, when the Proxmox implements [TaskFinder]):
+//     a task of the action's operation on the guest, started since the
+//     action was planned, was issued by a predecessor that died before
+//     journalling it: continue at step 6 with it.
+//  5. Pre-check and mutate. For start, stop, shutdown and reboot the guest's
+//     status is read first: already in the wanted state is "succeeded" with
+//     the reason "already running"/"already stopped" and no mutation; a
+//     Proxmox lock (other than "suspended") is "failed" with error class
+//     "locked", which the planner waits out. set_config carries the planned
+//     config digest instead: a stale write is refused by Proxmox (class
+//     "conflict"). Then the mutation is issued exactly once (shutdown with
+//     forceStop after Action.Timeout). A failure is classified by
+//     internal/pve: "already-done" is success with Proxmox's message as the
+//     reason; an indeterminate failure (the request may have taken effect) is
+//     "failed" with class "transient" and a fresh read-back, so the planner
+//     re-plans from what Proxmox shows; any other is "failed" with its class.
+//  6. Journal the task (invariant 3). A non-zero task is journalled as a
+//     "started" result with its UPID and node, and the stream's
+//     acknowledgement is awaited before the task is. Then the task is waited
+//     on (InProgress heartbeats keep the message). Its exit status decides:
+//     OK is "succeeded", "WARNINGS: n" is "succeeded" with Warnings and the
+//     task log, anything else "failed" with the classified error and log.
+//     While Proxmox cannot be asked, waiting continues: the task runs on
+//     regardless.
+//  7. Read back the guest (status and config) into an events.Observed
+//     (source "executor", ReadAt taken before the reads) embedded in the
+//     final result; it is left out if the read fails.
+//  8. Journal the final result (Nats-Msg-Id "res-<action id>-final", so a
+//     redone action does not journal twice within the dedupe window), wait
+//     for the stream's acknowledgement, and only then acknowledge the action
+//     (double ack). If the result cannot be journalled the action is not
+//     acknowledged: its redelivery finds the journal as it is and resumes.
+//
+// Results carry the action's correlation id, the executor's name, the
+// operation, the action id, the vmid and the cluster.
+//
+// # Failure windows
+//
+// A crash (or a lost connection) at any point leaves the action
+// un-acknowledged, and it is redelivered after AckWait:
+//
+//   - before the mutation: nothing happened; the action runs normally;
+//   - after Proxmox accepted the mutation but before its task was
+//     journalled: the redelivery adopts the task through a [TaskFinder];
+//     without one, the pre-check finds a start or stop already done, and a
+//     set_config's digest no longer matches (failed "conflict"; the planner
+//     re-plans from a fresh observation and finds nothing left to do);
+//   - after "started" was journalled: the redelivery waits on the journalled
+//     task and reports its outcome; it never issues the mutation again;
+//   - after the final result was journalled: the redelivery acknowledges.
+//
+// # Shutdown
+//
+// When Run's context ends it stops pulling, lets in-flight actions finish
+// for up to Config.DrainTimeout, then cancels them. A cancelled action
+// journals nothing more (no final result is ever made up) and stays
+// un-acknowledged, to be resumed from the journal by whichever executor
+// gets it next.
+//
+// # Testing
+//
+// Tests run the executor against an embedded JetStream server per test
+// (internal/bus/bustest) and the Proxmox simulator (internal/pvesim) over
+// HTTP; the crash test re-executes the test binary as an executor process
+// and kills it with SIGKILL mid-task.
 package executor

@@ -100,6 +100,10 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 	if o.Template {
 		return decide(Error, "guest %d is a template; converge does not manage templates", v.VMID)
 	}
+	if o.Status != "running" && o.Status != "stopped" && o.Status != "paused" {
+		// New guests read "unknown" until pvestatd's next broadcast.
+		return decide(Pending, "waiting for Proxmox to report the guest's power state (now %q)", o.Status)
+	}
 
 	steps, drift, waiting := diff(v, p)
 	if len(steps) == 0 {

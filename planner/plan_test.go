@@ -265,6 +265,7 @@ func TestPlanHolds(t *testing.T) {
 		{"locked guest waits", viewOf(d, &events.Observed{VMID: 101, Exists: true, Kind: events.QEMU, Status: "stopped", Lock: "backup"}), fresh(), t0, Pending},
 		{"missing guest is not created", viewOf(d, &events.Observed{VMID: 101, Exists: false}), fresh(), t0, Error},
 		{"absent is behind the destroy gate", viewOf(&events.Desired{VMID: 101, Absent: true}, o), fresh(), t0, Blocked},
+		{"power state unknown", viewOf(d, &events.Observed{VMID: 101, Exists: true, Kind: events.QEMU, Status: "unknown"}), fresh(), t0, Pending},
 		{"template", viewOf(d, &events.Observed{VMID: 101, Exists: true, Kind: events.QEMU, Status: "stopped", Template: true}), fresh(), t0, Error},
 		{"backoff after a transient failure", func() *projector.View {
 			v := viewOf(d, o)

@@ -143,6 +143,7 @@ func foldObserved(v *View, ev Event) error {
 	if err != nil {
 		return err
 	}
+	v.ObservedEventSeq = ev.Seq
 	if v.newer(&o) {
 		v.Observed, v.ObservedSeq = &o, ev.Seq
 	}

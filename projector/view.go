@@ -25,6 +25,11 @@ type View struct {
 	// of the event that carried it (an observed event or a result).
 	Observed    *events.Observed `json:"observed,omitempty"`
 	ObservedSeq uint64           `json:"observed_seq,omitempty"`
+	// ObservedEventSeq is the newest observed event for the guest, even one
+	// ignored as an older read: actions name max(ObservedSeq,
+	// ObservedEventSeq) as their basis, so an executor's "newer
+	// observation" fence never fires on an event the plan already saw.
+	ObservedEventSeq uint64 `json:"observed_event_seq,omitempty"`
 
 	// InFlight is the action awaiting its final result; Started its
 	// journalled task, once the executor has one.
@@ -70,6 +75,11 @@ type ClusterState struct {
 	Interval     time.Duration `json:"interval_ns,omitempty"`
 	ResyncSeq    uint64        `json:"resync_seq,omitempty"`
 	ResyncAt     time.Time     `json:"resync_at,omitzero"`
+}
+
+// BasisSeq is the observation sequence an action planned now is based on.
+func (v *View) BasisSeq() uint64 {
+	return max(v.ObservedSeq, v.ObservedEventSeq)
 }
 
 // Clone returns a deep enough copy for handing a view to another goroutine:

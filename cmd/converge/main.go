@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,21 +12,49 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	err := newRoot().ExecuteContext(ctx)
+	var ec exitCode
+	switch {
+	case errors.As(err, &ec):
+		fmt.Fprintln(os.Stderr, "converge:", ec.err)
+		os.Exit(ec.code)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "converge:", err)
 		os.Exit(1)
 	}
 }
 
+// exitCode is an error with a specific process exit status.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return e.err.Error() }
+
 // globals are the flags every command takes.
 type globals struct {
 	output   string
 	logLevel string
+	natsURL  string
+	cluster  string
+	natsUser string
+	natsPass string
+	natsCred string
+	natsNKey string
+	natsCA   string
+	natsCert string
+	natsKey  string
+	stream   string
+	bucket   string
 }
 
 func newRoot() *cobra.Command {
@@ -36,9 +65,28 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", envOr("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVERGE_LOG_LEVEL)")
-	root.AddCommand(newSimCmd(g))
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	pf.StringVar(&g.logLevel, "log-level", envOr("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVERGE_LOG_LEVEL)")
+	pf.StringVar(&g.natsURL, "nats", os.Getenv("CONVERGE_NATS_URL"), "NATS server URLs, comma-separated (env CONVERGE_NATS_URL)")
+	pf.StringVar(&g.cluster, "cluster", envOr("CONVERGE_CLUSTER", events.DefaultCluster), "Proxmox cluster id (env CONVERGE_CLUSTER)")
+	pf.StringVar(&g.natsUser, "nats-user", os.Getenv("CONVERGE_NATS_USER"), "NATS user (env CONVERGE_NATS_USER)")
+	pf.StringVar(&g.natsPass, "nats-password", os.Getenv("CONVERGE_NATS_PASSWORD"), "NATS password (env CONVERGE_NATS_PASSWORD)")
+	pf.StringVar(&g.natsCred, "nats-creds", os.Getenv("CONVERGE_NATS_CREDS"), "NATS credentials file (env CONVERGE_NATS_CREDS)")
+	pf.StringVar(&g.natsNKey, "nats-nkey", os.Getenv("CONVERGE_NATS_NKEY"), "NATS nkey seed file (env CONVERGE_NATS_NKEY)")
+	pf.StringVar(&g.natsCA, "nats-ca", os.Getenv("CONVERGE_NATS_CA"), "CA file for NATS TLS (env CONVERGE_NATS_CA)")
+	pf.StringVar(&g.natsCert, "nats-cert", os.Getenv("CONVERGE_NATS_CERT"), "client certificate for NATS TLS")
+	pf.StringVar(&g.natsKey, "nats-key", os.Getenv("CONVERGE_NATS_KEY"), "client key for NATS TLS")
+	pf.StringVar(&g.stream, "stream", envOr("CONVERGE_STREAM", "PVE"), "JetStream stream of the journal")
+	pf.StringVar(&g.bucket, "bucket", envOr("CONVERGE_BUCKET", "converge_views"), "KV bucket of the materialised views")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := g.validateOutput(); err != nil {
+			return err
+		}
+		return events.ValidateCluster(g.cluster)
+	}
+	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
+		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g))
 	return root
 }
 
@@ -56,6 +104,24 @@ func (g *globals) validateOutput() error {
 		return nil
 	}
 	return fmt.Errorf("-o must be text or json, got %q", g.output)
+}
+
+// busConfig is the NATS configuration from the global flags.
+func (g *globals) busConfig(name string, log zerolog.Logger) bus.Config {
+	return bus.Config{URLs: g.natsURL, Name: name, User: g.natsUser, Password: g.natsPass, CredsFile: g.natsCred,
+		NKeyFile: g.natsNKey, TLSCA: g.natsCA, TLSCert: g.natsCert, TLSKey: g.natsKey, Stream: g.stream, Bucket: g.bucket, Logger: log}
+}
+
+// connect dials the NATS given by --nats, for the client commands.
+func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
+	if g.natsURL == "" {
+		g.natsURL = "nats://127.0.0.1:4222" // where `converge up` listens by default
+	}
+	log, err := g.logger()
+	if err != nil {
+		return nil, err
+	}
+	return bus.Connect(ctx, g.busConfig(name, log))
 }
 
 func envOr(key, def string) string {

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/converge-pve/converge/events"
+)
+
+type desireFlags struct {
+	file, power, name, description, tags, kind, publisher, correlation string
+	cores, memory, cloneFrom                                           int
+	onboot, absent                                                     bool
+}
+
+func newDesireCmd(g *globals) *cobra.Command {
+	f := &desireFlags{}
+	cmd := &cobra.Command{
+		Use:   "desire VMID [flags] | desire -f FILE",
+		Short: "Publish a guest's desired state (prints the stream sequence)",
+		Long: `Publishes the whole desired state of a guest: only the flags you give are
+managed, everything else is left as Proxmox has it. With -f, reads one
+desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
+('-' for stdin). Every entry is validated before anything is published.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if f.file != "" && len(args) > 0 {
+				return errors.New("give a VMID or -f FILE, not both")
+			}
+			if f.file == "" && len(args) != 1 {
+				return errors.New("want exactly one VMID (or -f FILE)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var bodies []desiredBody
+			var err error
+			if f.file != "" {
+				bodies, err = readDesiredFile(f.file)
+			} else {
+				var b desiredBody
+				b, err = desiredFromFlags(cmd, f, args[0])
+				bodies = []desiredBody{b}
+			}
+			if err != nil {
+				return err
+			}
+			b, err := g.connect(cmd.Context(), "converge-desire")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			pub := f.publisher
+			if pub == "" {
+				pub = "converge-cli"
+				if u, err := user.Current(); err == nil {
+					pub += ":" + u.Username
+				}
+			}
+			type out struct {
+				VMID int    `json:"vmid"`
+				Seq  uint64 `json:"seq"`
+			}
+			var res []out
+			for _, d := range bodies {
+				seq, err := events.PublishDesiredBody(cmd.Context(), b.JS, d.vmid, d.body,
+					events.PublishOptions{Cluster: g.cluster, Publisher: pub, CorrelationID: f.correlation})
+				if err != nil {
+					return err
+				}
+				res = append(res, out{d.vmid, seq})
+				if g.output == "text" {
+					fmt.Fprintf(cmd.OutOrStdout(), "desired state of %d accepted: revision %d\n", d.vmid, seq)
+				}
+			}
+			if g.output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", "YAML or JSON file of desired states ('-' for stdin)")
+	fl.StringVar(&f.power, "power", "", "running or stopped")
+	fl.IntVar(&f.cores, "cores", 0, "CPU cores")
+	fl.IntVar(&f.memory, "memory", 0, "memory in MiB")
+	fl.StringVar(&f.name, "name", "", "VM name / CT hostname")
+	fl.StringVar(&f.description, "description", "", "notes ('' clears them)")
+	fl.StringVar(&f.tags, "tags", "", "comma-separated tags ('' clears them)")
+	fl.BoolVar(&f.onboot, "onboot", false, "start on node boot")
+	fl.BoolVar(&f.absent, "absent", false, "the guest should not exist")
+	fl.StringVar(&f.kind, "kind", "", "qemu or lxc")
+	fl.IntVar(&f.cloneFrom, "clone-from", 0, "create by cloning this vmid if missing")
+	fl.StringVar(&f.publisher, "publisher", "", "who publishes (default converge-cli:$USER)")
+	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id linking this change to what it causes")
+	return cmd
+}
+
+type desiredBody struct {
+	vmid int
+	body []byte
+}
+
+// desiredFromFlags builds the body from the flags given, nothing else.
+func desiredFromFlags(cmd *cobra.Command, f *desireFlags, arg string) (desiredBody, error) {
+	vmid, err := strconv.Atoi(arg)
+	if err != nil {
+		return desiredBody{}, fmt.Errorf("VMID %q is not a number", arg)
+	}
+	d := events.Desired{VMID: vmid}
+	ch := cmd.Flags().Changed
+	if ch("power") {
+		p := events.Power(f.power)
+		d.Power = &p
+	}
+	if ch("cores") {
+		d.Cores = &f.cores
+	}
+	if ch("memory") {
+		d.MemoryMiB = &f.memory
+	}
+	if ch("name") {
+		d.Name = &f.name
+	}
+	if ch("description") {
+		d.Description = &f.description
+	}
+	if ch("tags") {
+		tags := []string{}
+		for _, t := range strings.Split(f.tags, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+		d.Tags = &tags
+	}
+	if ch("onboot") {
+		d.OnBoot = &f.onboot
+	}
+	if ch("kind") {
+		k := events.GuestKind(f.kind)
+		d.Kind = &k
+	}
+	d.Absent = f.absent
+	if ch("clone-from") {
+		d.Clone = &events.Clone{From: f.cloneFrom}
+	}
+	body, err := json.Marshal(d)
+	if err != nil {
+		return desiredBody{}, err
+	}
+	if _, err := events.DecodeDesired(body, vmid); err != nil {
+		return desiredBody{}, err
+	}
+	return desiredBody{vmid, body}, nil
+}
+
+// readDesiredFile reads and validates every entry of a YAML/JSON file.
+func readDesiredFile(path string) ([]desiredBody, error) {
+	var raw []byte
+	var err error
+	if path == "-" {
+		raw, err = readAll(os.Stdin)
+	} else {
+		raw, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not YAML or JSON: %w", path, err)
+	}
+	var entries []json.RawMessage
+	switch t := bytes.TrimSpace(js); {
+	case len(t) > 0 && t[0] == '[':
+		err = json.Unmarshal(t, &entries)
+	case len(t) > 0 && t[0] == '{':
+		var wrap struct {
+			Guests []json.RawMessage `json:"guests"`
+		}
+		if json.Unmarshal(t, &wrap) == nil && wrap.Guests != nil {
+			entries = wrap.Guests
+		} else {
+			entries = []json.RawMessage{t}
+		}
+	default:
+		err = errors.New("want an object, a list, or {guests: [...]}")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("%s: no desired states", path)
+	}
+	var out []desiredBody
+	var problems []string
+	for i, e := range entries {
+		var head struct {
+			VMID int `json:"vmid"`
+		}
+		_ = json.Unmarshal(e, &head)
+		if _, err := events.DecodeDesired(e, head.VMID); err != nil {
+			problems = append(problems, fmt.Sprintf("entry %d (vmid %d): %v", i+1, head.VMID, err))
+			continue
+		}
+		out = append(out, desiredBody{head.VMID, e})
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s: nothing published:\n  %s", path, strings.Join(problems, "\n  "))
+	}
+	return out, nil
+}
+
+func readAll(f *os.File) ([]byte, error) {
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(f)
+	return buf.Bytes(), err
+}

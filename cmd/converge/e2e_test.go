@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+// upEnv is a running `converge up --sim` process and how to reach it.
+type upEnv struct {
+	proc                     *proc
+	natsURL, simURL, httpURL string
+	tokenID, tokenSecret     string
+	js                       jetstream.JetStream
+	nc                       *nats.Conn
+}
+
+func startUp(t *testing.T, guests int, extra ...string) *upEnv {
+	t.Helper()
+	natsAddr, simAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	e := &upEnv{natsURL: "nats://" + natsAddr, simURL: "http://" + simAddr, httpURL: "http://" + httpAddr,
+		tokenID: "root@pam!e2e", tokenSecret: "e2e-secret-0000"}
+	args := append([]string{"up", "--sim", "--sim-guests", strconv.Itoa(guests), "--sim-nodes", "3",
+		"--data", t.TempDir(), "--nats-listen", natsAddr, "--sim-listen", simAddr, "--http", httpAddr,
+		"--sim-token", e.tokenID + "=" + e.tokenSecret, "--observe-interval", "200ms", "--config-refresh", "1s"}, extra...)
+	e.proc = startProc(t, "up", args...)
+	eventually(t, 90*time.Second, "converge up /readyz", func() bool {
+		res, err := http.Get(e.httpURL + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
+	nc, err := nats.Connect(e.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e.nc = nc
+	e.js, _ = jetstream.New(nc)
+	return e
+}
+
+// publish sends a desired event the way any NATS client can: raw JSON on
+// the documented subject.
+func (e *upEnv) publish(t *testing.T, vmid int, body string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := e.js.Publish(ctx, "pve.desired.pve."+strconv.Itoa(vmid), []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func (e *upEnv) simGuests(t *testing.T) map[int]pvesim.GuestInfo {
+	t.Helper()
+	res, err := http.Get(e.simURL + "/_sim/guests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var gs []pvesim.GuestInfo
+	if err := json.NewDecoder(res.Body).Decode(&gs); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]pvesim.GuestInfo{}
+	for _, g := range gs {
+		out[g.VMID] = g
+	}
+	return out
+}
+
+func (e *upEnv) simTasks(t *testing.T) []map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.simURL+"/api2/json/cluster/tasks", nil)
+	req.Header.Set("Authorization", "PVEAPIToken="+e.tokenID+"="+e.tokenSecret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Data
+}
+
+func (e *upEnv) pveClient(t *testing.T) *pve.Client {
+	t.Helper()
+	c, err := pve.New(pve.Config{URL: e.simURL, TokenID: e.tokenID, TokenSecret: e.tokenSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type statusOut struct {
+	Guests []struct {
+		VMID     int    `json:"vmid"`
+		State    string `json:"state"`
+		Reason   string `json:"reason"`
+		Observed *struct {
+			Node string `json:"node"`
+		} `json:"observed"`
+		Last *struct {
+			Op     string `json:"op"`
+			Result string `json:"result"`
+			UPID   string `json:"upid"`
+		} `json:"last_action"`
+	} `json:"guests"`
+}
+
+func (e *upEnv) status(t *testing.T, ids ...int) statusOut {
+	t.Helper()
+	args := []string{"status", "--nats", e.natsURL, "-o", "json"}
+	for _, id := range ids {
+		args = append(args, strconv.Itoa(id))
+	}
+	out, code := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("status exited %d: %s", code, out)
+	}
+	var s statusOut
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &s); err != nil {
+		t.Fatalf("status output: %v\n%s", err, out)
+	}
+	return s
+}
+
+func (e *upEnv) wait(t *testing.T, ids []int) {
+	t.Helper()
+	args := []string{"wait", "--nats", e.natsURL, "--timeout", "2m"}
+	for _, id := range ids {
+		args = append(args, strconv.Itoa(id))
+	}
+	if out, code := runCLI(t, args...); code != 0 {
+		t.Fatalf("converge wait exited %d: %s", code, out)
+	}
+}
+
+type want struct {
+	power       string
+	cores, mem  int
+	description string
+	tags        string // as Proxmox stores them
+}
+
+func desiredJSON(vmid int, w want) string {
+	return fmt.Sprintf(`{"vmid":%d,"power":%q,"cores":%d,"memory_mib":%d,"description":%q,"tags":["CONVERGE","%s"]}`,
+		vmid, w.power, w.cores, w.mem, w.description+"\n", strings.Split(w.tags, ";")[1])
+}
+
+func checkSim(t *testing.T, gs map[int]pvesim.GuestInfo, vmid int, w want) string {
+	g := gs[vmid]
+	eff := map[string]string{}
+	for k, v := range g.Config {
+		eff[k] = v
+	}
+	for k, v := range g.Pending {
+		eff[k] = v
+	}
+	switch {
+	case g.Status != w.power:
+		return fmt.Sprintf("%d: power %s, want %s", vmid, g.Status, w.power)
+	case g.Config["cores"] != strconv.Itoa(w.cores) || len(g.Pending) > 0:
+		return fmt.Sprintf("%d: cores %s (pending %v), want %d applied", vmid, g.Config["cores"], g.Pending, w.cores)
+	case g.Config["memory"] != strconv.Itoa(w.mem):
+		return fmt.Sprintf("%d: memory %s, want %d", vmid, g.Config["memory"], w.mem)
+	case strings.TrimRight(g.Config["description"], "\n ") != w.description:
+		return fmt.Sprintf("%d: description %q, want %q", vmid, g.Config["description"], w.description)
+	case g.Config["tags"] != w.tags:
+		return fmt.Sprintf("%d: tags %q, want %q", vmid, g.Config["tags"], w.tags)
+	}
+	return ""
+}
+
+// TestUpConvergesFiftyGuests is the end-to-end test of issue 3: a real
+// `converge up --sim` process, 50 guests driven by desired events from a
+// plain NATS client, changes of power, cores, memory, description and
+// tags, drift made behind converge's back through the simulator's Proxmox
+// API, and `converge wait` and `status` reporting it. Guests without
+// desired state (150, 151 and the templates) must never be touched.
+func TestUpConvergesFiftyGuests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	start := time.Now()
+	phase := func(name string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), name) }
+	e := startUp(t, 52)
+	phase("up is ready")
+	ids := make([]int, 0, 50)
+	wants := map[int]want{}
+	for vmid := 100; vmid < 150; vmid++ {
+		w := want{power: "running", cores: 2, mem: 1024, description: "managed by converge", tags: "converge;e2e"}
+		if vmid%4 == 3 {
+			w.power = "stopped"
+		}
+		wants[vmid] = w
+		ids = append(ids, vmid)
+		e.publish(t, vmid, desiredJSON(vmid, w))
+	}
+	phase("50 desired events published")
+	e.wait(t, ids)
+	phase("round 1 converged")
+	gs := e.simGuests(t)
+	for _, id := range ids {
+		if msg := checkSim(t, gs, id, wants[id]); msg != "" {
+			t.Fatalf("after wait, Proxmox disagrees: %s", msg)
+		}
+	}
+	st := e.status(t)
+	states := map[int]string{}
+	for _, g := range st.Guests {
+		states[g.VMID] = g.State
+	}
+	for _, id := range ids {
+		if states[id] != "converged" {
+			t.Fatalf("status of %d: %q", id, states[id])
+		}
+	}
+	if states[150] != "unmanaged" || states[151] != "unmanaged" {
+		t.Fatalf("guests without desired state: 150=%q 151=%q", states[150], states[151])
+	}
+
+	// Round 2: power flips and config changes on running and stopped guests.
+	for vmid := 100; vmid < 120; vmid++ {
+		w := wants[vmid]
+		switch vmid % 4 {
+		case 0:
+			w.power = map[string]string{"running": "stopped", "stopped": "running"}[w.power]
+		case 1:
+			w.cores, w.mem = 3, 2048 // on running QEMU guests this needs a reboot
+		case 2:
+			w.description, w.tags = "second revision", "converge;round2"
+		case 3:
+			w.power, w.cores = "running", 4
+		}
+		wants[vmid] = w
+		e.publish(t, vmid, strings.Replace(desiredJSON(vmid, w), `"E2E"`, `"e2e"`, 1))
+	}
+	phase("round 2 published")
+	e.wait(t, ids)
+	phase("round 2 converged")
+	gs = e.simGuests(t)
+	for _, id := range ids {
+		if msg := checkSim(t, gs, id, wants[id]); msg != "" {
+			t.Fatalf("round 2, Proxmox disagrees: %s", msg)
+		}
+	}
+
+	// Drift behind converge's back, through the Proxmox API: stop a guest
+	// desired running, rewrite a description and tags (invisible in
+	// /cluster/resources), change memory of a stopped guest.
+	px := e.pveClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ref := func(vmid int) pve.GuestRef {
+		g := gs[vmid]
+		return pve.GuestRef{Kind: pve.Kind(g.Kind), Node: g.Node, VMID: vmid}
+	}
+	if wants[121].power != "running" || wants[123].power != "stopped" {
+		t.Fatalf("test setup: 121 should be desired running, 123 stopped")
+	}
+	if _, err := px.Stop(ctx, ref(121)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := px.UpdateConfig(ctx, ref(122), pve.ConfigChange{Set: map[string]string{"description": "edited by hand", "tags": "handmade"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := px.UpdateConfig(ctx, ref(123), pve.ConfigChange{Set: map[string]string{"memory": "4096"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "drift on 121, 122 and 123 corrected in Proxmox", func() bool {
+		gs = e.simGuests(t)
+		return checkSim(t, gs, 121, wants[121]) == "" && checkSim(t, gs, 122, wants[122]) == "" && checkSim(t, gs, 123, wants[123]) == ""
+	})
+	phase("drift corrected in Proxmox")
+	e.wait(t, []int{121, 122, 123})
+	st = e.status(t, 121, 122, 123)
+	wantOps := map[int]string{121: "start", 122: "set_config", 123: "set_config"}
+	for _, g := range st.Guests {
+		if g.State != "converged" || g.Last == nil || g.Last.Op != wantOps[g.VMID] || g.Last.Result != "succeeded" {
+			t.Fatalf("status after drift correction of %d: %+v last=%+v", g.VMID, g, g.Last)
+		}
+	}
+	out, code := runCLI(t, "status", "--nats", e.natsURL, "121")
+	if code != 0 || !contains(out, "121", "converged", "start:succeeded") {
+		t.Fatalf("status text: %d\n%s", code, out)
+	}
+
+	phase("status checked")
+	// Invariant 7: no task ever touched a guest without desired state.
+	for _, task := range e.simTasks(t) {
+		id, _ := strconv.Atoi(fmt.Sprint(task["id"]))
+		if _, managed := wants[id]; !managed {
+			t.Fatalf("a guest without desired state was touched: %v", task)
+		}
+	}
+}

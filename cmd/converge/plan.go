@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+
+	"encoding/json"
+	"fmt"
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/control"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/converge-pve/converge/planner"
+)
+
+func newPlanCmd(g *globals) *cobra.Command {
+	var noReboot bool
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Dry run: the actions that would be planned now, and why",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := g.connect(ctx, "converge-plan")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			r, err := viewsReader(ctx, g, b)
+			if err != nil {
+				return err
+			}
+			docs, err := r.List(ctx)
+			if err != nil {
+				return err
+			}
+			cd, err := r.ClusterDoc(ctx)
+			if err != nil {
+				return err
+			}
+			if cd == nil {
+				return fmt.Errorf("no planner has written views for cluster %q yet", g.cluster)
+			}
+			pol := planner.Policy{}
+			if noReboot {
+				f := false
+				pol.RebootForPending = &f
+			}
+			if err := pol.Validate(); err != nil {
+				return err
+			}
+			type row struct {
+				VMID   int            `json:"vmid"`
+				Status planner.Status `json:"status"`
+				Steps  []planner.Step `json:"steps"`
+			}
+			var rows []row
+			now := time.Now()
+			for i := range docs {
+				d := planner.Plan(docs[i].View, cd.State, pol, now)
+				if d.Status.Kind == planner.Unmanaged {
+					continue
+				}
+				rows = append(rows, row{docs[i].View.VMID, d.Status, d.Steps})
+			}
+			if g.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "VMID\tSTATE\tACTION\tWHY")
+			n := 0
+			for _, r := range rows {
+				if len(r.Steps) == 0 {
+					if r.Status.Kind != planner.Converged {
+						fmt.Fprintf(tw, "%d\t%s\t-\t%s\n", r.VMID, r.Status.Kind, r.Status.Reason)
+					}
+					continue
+				}
+				for i, s := range r.Steps {
+					when := "now"
+					if i > 0 {
+						when = "then"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\n", r.VMID, r.Status.Kind, when, s.Op, s.Reason)
+					n++
+				}
+			}
+			_ = tw.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "%d action(s) for %d managed guest(s)\n", n, len(rows))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noReboot, "no-reboot", false, "plan as a planner with --no-reboot would")
+	return cmd
+}
+
+func newResyncCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resync",
+		Short: "Ask for a full reconciliation pass now (observer re-reads every guest, planner replans all)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := g.connect(cmd.Context(), "converge-resync")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			seq, err := controlResync(cmd.Context(), b, g.cluster)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"seq": seq})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "resync requested (seq %d)\n", seq)
+			return nil
+		},
+	}
+}
+
+func controlResync(ctx context.Context, b *bus.Bus, cluster string) (uint64, error) {
+	return control.PublishResync(ctx, b, cluster, "converge-cli")
+}

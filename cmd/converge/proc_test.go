@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary act as the converge binary: tests start
+// real converge processes (and SIGKILL them) by re-executing themselves
+// with CONVERGE_RUN_MAIN=1.
+func TestMain(m *testing.M) {
+	if os.Getenv("CONVERGE_RUN_MAIN") == "1" {
+		os.Args = append([]string{"converge"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// proc is a converge process started by a test.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "CONVERGE_RUN_MAIN=1", "CONVERGE_LOG_LEVEL=debug")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); lf.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGTERM, 30*time.Second)
+		if t.Failed() || os.Getenv("CONVERGE_TEST_LOGS") != "" {
+			b, _ := os.ReadFile(logPath)
+			n := 6000
+			if os.Getenv("CONVERGE_TEST_LOGS") != "" {
+				n = 1 << 30
+			}
+			t.Logf("--- %s log ---\n%s", name, tail(string(b), n))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// stop signals the process (only the one this test started, by PID) and
+// waits for it; after the timeout it is killed.
+func (p *proc) stop(sig syscall.Signal, timeout time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// kill SIGKILLs the process and waits for it to be gone.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// runCLI runs a converge command to completion.
+func runCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "CONVERGE_RUN_MAIN=1", "CONVERGE_LOG_LEVEL=warn")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String() + errb.String(), code
+}
+
+var portMu sync.Mutex
+
+// freeAddr returns a loopback address with a port that was free just now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	portMu.Lock()
+	defer portMu.Unlock()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// eventually polls an external condition (another process, the stream)
+// until it holds or the deadline passes. It orders nothing by time: it
+// only bounds how long the test waits.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+func contains(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/views"
+	"github.com/converge-pve/converge/planner"
+)
+
+func parseVMIDs(args []string) ([]int, error) {
+	var out []int
+	for _, a := range args {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 100 {
+			return nil, fmt.Errorf("VMID %q is not a number >= 100", a)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func viewsReader(ctx context.Context, g *globals, b *bus.Bus) (views.Reader, error) {
+	kv, err := b.Views(ctx)
+	if err != nil {
+		return views.Reader{}, fmt.Errorf("no views bucket %q (has `converge up` or a planner run against this NATS?): %w", g.bucket, err)
+	}
+	return views.Reader{KV: kv, Cluster: g.cluster}, nil
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status [VMID...]",
+		Short: "Show each guest's state, desired vs observed, last action and error",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseVMIDs(args)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			b, err := g.connect(ctx, "converge-status")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			r, err := viewsReader(ctx, g, b)
+			if err != nil {
+				return err
+			}
+			var docs []planner.GuestDoc
+			if len(ids) == 0 {
+				if docs, err = r.List(ctx); err != nil {
+					return err
+				}
+			} else {
+				for _, id := range ids {
+					d, err := r.Guest(ctx, id)
+					if err != nil {
+						return err
+					}
+					if d == nil {
+						return exitCode{2, fmt.Errorf("no view of guest %d: it has no desired state and was never observed", id)}
+					}
+					docs = append(docs, *d)
+				}
+			}
+			sums := make([]views.Summary, len(docs))
+			for i := range docs {
+				sums[i] = views.Summarise(&docs[i])
+			}
+			cd, _ := r.ClusterDoc(ctx)
+			if g.output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"cluster": g.cluster, "planner": cd, "guests": sums})
+			}
+			printStatus(cmd.OutOrStdout(), sums, cd, time.Now())
+			return nil
+		},
+	}
+}
+
+func printStatus(w io.Writer, sums []views.Summary, cd *planner.ClusterDoc, now time.Time) {
+	if cd == nil {
+		fmt.Fprintln(w, "no planner has written views yet (is `converge up` or `converge planner` running?)")
+	} else if !cd.State.Reachable || cd.State.HeartbeatAt.IsZero() {
+		fmt.Fprintf(w, "Proxmox NOT REACHABLE (last heartbeat %s): %s\n", age(now, cd.State.HeartbeatAt), cd.State.Error)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VMID\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")
+	for _, s := range sums {
+		node, power, obs := "-", "-", "-"
+		if o := s.Observed; o != nil {
+			node, power = o.Node, o.Status
+			if !o.Exists {
+				power = "absent"
+			} else {
+				obs = fmt.Sprintf("%dc/%dM", o.Config.Cores, o.Config.MemoryMiB)
+			}
+		}
+		want := "-"
+		if d := s.Desired; d != nil {
+			var parts []string
+			if d.Power != nil {
+				parts = append(parts, string(*d.Power))
+			}
+			if d.Cores != nil {
+				parts = append(parts, fmt.Sprintf("%dc", *d.Cores))
+			}
+			if d.MemoryMiB != nil {
+				parts = append(parts, fmt.Sprintf("%dM", *d.MemoryMiB))
+			}
+			if d.Absent {
+				parts = append(parts, "absent")
+			}
+			if len(parts) > 0 {
+				want = strings.Join(parts, " ")
+			}
+		}
+		last := "-"
+		if a := s.Last; a != nil {
+			last = string(a.Op)
+			if a.Result != "" {
+				last += ":" + string(a.Result)
+			}
+		}
+		reason := s.Reason
+		if s.LastError != "" && s.State != planner.Converged && !strings.Contains(reason, s.LastError) {
+			reason += " [last error: " + s.LastError + "]"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, s.State, node, power, want, obs, last, age(now, s.UpdatedAt), reason)
+	}
+	_ = tw.Flush()
+}
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Second:
+		return "now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	default:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+}

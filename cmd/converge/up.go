@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+type upFlags struct {
+	roleFlags
+	sim        bool
+	simListen  string
+	simGuests  int
+	simNodes   int
+	data       string
+	natsListen string
+	natsConfig string
+	simToken   string
+}
+
+func newUpCmd(g *globals) *cobra.Command {
+	f := &upFlags{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run every role in one process (embedded JetStream unless --nats is given)",
+		Long: `Runs the observer, planner and executor in one process, with an embedded
+NATS JetStream server (journal under --data) unless --nats points at an
+existing one. With --sim, or when no Proxmox is configured, it also runs the
+built-in Proxmox VE simulator with demo guests.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd, g, f) },
+	}
+	addRoleFlags(cmd, &f.roleFlags, "127.0.0.1:8080")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.sim, "sim", false, "run the built-in Proxmox VE simulator and reconcile it")
+	fl.StringVar(&f.simListen, "sim-listen", "127.0.0.1:8006", "where the simulator listens")
+	fl.IntVar(&f.simGuests, "sim-guests", 12, "demo guests in the simulator")
+	fl.IntVar(&f.simNodes, "sim-nodes", 3, "nodes in the simulator")
+	fl.StringVar(&f.data, "data", "converge-data", "data directory of the embedded JetStream (the journal)")
+	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server listens, for other processes and the nats CLI")
+	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
+	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
+	return cmd
+}
+
+func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	var px *pve.Client
+	if !f.sim && f.pve.URL == "" {
+		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
+		f.sim = true
+	}
+	if f.sim {
+		tokenID, secret := "root@pam!converge", randomSecret()
+		if f.simToken != "" {
+			var ok bool
+			if tokenID, secret, ok = strings.Cut(f.simToken, "="); !ok || tokenID == "" || secret == "" {
+				return fmt.Errorf("--sim-token %q: want ID=SECRET", f.simToken)
+			}
+		}
+		sim, err := pvesim.New(pvesim.Options{Nodes: f.simNodes, Guests: f.simGuests, DemoTemplates: true,
+			Password: randomSecret(), Tokens: map[string]string{tokenID: secret}, Logger: log})
+		if err != nil {
+			return err
+		}
+		if err := sim.Start(f.simListen); err != nil {
+			return err
+		}
+		defer sim.Close()
+		log.Info().Str("url", sim.URL()).Str("token_id", tokenID).Str("faults", sim.ControlURL()+"/faults").
+			Int("guests", f.simGuests).Msg("Proxmox VE simulator running")
+		f.pve = pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: secret}
+	}
+	if px, err = f.pveClient(log); err != nil {
+		return err
+	}
+
+	var srv *server.Server
+	if g.natsURL == "" {
+		dir, err := filepath.Abs(f.data)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("--data %s: %w", dir, err)
+		}
+		srv, err = bus.StartEmbedded(bus.EmbeddedOptions{DataDir: dir, Listen: f.natsListen, ConfigFile: f.natsConfig})
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		log.Info().Str("url", srv.ClientURL()).Str("data", dir).Msg("embedded NATS JetStream running")
+	}
+	cfg := g.busConfig("converge-up@"+f.name, log)
+	cfg.Server = srv
+	b, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	cfg.Name = "converge-up-control@" + f.name
+	cb, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	var cc *nats.Conn = cb.NC
+	log.Info().Str("cluster", g.cluster).Msg("converge up: observer, planner and executor starting")
+	err = runRoles(ctx, g, &f.roleFlags, roles{observer: true, planner: true, executor: true}, b, px, cc, log)
+	if err != nil && !errors.Is(err, ctx.Err()) {
+		return err
+	}
+	log.Info().Msg("converge up: stopped")
+	return nil
+}

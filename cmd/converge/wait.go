@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/planner"
+)
+
+func newWaitCmd(g *globals) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait VMID...",
+		Short: "Exit 0 once all guests are converged; non-zero on timeout or error, saying what is left",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseVMIDs(args)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			b, err := g.connect(ctx, "converge-wait")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			// A guest counts only once its view reflects the newest desired
+			// revision in the journal: a view flushed before `desire` must
+			// not pass for converged.
+			want := map[int]uint64{}
+			for _, id := range ids {
+				m, err := b.LastMsg(ctx, events.KindDesired, g.cluster, id)
+				if err != nil {
+					return err
+				}
+				if m == nil {
+					return exitCode{2, fmt.Errorf("guest %d has no desired state; nothing to wait for", id)}
+				}
+				want[id] = m.Sequence
+			}
+			r, err := viewsReader(ctx, g, b)
+			if err != nil {
+				return err
+			}
+			ch, err := r.Watch(ctx)
+			if err != nil {
+				return err
+			}
+			state := map[int]planner.GuestDoc{}
+			for {
+				select {
+				case <-ctx.Done():
+					return exitCode{3, fmt.Errorf("timed out after %s; not converged: %s", timeout, left(ids, want, state))}
+				case d, ok := <-ch:
+					if !ok {
+						return exitCode{3, errors.New("views watch ended; not converged: " + left(ids, want, state))}
+					}
+					id := d.View.VMID
+					if _, mine := want[id]; !mine || !current(d, want[id]) {
+						continue
+					}
+					state[id] = *d
+					if d.Status.Kind == planner.Error || d.Status.Kind == planner.Rejected {
+						return exitCode{4, fmt.Errorf("guest %d is %s: %s", id, d.Status.Kind, d.Status.Reason)}
+					}
+					done := 0
+					for _, id := range ids {
+						if s, ok := state[id]; ok && s.Status.Kind == planner.Converged {
+							done++
+						}
+					}
+					if done == len(ids) {
+						if g.output == "json" {
+							return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"converged": ids})
+						}
+						fmt.Fprintf(cmd.OutOrStdout(), "converged: %d guest(s)\n", len(ids))
+						return nil
+					}
+				}
+			}
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	return cmd
+}
+
+func current(d *planner.GuestDoc, rev uint64) bool {
+	v := d.View
+	return v.DesiredSeq >= rev || (v.Rejected != nil && v.Rejected.Seq >= rev)
+}
+
+func left(ids []int, want map[int]uint64, state map[int]planner.GuestDoc) string {
+	var parts []string
+	for _, id := range ids {
+		s, ok := state[id]
+		switch {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("%d (planner has not processed revision %d yet)", id, want[id]))
+		case s.Status.Kind != planner.Converged:
+			parts = append(parts, fmt.Sprintf("%d %s: %s", id, s.Status.Kind, s.Status.Reason))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}

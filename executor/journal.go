@@ -1,0 +1,240 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// Journal reads. All of them are direct gets on the journal stream: the
+// newest message of a guest subject, or the first one at or after a
+// sequence.
+
+// lastSeq returns the sequence of a guest's newest event of a kind, 0 if
+// there is none.
+func (e *Executor) lastSeq(ctx context.Context, kind events.Kind, vmid int) (uint64, error) {
+	m, err := e.stream.GetLastMsgForSubject(ctx, events.StoredFilter(kind, e.cfg.Cluster, vmid))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last %s of %d: %w", kind, vmid, err)
+	}
+	return m.Sequence, nil
+}
+
+// nextMsg returns a guest's first event of a kind at or after seq, nil if
+// there is none.
+func (e *Executor) nextMsg(ctx context.Context, kind events.Kind, vmid int, seq uint64) (*jetstream.RawStreamMsg, error) {
+	m, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(events.StoredFilter(kind, e.cfg.Cluster, vmid)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s of %d at or after %d: %w", kind, vmid, seq, err)
+	}
+	return m, nil
+}
+
+// record is what the journal says about one action.
+type record struct {
+	// newerAction is the sequence of a later action of the guest, 0 if
+	// the action is the guest's newest.
+	newerAction uint64
+	// final is the action's final result, if one was journalled.
+	final *events.Result
+	// started is the action's newest "started" result carrying a task id.
+	started *events.Result
+}
+
+// readRecord reads the journal for the action stored at seq. Its results
+// follow it in the stream; when a newer action of the guest exists, only
+// results before that action are the old one's (the planner plans the next
+// action of a guest only after the previous one's final result).
+func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, seq uint64) (record, error) {
+	var rec record
+	last, err := e.lastSeq(ctx, events.KindAction, vmid)
+	if err != nil {
+		return rec, err
+	}
+	if last > seq {
+		rec.newerAction = last
+	}
+	for next := seq + 1; ; {
+		m, err := e.nextMsg(ctx, events.KindResult, vmid, next)
+		if err != nil {
+			return rec, err
+		}
+		if m == nil || (rec.newerAction != 0 && m.Sequence > rec.newerAction) {
+			return rec, nil
+		}
+		next = m.Sequence + 1
+		r, err := events.Decode[events.Result](m.Data)
+		if err != nil || r.ActionID != actionID {
+			continue
+		}
+		switch {
+		case r.Status.Final():
+			rec.final = &r
+			return rec, nil
+		case r.UPID != "":
+			rec.started = &r
+		}
+	}
+}
+
+// supersedingDesired returns the sequence of the first accepted desired
+// event of the guest after seq, 0 if there is none. A desired event the
+// projector rejects (invalid body, unknown schema) changes nothing, so it
+// supersedes nothing: otherwise an invalid publish would fence every action
+// planned from the last valid revision, forever.
+func (e *Executor) supersedingDesired(ctx context.Context, vmid int, seq uint64) (uint64, error) {
+	last, err := e.lastSeq(ctx, events.KindDesired, vmid)
+	if err != nil || last <= seq {
+		return 0, err
+	}
+	for next := seq + 1; ; {
+		m, err := e.nextMsg(ctx, events.KindDesired, vmid, next)
+		if err != nil || m == nil {
+			return 0, err
+		}
+		next = m.Sequence + 1
+		if acceptedDesired(m, vmid) {
+			return m.Sequence, nil
+		}
+	}
+}
+
+// acceptedDesired mirrors the projector's acceptance of a desired event.
+func acceptedDesired(m *jetstream.RawStreamMsg, vmid int) bool {
+	if v := m.Header.Get(events.HeaderSchema); v != "" && v != "1" {
+		return false
+	}
+	_, err := events.DecodeDesired(m.Data, vmid)
+	return err == nil
+}
+
+// supersedingObservation returns the sequence of the first observation of
+// the guest after basis that the projector would adopt over the basis (read
+// at or after it), 0 if there is none. An observation read before the basis
+// but published after it is ignored by the projector, so it must not fence
+// either: the planner would re-plan from the same basis forever.
+func (e *Executor) supersedingObservation(ctx context.Context, vmid int, basis uint64) (uint64, error) {
+	last, err := e.lastSeq(ctx, events.KindObserved, vmid)
+	if err != nil || last <= basis {
+		return 0, err
+	}
+	basisAt, err := e.readAt(ctx, basis)
+	if err != nil {
+		return 0, err
+	}
+	for next := basis + 1; ; {
+		m, err := e.nextMsg(ctx, events.KindObserved, vmid, next)
+		if err != nil || m == nil {
+			return 0, err
+		}
+		next = m.Sequence + 1
+		o, err := events.Decode[events.Observed](m.Data)
+		if err == nil && !o.ReadAt.Before(basisAt) {
+			return m.Sequence, nil
+		}
+	}
+}
+
+// readAt returns when the observation stored at seq (an observed event or a
+// result embedding one) was read; zero if there is none.
+func (e *Executor) readAt(ctx context.Context, seq uint64) (time.Time, error) {
+	if seq == 0 {
+		return time.Time{}, nil
+	}
+	m, err := e.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("basis %d: %w", seq, err)
+	}
+	info, err := events.ParseSubject(m.Subject)
+	if err != nil {
+		return time.Time{}, nil
+	}
+	switch info.Kind {
+	case events.KindObserved:
+		if o, err := events.Decode[events.Observed](m.Data); err == nil {
+			return o.ReadAt, nil
+		}
+	case events.KindResult:
+		if r, err := events.Decode[events.Result](m.Data); err == nil && r.Observed != nil {
+			return r.Observed.ReadAt, nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// Publishing.
+
+const (
+	publishAttempts = 5
+	publishBackoff  = 50 * time.Millisecond
+)
+
+// msgID is a result's Nats-Msg-Id: a redone action does not journal the
+// same step twice within the stream's dedupe window.
+func msgID(actionID string, status events.ResultStatus) string {
+	if status.Final() {
+		return "res-" + actionID + "-final"
+	}
+	return "res-" + actionID + "-" + string(status)
+}
+
+// publishResult journals a result and waits for the stream's
+// acknowledgement, retrying a few times (same msg-id, so a retry of a
+// publish that was stored but not acknowledged is deduplicated).
+func (e *Executor) publishResult(ctx context.Context, r *events.Result) (*jetstream.PubAck, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	hdr := nats.Header{}
+	hdr.Set(events.HeaderSchema, "1")
+	hdr.Set(events.HeaderPublisher, e.cfg.Name)
+	if r.CorrelationID != "" {
+		hdr.Set(events.HeaderCorrelationID, r.CorrelationID)
+	}
+	hdr.Set(jetstream.MsgIDHeader, msgID(r.ActionID, r.Status))
+	subject := events.Subject(events.KindResult, e.cfg.Cluster, r.VMID)
+	delay := publishBackoff
+	for attempt := 1; ; attempt++ {
+		ack, err := e.bus.Publish(ctx, subject, body, hdr)
+		if err == nil {
+			return ack, nil
+		}
+		if ctx.Err() != nil || attempt == publishAttempts {
+			return nil, fmt.Errorf("publish %s result: %w", r.Status, err)
+		}
+		e.log.Warn().Err(err).Str("action_id", r.ActionID).Int("attempt", attempt).Msg("result publish failed; retrying")
+		if sleep(ctx, delay) != nil {
+			return nil, fmt.Errorf("publish %s result: %w", r.Status, err)
+		}
+		delay *= 2
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/views"
+)
+
+// Server holds what the handlers need.
+type Server struct {
+	Cluster  string
+	Views    views.Reader
+	JS       jetstream.JetStream
+	NC       *nats.Conn
+	Gatherer prometheus.Gatherer
+	// Ready, if set, reports whether the roles of this process are ready.
+	Ready  func() error
+	Logger zerolog.Logger
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /v1/guests", s.listGuests)
+	mux.HandleFunc("GET /v1/guests/{vmid}", s.getGuest)
+	mux.HandleFunc("POST /v1/desired/{vmid}", s.postDesired)
+	return mux
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.NC != nil && !s.NC.IsConnected() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "not connected to NATS"})
+		return
+	}
+	if s.Ready != nil {
+		if err := s.Ready(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) listGuests(w http.ResponseWriter, r *http.Request) {
+	docs, err := s.Views.List(r.Context())
+	if err != nil {
+		problem(w, http.StatusServiceUnavailable, "reading views: "+err.Error(), nil)
+		return
+	}
+	out := make([]views.Summary, 0, len(docs))
+	for i := range docs {
+		out = append(out, views.Summarise(&docs[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cluster": s.Cluster, "guests": out})
+}
+
+func vmidParam(w http.ResponseWriter, r *http.Request) (int, bool) {
+	vmid, err := strconv.Atoi(r.PathValue("vmid"))
+	if err != nil || vmid < events.MinVMID || vmid > events.MaxVMID {
+		problem(w, http.StatusBadRequest, "vmid must be an integer within 100..999999999", nil)
+		return 0, false
+	}
+	return vmid, true
+}
+
+func (s *Server) getGuest(w http.ResponseWriter, r *http.Request) {
+	vmid, ok := vmidParam(w, r)
+	if !ok {
+		return
+	}
+	d, err := s.Views.Guest(r.Context(), vmid)
+	if err != nil {
+		problem(w, http.StatusServiceUnavailable, "reading views: "+err.Error(), nil)
+		return
+	}
+	if d == nil {
+		problem(w, http.StatusNotFound, "converge has no view of guest "+strconv.Itoa(vmid)+" (no desired state and not observed yet)", nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, views.Summarise(d))
+}
+
+func (s *Server) postDesired(w http.ResponseWriter, r *http.Request) {
+	vmid, ok := vmidParam(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		problem(w, http.StatusRequestEntityTooLarge, "body too large or unreadable: "+err.Error(), nil)
+		return
+	}
+	if _, err := events.DecodeDesired(body, vmid); err != nil {
+		var ve *events.ValidationError
+		if errors.As(err, &ve) {
+			problem(w, http.StatusBadRequest, "invalid desired state; nothing was published", ve.Problems)
+			return
+		}
+		problem(w, http.StatusInternalServerError, err.Error(), nil)
+		return
+	}
+	pub := r.Header.Get("X-Converge-Publisher")
+	if pub == "" {
+		pub = "http"
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	seq, err := events.PublishDesiredBody(ctx, s.JS, vmid, body, events.PublishOptions{Cluster: s.Cluster, Publisher: pub,
+		CorrelationID: r.Header.Get("X-Correlation-Id")})
+	if err != nil {
+		problem(w, http.StatusServiceUnavailable, err.Error(), nil)
+		return
+	}
+	s.Logger.Info().Int("vmid", vmid).Uint64("seq", seq).Str("publisher", pub).Msg("desired state accepted over HTTP")
+	writeJSON(w, http.StatusAccepted, map[string]any{"vmid": vmid, "cluster": s.Cluster, "seq": seq})
+}
+
+type problemDoc struct {
+	Error    string              `json:"error"`
+	Problems []events.FieldError `json:"problems,omitempty"`
+}
+
+func problem(w http.ResponseWriter, code int, msg string, p []events.FieldError) {
+	writeJSON(w, code, problemDoc{Error: msg, Problems: p})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

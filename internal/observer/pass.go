@@ -1,0 +1,254 @@
+package observer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// listed is one guest of this pass's inventory.
+type listed struct {
+	res   pve.Resource
+	key   rowKey
+	state *guestState
+	read  bool // its config is read this pass
+	cfg   *pve.GuestConfig
+	err   error
+}
+
+// Pass observes Proxmox once: one inventory call, the config reads that are
+// needed, publishes of what changed and of guests that disappeared, and a
+// heartbeat. The error reports an unreachable Proxmox or events that could
+// not be published; either way the next pass retries.
+func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.loaded {
+		if err := o.load(ctx); err != nil {
+			return PassStats{}, fmt.Errorf("observer: load last observations: %w", err)
+		}
+		o.loaded = true
+	}
+	o.pass++
+	st := PassStats{Pass: o.pass}
+	if o.resyncReq.Swap(false) {
+		for _, g := range o.guests {
+			g.force = true
+		}
+		o.log.Info().Uint64("pass", o.pass).Msg("resync: re-reading every guest's config")
+	}
+
+	readAt := o.now()
+	inv, err := o.px.Inventory(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		o.noteReachability(false, err)
+		herr := o.heartbeat(ctx, st, err)
+		return st, errors.Join(fmt.Errorf("observer: inventory: %w", err), herr)
+	}
+	st.Reachable = true
+	o.noteReachability(true, nil)
+
+	guests := o.plan(inv, readAt)
+	st.Guests = len(guests)
+	o.lastCount = len(guests)
+	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt)
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+
+	now := o.now()
+	var out []*events.Observed
+	for i := range guests {
+		l := &guests[i]
+		if l.read && l.err != nil || !l.state.read {
+			continue // keep the last published snapshot; read again next pass
+		}
+		snap := o.snapshot(l.res, l.state, now)
+		if !sameObservation(snap, o.published[snap.VMID]) {
+			out = append(out, snap)
+		}
+	}
+	out = append(out, o.disappeared(guests, readAt, now)...)
+
+	pubErr := o.publish(ctx, out, &st)
+	herr := o.heartbeat(ctx, st, nil)
+	ev := o.log.Debug()
+	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {
+		ev = o.log.Info()
+	}
+	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
+		Int("config_errors", st.ConfigErrors).Int("published", st.Published).Int("gone", st.Gone).
+		Int("publish_errors", st.PublishErrors).Msg("observer pass")
+	return st, errors.Join(pubErr, herr)
+}
+
+// plan matches the inventory against what is remembered and decides which
+// configs to read. Guests no longer listed are forgotten here; disappeared
+// reports them.
+func (o *Observer) plan(inv []pve.Resource, readAt time.Time) []listed {
+	out := make([]listed, 0, len(inv))
+	seen := make(map[int]bool, len(inv))
+	for _, r := range inv {
+		if seen[r.VMID] {
+			o.log.Warn().Int("vmid", r.VMID).Str("node", r.Node).Msg("inventory lists a vmid twice; keeping the first row")
+			continue
+		}
+		seen[r.VMID] = true
+		g := o.guests[r.VMID]
+		if g == nil {
+			g = &guestState{}
+			o.guests[r.VMID] = g
+		}
+		key := rowKeyOf(r)
+		read := !g.read || g.force || key != g.row || refreshDue(r.VMID, g.readAt, readAt, o.cfg.ConfigRefresh)
+		out = append(out, listed{res: r, key: key, state: g, read: read})
+	}
+	for vmid := range o.guests {
+		if !seen[vmid] {
+			delete(o.guests, vmid)
+		}
+	}
+	return out
+}
+
+// readConfigs reads, with bounded concurrency, the configs plan asked for
+// and records the successful reads.
+func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time.Time) (reads, failed int) {
+	var todo []int
+	for i := range guests {
+		if guests[i].read {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return 0, 0
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(o.cfg.ReadConcurrency, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				l := &guests[i]
+				l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
+				if l.err == nil && l.cfg == nil {
+					l.err = errors.New("no config returned")
+				}
+			}
+		}()
+	}
+feed:
+	for _, i := range todo {
+		select {
+		case next <- i:
+			reads++
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+
+	var firstErr error
+	for _, i := range todo[:reads] {
+		l := &guests[i]
+		g := l.state
+		if l.err != nil {
+			failed++
+			g.force = true
+			class := pve.Classify(l.err)
+			// Gone: vanished or migrating since the inventory; the next
+			// inventory tells.
+			if firstErr == nil && class != pve.ClassGone && ctx.Err() == nil {
+				firstErr = l.err
+			}
+			o.log.Debug().Int("vmid", l.res.VMID).Str("node", l.res.Node).Str("class", class.String()).
+				Err(l.err).Msg("config read failed; keeping the last snapshot")
+			continue
+		}
+		g.cfg, g.row, g.readAt, g.read, g.force = snapOf(l.cfg), l.key, readAt, true, false
+	}
+	if firstErr != nil {
+		o.log.Warn().Int("failed", failed).Int("reads", reads).Err(firstErr).
+			Msg("config reads failed; those guests keep their last snapshot and are read again next pass")
+	}
+	for _, i := range todo[reads:] {
+		guests[i].err = ctx.Err()
+	}
+	return reads, failed
+}
+
+// disappeared returns an Exists=false observation for every vmid last
+// published as existing that this (successful) inventory does not list.
+func (o *Observer) disappeared(guests []listed, readAt, now time.Time) []*events.Observed {
+	listedIDs := make(map[int]bool, len(guests))
+	for _, l := range guests {
+		listedIDs[l.res.VMID] = true
+	}
+	var gone []int
+	for vmid, p := range o.published {
+		if p.Exists && !listedIDs[vmid] {
+			gone = append(gone, vmid)
+		}
+	}
+	sort.Ints(gone)
+	out := make([]*events.Observed, 0, len(gone))
+	for _, vmid := range gone {
+		out = append(out, o.goneSnapshot(vmid, readAt, now))
+	}
+	return out
+}
+
+// heartbeat publishes the pass's heartbeat (synchronously).
+func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) error {
+	hb := events.Heartbeat{
+		Meta:      events.NewMeta(o.cfg.Name, "", o.now()),
+		Cluster:   o.cfg.Cluster,
+		Observer:  o.cfg.Name,
+		Reachable: passErr == nil,
+		Pass:      st.Pass,
+		Guests:    o.lastCount,
+		Interval:  o.cfg.Interval,
+	}
+	if passErr != nil {
+		hb.Error = passErr.Error()
+	}
+	body, err := json.Marshal(hb)
+	if err != nil {
+		return fmt.Errorf("observer: encode heartbeat: %w", err)
+	}
+	if _, err := o.bus.Publish(ctx, events.ClusterSubject(events.KindHeartbeat, o.cfg.Cluster), body, nil); err != nil {
+		return fmt.Errorf("observer: publish heartbeat: %w", err)
+	}
+	return nil
+}
+
+// noteReachability logs changes of Proxmox's reachability once, not every
+// pass.
+func (o *Observer) noteReachability(ok bool, err error) {
+	switch {
+	case ok && !o.reachable:
+		o.log.Info().Uint64("pass", o.pass).Msg("proxmox reachable again")
+	case !ok && (o.reachable || err.Error() != o.lastErr):
+		o.log.Warn().Uint64("pass", o.pass).Str("class", pve.Classify(err).String()).Err(err).
+			Msg("proxmox unreachable: publishing heartbeats only, no observations")
+	case !ok:
+		o.log.Debug().Uint64("pass", o.pass).Err(err).Msg("proxmox still unreachable")
+	}
+	o.reachable = ok
+	o.lastErr = ""
+	if err != nil {
+		o.lastErr = err.Error()
+	}
+}

@@ -1,0 +1,221 @@
+package observer
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// rowKey is the part of an inventory row whose change makes the observer
+// re-read the guest's config.
+type rowKey struct {
+	Status, Lock, Tags, Name, Node string
+	Kind                           pve.Kind
+	Template                       bool
+	MaxCPU                         int
+	MaxMemMiB                      int64
+}
+
+func rowKeyOf(r pve.Resource) rowKey {
+	return rowKey{
+		Status: r.Status, Lock: r.Lock, Tags: strings.Join(r.Tags, ";"), Name: r.Name, Node: r.Node,
+		Kind: r.Kind, Template: r.Template, MaxCPU: r.MaxCPU, MaxMemMiB: r.MaxMemMiB,
+	}
+}
+
+// configSnap is what the observer keeps of a config read.
+type configSnap struct {
+	Digest  string
+	Config  events.GuestConfig
+	Pending map[string]string // nil when nothing managed is pending
+}
+
+// managedKey maps a PVE config key to the key reported in Pending.
+type managedKey struct {
+	pve, out string
+}
+
+func managedKeys(kind pve.Kind) []managedKey {
+	name := "name"
+	if kind == pve.KindLXC {
+		name = "hostname"
+	}
+	return []managedKey{
+		{name, "name"}, {"description", "description"}, {"tags", "tags"},
+		{"cores", "cores"}, {"memory", "memory"}, {"onboot", "onboot"},
+	}
+}
+
+// snapOf extracts the managed, normalised part of a config read.
+func snapOf(g *pve.GuestConfig) configSnap {
+	tags := g.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	s := configSnap{
+		Digest: g.Digest,
+		Config: events.GuestConfig{
+			Name: g.Name, Description: g.Description, Tags: slices.Clone(tags),
+			Cores: g.Cores, MemoryMiB: g.MemoryMiB, OnBoot: g.OnBoot,
+		},
+	}
+	applied := map[string]string{
+		"name":        g.Name,
+		"description": g.Description,
+		"tags":        pve.FormatTags(tags),
+		"cores":       strconv.Itoa(g.Cores),
+		"memory":      strconv.Itoa(g.MemoryMiB),
+		"onboot":      boolString(g.OnBoot),
+	}
+	for _, k := range managedKeys(g.Ref.Kind) {
+		var v string
+		if raw, ok := g.Pending[k.pve]; ok {
+			v = normalisePending(k.out, raw)
+		} else if slices.Contains(g.PendingDelete, k.pve) {
+			v = defaultValue(g.Ref.Kind, k.out)
+		} else {
+			continue
+		}
+		if v == applied[k.out] {
+			continue // a pending write of the value in effect changes nothing
+		}
+		if s.Pending == nil {
+			s.Pending = map[string]string{}
+		}
+		s.Pending[k.out] = v
+	}
+	return s
+}
+
+// normalisePending renders a pending value the way the applied one is
+// normalised; a value that does not parse is kept verbatim (trimmed).
+func normalisePending(key, raw string) string {
+	switch key {
+	case "description":
+		return pve.NormaliseDescription(raw)
+	case "tags":
+		return pve.FormatTags(pve.ParseTags(raw))
+	case "cores":
+		if n, err := pve.ParseInt(raw); err == nil {
+			return strconv.FormatInt(n, 10)
+		}
+	case "memory":
+		if n, err := pve.ParseMemoryMiB(raw); err == nil {
+			return strconv.Itoa(n)
+		}
+	case "onboot":
+		if b, err := pve.ParseBool(raw); err == nil {
+			return boolString(b)
+		}
+	}
+	return strings.TrimSpace(raw)
+}
+
+// defaultValue is what a key reads as once its pending deletion applies.
+func defaultValue(kind pve.Kind, key string) string {
+	switch key {
+	case "cores":
+		if kind == pve.KindQEMU {
+			return strconv.Itoa(pve.DefaultQEMUCores)
+		}
+		return "0"
+	case "memory":
+		return strconv.Itoa(pve.DefaultMemoryMiB)
+	case "onboot":
+		return "0"
+	}
+	return ""
+}
+
+func boolString(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func eventKind(k pve.Kind) events.GuestKind {
+	if k == pve.KindLXC {
+		return events.LXC
+	}
+	return events.QEMU
+}
+
+// snapshot builds the observation of a listed guest from its inventory row
+// and its last config read.
+func (o *Observer) snapshot(r pve.Resource, g *guestState, now time.Time) *events.Observed {
+	return &events.Observed{
+		Meta:     events.NewMeta(o.cfg.Name, "", now),
+		VMID:     r.VMID,
+		Cluster:  o.cfg.Cluster,
+		Exists:   true,
+		Node:     r.Node,
+		Kind:     eventKind(r.Kind),
+		Status:   r.Status,
+		Lock:     r.Lock,
+		Template: r.Template,
+		Digest:   g.cfg.Digest,
+		Config:   g.cfg.Config,
+		Pending:  g.cfg.Pending,
+		ReadAt:   g.readAt,
+		Source:   events.SourceObserver,
+	}
+}
+
+// goneSnapshot is the observation of a guest Proxmox no longer lists.
+func (o *Observer) goneSnapshot(vmid int, readAt, now time.Time) *events.Observed {
+	return &events.Observed{
+		Meta:    events.NewMeta(o.cfg.Name, "", now),
+		VMID:    vmid,
+		Cluster: o.cfg.Cluster,
+		Config:  events.GuestConfig{Tags: []string{}},
+		ReadAt:  readAt,
+		Source:  events.SourceObserver,
+	}
+}
+
+// sameObservation compares two observations, ignoring Meta and ReadAt
+// (and nil versus empty tags and pending maps).
+func sameObservation(a, b *events.Observed) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.VMID != b.VMID || a.Cluster != b.Cluster || a.Exists != b.Exists || a.Source != b.Source {
+		return false
+	}
+	if !a.Exists {
+		return true // nothing else is meaningful for a guest that is gone
+	}
+	ca, cb := a.Config, b.Config
+	return a.Node == b.Node && a.Kind == b.Kind && a.Status == b.Status && a.Lock == b.Lock &&
+		a.Template == b.Template && a.Digest == b.Digest &&
+		ca.Name == cb.Name && ca.Description == cb.Description && ca.Cores == cb.Cores &&
+		ca.MemoryMiB == cb.MemoryMiB && ca.OnBoot == cb.OnBoot && slices.Equal(ca.Tags, cb.Tags) &&
+		maps.Equal(a.Pending, b.Pending)
+}
+
+// refreshDue reports whether a guest last read at last is due for its
+// periodic re-read at now. Each vmid has its own phase within the period,
+// so guests read in the same pass fall due in different passes; a guest is
+// always due once a whole period has passed since its last read.
+func refreshDue(vmid int, last, now time.Time, period time.Duration) bool {
+	if period <= 0 {
+		return false
+	}
+	p := int64(period)
+	phase := int64((uint64(vmid) * 0x9E3779B97F4A7C15) % uint64(p))
+	return floorDiv(now.UnixNano()+phase, p) > floorDiv(last.UnixNano()+phase, p)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

@@ -1,0 +1,176 @@
+package observer
+
+import (
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// TestSnapOfPending decodes real PVE payloads (GET …/config?current=1 and
+// GET …/pending) and checks the managed pending keys and their normalised
+// values.
+func TestSnapOfPending(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		kind            pve.Kind
+		config, pending string
+		wantCfg         events.GuestConfig
+		wantPending     map[string]string
+	}{{
+		name:   "qemu cores and memory wait for a reboot",
+		kind:   pve.KindQEMU,
+		config: `{"name":"web","cores":1,"memory":"1024","tags":"b;a","onboot":1,"digest":"abc","description":"hi\n"}`,
+		pending: `[{"key":"cores","value":1,"pending":4},{"key":"memory","value":"1024","pending":"current=4096"},
+			{"key":"name","value":"web"},{"key":"net0","value":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0","pending":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"}]`,
+		wantCfg:     events.GuestConfig{Name: "web", Description: "hi", Tags: []string{"a", "b"}, Cores: 1, MemoryMiB: 1024, OnBoot: true},
+		wantPending: map[string]string{"cores": "4", "memory": "4096"},
+	}, {
+		name:    "absent keys take defaults, tags never nil",
+		kind:    pve.KindQEMU,
+		config:  `{"digest":"abc"}`,
+		pending: `[]`,
+		wantCfg: events.GuestConfig{Tags: []string{}, Cores: 1, MemoryMiB: 512},
+	}, {
+		name:        "lxc hostname is reported as name; pending deletions read as defaults",
+		kind:        pve.KindLXC,
+		config:      `{"hostname":"ct1","cores":2,"memory":2048,"onboot":1,"tags":"x","digest":"d"}`,
+		pending:     `[{"key":"hostname","value":"ct1","pending":"ct2"},{"key":"cores","value":2,"delete":1},{"key":"onboot","value":1,"delete":1},{"key":"tags","value":"x","pending":"Y,x;x"}]`,
+		wantCfg:     events.GuestConfig{Name: "ct1", Tags: []string{"x"}, Cores: 2, MemoryMiB: 2048, OnBoot: true},
+		wantPending: map[string]string{"name": "ct2", "cores": "0", "onboot": "0", "tags": "x;y"},
+	}, {
+		name:    "a pending value equal to the applied one is not pending",
+		kind:    pve.KindQEMU,
+		config:  `{"cores":2,"memory":"2048","onboot":0,"digest":"d"}`,
+		pending: `[{"key":"cores","value":2,"pending":"2"},{"key":"memory","value":"2048","pending":"2048"},{"key":"onboot","value":0,"pending":0}]`,
+		wantCfg: events.GuestConfig{Tags: []string{}, Cores: 2, MemoryMiB: 2048},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := pve.DecodeGuestConfig(pve.GuestRef{Kind: tc.kind, Node: "pve1", VMID: 100}, []byte(tc.config), []byte(tc.pending))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := snapOf(g)
+			c := s.Config
+			if c.Name != tc.wantCfg.Name || c.Description != tc.wantCfg.Description || c.Cores != tc.wantCfg.Cores ||
+				c.MemoryMiB != tc.wantCfg.MemoryMiB || c.OnBoot != tc.wantCfg.OnBoot || c.Tags == nil ||
+				len(c.Tags) != len(tc.wantCfg.Tags) || (len(c.Tags) > 0 && c.Tags[0] != tc.wantCfg.Tags[0]) {
+				t.Fatalf("config %+v, want %+v", c, tc.wantCfg)
+			}
+			if !maps.Equal(s.Pending, tc.wantPending) || (tc.wantPending == nil) != (s.Pending == nil) {
+				t.Fatalf("pending %v, want %v", s.Pending, tc.wantPending)
+			}
+			if s.Digest == "" {
+				t.Fatal("digest lost")
+			}
+		})
+	}
+}
+
+func TestSameObservation(t *testing.T) {
+	base := func() *events.Observed {
+		return &events.Observed{VMID: 100, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
+			Digest: "d", Config: events.GuestConfig{Tags: []string{"a"}, Cores: 1, MemoryMiB: 512},
+			Pending: map[string]string{"cores": "2"}, ReadAt: time.Unix(1, 0), Source: events.SourceObserver}
+	}
+	a := base()
+	b := base()
+	b.Meta = events.NewMeta("other", "corr", time.Unix(99, 0))
+	b.ReadAt = time.Unix(50, 0)
+	if !sameObservation(a, b) {
+		t.Fatal("Meta and ReadAt must be ignored")
+	}
+	for name, mod := range map[string]func(o *events.Observed){
+		"status":  func(o *events.Observed) { o.Status = "stopped" },
+		"lock":    func(o *events.Observed) { o.Lock = "backup" },
+		"node":    func(o *events.Observed) { o.Node = "pve2" },
+		"digest":  func(o *events.Observed) { o.Digest = "e" },
+		"tags":    func(o *events.Observed) { o.Config.Tags = []string{"a", "b"} },
+		"cores":   func(o *events.Observed) { o.Config.Cores = 2 },
+		"desc":    func(o *events.Observed) { o.Config.Description = "x" },
+		"pending": func(o *events.Observed) { o.Pending = nil },
+		"exists":  func(o *events.Observed) { o.Exists = false },
+	} {
+		b := base()
+		mod(b)
+		if sameObservation(a, b) {
+			t.Errorf("a change of %s must be seen", name)
+		}
+	}
+	if sameObservation(a, nil) || !sameObservation(nil, nil) {
+		t.Fatal("nil handling")
+	}
+	g1 := &events.Observed{VMID: 100, Cluster: "pve", Source: events.SourceObserver}
+	g2 := &events.Observed{VMID: 100, Cluster: "pve", Source: events.SourceObserver, Config: events.GuestConfig{Tags: []string{}}}
+	if !sameObservation(g1, g2) {
+		t.Fatal("two gone observations of a guest are the same")
+	}
+}
+
+// TestRefreshDueStaggered: guests read in the same pass fall due for their
+// periodic re-read spread over the period, and all of them within one
+// period.
+func TestRefreshDueStaggered(t *testing.T) {
+	const n = 10000
+	period := 5 * time.Minute
+	read := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	countDue := func(at time.Time) int {
+		c := 0
+		for vmid := 100; vmid < 100+n; vmid++ {
+			if refreshDue(vmid, read, at, period) {
+				c++
+			}
+		}
+		return c
+	}
+	if c := countDue(read); c != 0 {
+		t.Fatalf("%d due at the time of the read", c)
+	}
+	// After 10% of the period about 10% are due (the phases are spread).
+	if c := countDue(read.Add(period / 10)); c < n/20 || c > n/5 {
+		t.Fatalf("%d of %d due after a tenth of the period", c, n)
+	}
+	if c := countDue(read.Add(period / 2)); c < n*2/5 || c > n*3/5 {
+		t.Fatalf("%d of %d due after half the period", c, n)
+	}
+	if c := countDue(read.Add(period)); c != n {
+		t.Fatalf("%d of %d due after a whole period", c, n)
+	}
+	if refreshDue(100, read, read.Add(1000*period), -1) || refreshDue(100, read, read.Add(1000*period), 0) {
+		t.Fatal("a non-positive period never refreshes")
+	}
+	// Each guest in a steady state is re-read once per period.
+	for vmid := 100; vmid < 110; vmid++ {
+		last, reads := read, 0
+		for at := read; at.Before(read.Add(10 * period)); at = at.Add(10 * time.Second) {
+			if refreshDue(vmid, last, at, period) {
+				last, reads = at, reads+1
+			}
+		}
+		if reads < 9 || reads > 10 {
+			t.Fatalf("vmid %d re-read %d times in 10 periods", vmid, reads)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{}
+	if err := c.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster != events.DefaultCluster || c.Interval != DefaultInterval || c.ConfigRefresh != DefaultConfigRefresh ||
+		c.ReadConcurrency != DefaultReadConcurrency || c.MaxInFlight != DefaultMaxInFlight || c.Clock == nil || c.Name == "" {
+		t.Fatalf("defaults %+v", c)
+	}
+	for _, bad := range []Config{{Cluster: "a.b"}, {Interval: -1}, {ReadConcurrency: -1}, {MaxInFlight: -1}, {MaxInFlight: 5000}, {AckTimeout: -1}} {
+		if err := bad.defaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	never := Config{ConfigRefresh: -1}
+	if err := never.defaults(); err != nil || never.ConfigRefresh >= 0 {
+		t.Fatalf("negative ConfigRefresh must stay 'never': %+v %v", never, err)
+	}
+}

@@ -1,0 +1,395 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/projector"
+)
+
+// ServiceConfig configures the planner service.
+type ServiceConfig struct {
+	Cluster string
+	// Name identifies this planner in the actions it publishes.
+	Name   string
+	Policy Policy
+	// Tick is how often time-based work runs: due retries, observer
+	// staleness, flushing views (default 250ms).
+	Tick time.Duration
+	// FullPassInterval replans every guest this often (default 60s), on
+	// top of planning each guest when its events arrive.
+	FullPassInterval time.Duration
+	Registerer       prometheus.Registerer
+	Logger           zerolog.Logger
+	Clock            func() time.Time
+}
+
+// Service is the planner role.
+type Service struct {
+	cfg ServiceConfig
+	bus *bus.Bus
+	log zerolog.Logger
+	now func() time.Time
+
+	proj     *projector.Projector
+	decision map[int]Decision
+	// awaiting holds guests whose action is published but not folded yet.
+	awaiting map[int]string
+	dirty    map[int]bool
+	caughtUp bool
+	stale    bool
+	lastFull time.Time
+
+	mu       sync.RWMutex // guards snapshot
+	snapshot map[int]GuestDoc
+	cluster  projector.ClusterState
+	ready    bool
+
+	metrics *metrics
+}
+
+// GuestDoc is what the service materialises per guest: the view and the
+// decision made from it.
+type GuestDoc struct {
+	View      *projector.View `json:"view"`
+	Status    Status          `json:"status"`
+	Next      []Step          `json:"next,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// ClusterKey is the bucket key of the cluster document.
+func ClusterKey(cluster string) string { return cluster + "._cluster" }
+
+// GuestKey is the bucket key of a guest's document.
+func GuestKey(cluster string, vmid int) string { return cluster + "." + strconv.Itoa(vmid) }
+
+// NewService checks the configuration and returns an idle service.
+func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
+	if cfg.Cluster == "" {
+		cfg.Cluster = events.DefaultCluster
+	}
+	if err := events.ValidateCluster(cfg.Cluster); err != nil {
+		return nil, err
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name = "planner"
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 250 * time.Millisecond
+	}
+	if cfg.FullPassInterval <= 0 {
+		cfg.FullPassInterval = time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	s := &Service{cfg: cfg, bus: b, log: cfg.Logger, now: cfg.Clock,
+		proj: projector.New(cfg.Cluster), decision: map[int]Decision{}, awaiting: map[int]string{},
+		dirty: map[int]bool{}, snapshot: map[int]GuestDoc{}, metrics: newMetrics(cfg.Registerer),
+		// Until a heartbeat is folded, observations count as stale: the
+		// first one flips this and replans every guest it blocked.
+		stale: true}
+	return s, nil
+}
+
+// filters are the stored subjects of one cluster's events.
+func filters(cluster string) []string {
+	return []string{
+		events.Prefix + ".*." + cluster + ".*.*",
+		events.ClusterSubject(events.KindHeartbeat, cluster),
+		events.ClusterSubject(events.KindControl, cluster),
+	}
+}
+
+// Run folds the journal from its start, plans every guest once caught up,
+// then plans each guest as its events arrive, until ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	stream, err := s.bus.Stream(ctx)
+	if err != nil {
+		return fmt.Errorf("planner: %w", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("planner: stream info: %w", err)
+	}
+	target := info.State.LastSeq
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters(s.cfg.Cluster)})
+	if err != nil {
+		return fmt.Errorf("planner: consumer: %w", err)
+	}
+	msgs := make(chan jetstream.Msg, 1024)
+	cc, err := cons.Consume(func(m jetstream.Msg) { msgs <- m }, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return fmt.Errorf("planner: consume: %w", err)
+	}
+	defer cc.Stop()
+	s.log.Info().Uint64("replay_to", target).Msg("planner folding the journal")
+	if target == 0 || s.proj.LastSeq >= target {
+		s.catchUp(ctx)
+	}
+	tick := time.NewTicker(s.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.flush(context.WithoutCancel(ctx))
+			return nil
+		case m := <-msgs:
+			s.handle(ctx, m)
+			// Drain what is already buffered before planning-heavy work.
+			for n := len(msgs); n > 0; n-- {
+				s.handle(ctx, <-msgs)
+			}
+			if !s.caughtUp && s.proj.LastSeq >= target {
+				s.catchUp(ctx)
+			}
+		case <-tick.C:
+			if s.caughtUp {
+				s.tick(ctx)
+			} else if stream.CachedInfo() != nil && s.proj.LastSeq >= target {
+				s.catchUp(ctx)
+			}
+		}
+	}
+}
+
+func (s *Service) catchUp(ctx context.Context) {
+	s.caughtUp = true
+	s.log.Info().Uint64("seq", s.proj.LastSeq).Int("guests", len(s.proj.Views)).Msg("planner caught up; full pass")
+	s.fullPass(ctx)
+	s.mu.Lock()
+	s.ready = true
+	s.mu.Unlock()
+}
+
+func (s *Service) handle(ctx context.Context, m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		s.log.Error().Err(err).Msg("planner: message without metadata")
+		return
+	}
+	ch := s.proj.Apply(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+	if ch.Err != nil {
+		s.log.Warn().Err(ch.Err).Uint64("seq", md.Sequence.Stream).Str("subject", m.Subject()).Msg("event not folded")
+	}
+	s.metrics.folded.Inc()
+	switch {
+	case ch.View != nil:
+		v := ch.View
+		if id, ok := s.awaiting[v.VMID]; ok && v.LastAction != nil && v.LastAction.ID == id {
+			delete(s.awaiting, v.VMID)
+		}
+		s.dirty[v.VMID] = true
+		if s.caughtUp {
+			s.planGuest(ctx, v)
+		}
+	case ch.Resync && s.caughtUp:
+		s.log.Info().Msg("resync requested; full pass")
+		s.fullPass(ctx)
+	case ch.Cluster && s.caughtUp:
+		s.tick(ctx)
+	}
+}
+
+// tick does the time-based work: observer staleness flips, due retries,
+// the periodic full pass, and flushing views.
+func (s *Service) tick(ctx context.Context) {
+	now := s.now()
+	st := s.proj.State
+	stale := st.HeartbeatAt.IsZero() || now.Sub(st.HeartbeatAt) > s.cfg.Policy.ObserverTimeout || !st.Reachable
+	switch {
+	case stale != s.stale || now.Sub(s.lastFull) >= s.cfg.FullPassInterval:
+		s.stale = stale
+		s.fullPass(ctx)
+	default:
+		for vmid, d := range s.decision {
+			if !d.Status.RetryAt.IsZero() && !now.Before(d.Status.RetryAt) {
+				s.planGuest(ctx, s.proj.Views[vmid])
+			}
+		}
+	}
+	s.flush(ctx)
+}
+
+func (s *Service) fullPass(ctx context.Context) {
+	s.lastFull = s.now()
+	ids := make([]int, 0, len(s.proj.Views))
+	for id := range s.proj.Views {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		s.planGuest(ctx, s.proj.Views[id])
+	}
+	s.flush(ctx)
+}
+
+// planGuest plans one guest and publishes its first step, at most one
+// action in flight per guest.
+func (s *Service) planGuest(ctx context.Context, v *projector.View) {
+	if _, ok := s.awaiting[v.VMID]; ok {
+		return
+	}
+	d := Plan(v, s.proj.State, s.cfg.Policy, s.now())
+	prev, had := s.decision[v.VMID]
+	s.decision[v.VMID] = d
+	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
+		s.dirty[v.VMID] = true
+	}
+	if len(d.Steps) == 0 {
+		return
+	}
+	step := d.Steps[0]
+	a := events.Action{
+		Meta: events.NewMeta(s.cfg.Name, v.CorrelationID, s.now()),
+		ID:   fmt.Sprintf("%s-%d-%d-%d", v.Cluster, v.VMID, v.DesiredSeq, v.RevisionActions+1),
+		VMID: v.VMID, Cluster: v.Cluster, Node: v.Observed.Node, Kind: v.Observed.Kind,
+		Op: step.Op, Set: step.Set, Delete: step.Delete, Timeout: step.Timeout, Reason: step.Reason,
+		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), Attempt: v.Failures + 1,
+	}
+	body, err := json.Marshal(a)
+	if err != nil {
+		s.log.Error().Err(err).Int("vmid", v.VMID).Msg("encode action")
+		return
+	}
+	hdr := nats.Header{}
+	hdr.Set(events.HeaderCorrelationID, v.CorrelationID)
+	// The fence: the action subject must still end at the action this plan
+	// saw; the msg-id makes a blind retry or a restarted planner's replan of
+	// the same step a duplicate.
+	ack, err := s.bus.Publish(ctx, events.Subject(events.KindAction, v.Cluster, v.VMID), body, hdr,
+		jetstream.WithExpectLastSequencePerSubject(v.LastActionSeq), jetstream.WithMsgID(a.ID))
+	switch {
+	case bus.IsWrongLastSequence(err):
+		// Another planner (or this one before a restart) acted since; the
+		// fold will catch up and this guest be planned again.
+		s.log.Info().Int("vmid", v.VMID).Str("action", a.ID).Msg("action fence moved; not planned twice")
+		return
+	case err != nil:
+		s.log.Warn().Err(err).Int("vmid", v.VMID).Str("action", a.ID).Msg("publish action failed; will retry")
+		return
+	}
+	s.awaiting[v.VMID] = a.ID
+	if !ack.Duplicate {
+		s.metrics.planned.WithLabelValues(string(a.Op)).Inc()
+		s.log.Info().Int("vmid", v.VMID).Str("op", string(a.Op)).Str("action", a.ID).Str("reason", a.Reason).
+			Str("correlation_id", v.CorrelationID).Uint64("seq", ack.Sequence).Msg("action planned")
+	}
+}
+
+func stepsEqual(a, b []Step) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Op != b[i].Op || a[i].Reason != b[i].Reason {
+			return false
+		}
+	}
+	return true
+}
+
+// flush materialises changed views into the bucket and the snapshot.
+func (s *Service) flush(ctx context.Context) {
+	now := s.now()
+	s.mu.Lock()
+	s.cluster = s.proj.State
+	counts := map[StatusKind]int{}
+	for id, v := range s.proj.Views {
+		d, ok := s.decision[id]
+		if !ok {
+			d = Plan(v, s.proj.State, s.cfg.Policy, now)
+		}
+		counts[d.Status.Kind]++
+		if !s.dirty[id] {
+			continue
+		}
+		s.snapshot[id] = GuestDoc{View: v.Clone(), Status: d.Status, Next: d.Steps, UpdatedAt: now}
+	}
+	docs := make(map[int]GuestDoc, len(s.dirty))
+	for id := range s.dirty {
+		docs[id] = s.snapshot[id]
+	}
+	cluster := s.cluster
+	s.mu.Unlock()
+	for _, k := range []StatusKind{Converged, Pending, Acting, Error, Blocked, Rejected, Unmanaged} {
+		s.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
+	}
+	clear(s.dirty)
+	kv, err := s.bus.Views(ctx)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("views bucket unavailable")
+		return
+	}
+	for id, doc := range docs {
+		b, err := json.Marshal(doc)
+		if err == nil {
+			_, err = kv.Put(ctx, GuestKey(s.cfg.Cluster, id), b)
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Int("vmid", id).Msg("materialise view")
+			s.dirty[id] = true
+		}
+	}
+	if b, err := json.Marshal(ClusterDoc{State: cluster, Seq: s.proj.LastSeq, UpdatedAt: now, Planner: s.cfg.Name}); err == nil {
+		if _, err := kv.Put(ctx, ClusterKey(s.cfg.Cluster), b); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn().Err(err).Msg("materialise cluster state")
+		}
+	}
+}
+
+// ClusterDoc is the materialised cluster state.
+type ClusterDoc struct {
+	State     projector.ClusterState `json:"state"`
+	Seq       uint64                 `json:"seq"`
+	Planner   string                 `json:"planner"`
+	UpdatedAt time.Time              `json:"updated_at"`
+}
+
+// Snapshot returns the current documents of all guests (for HTTP).
+func (s *Service) Snapshot() (map[int]GuestDoc, projector.ClusterState, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[int]GuestDoc, len(s.snapshot))
+	for k, v := range s.snapshot {
+		out[k] = v
+	}
+	return out, s.cluster, s.ready
+}
+
+type metrics struct {
+	folded  prometheus.Counter
+	planned *prometheus.CounterVec
+	guests  *prometheus.GaugeVec
+}
+
+func newMetrics(r prometheus.Registerer) *metrics {
+	m := &metrics{
+		folded: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_planner_events_folded_total",
+			Help: "Journal events folded into views."}),
+		planned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_planner_actions_planned_total",
+			Help: "Actions published, by operation."}, []string{"op"}),
+		guests: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_guests",
+			Help: "Guests by state."}, []string{"state"}),
+	}
+	if r != nil {
+		r.MustRegister(m.folded, m.planned, m.guests)
+	}
+	return m
+}
