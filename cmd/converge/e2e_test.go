@@ -112,10 +112,17 @@ func (e *upEnv) pveClient(t *testing.T) *pve.Client {
 }
 
 type statusOut struct {
+	Planner *struct {
+		State struct {
+			Reachable bool   `json:"reachable"`
+			Error     string `json:"error"`
+		} `json:"state"`
+	} `json:"planner"`
 	Guests []struct {
 		VMID     int    `json:"vmid"`
 		State    string `json:"state"`
 		Reason   string `json:"reason"`
+		Revision uint64 `json:"desired_revision"`
 		Observed *struct {
 			Node string `json:"node"`
 		} `json:"observed"`
@@ -306,6 +313,62 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 	}
 
 	phase("status checked")
+
+	// Invalid desired events are rejected with the reason in status; the
+	// pipeline keeps going.
+	for _, tc := range []struct{ body, reason string }{
+		{`{"vmid":150,"cores":`, "not valid JSON"},
+		{`{"vmid":150,"cores":2,"colour":"red"}`, "colour"},
+		{`{"vmid":150,"cores":"two"}`, "cores:"},
+		{`{"vmid":151,"cores":2}`, "body says 151 but the subject is for 150"},
+		{`{"vmid":150,"memory_mib":1}`, "memory_mib:"},
+	} {
+		seq := e.publish(t, 150, tc.body)
+		eventually(t, 30*time.Second, "rejection of "+tc.body, func() bool {
+			st := e.status(t, 150)
+			return st.Guests[0].State == "rejected" && strings.Contains(st.Guests[0].Reason, fmt.Sprintf("#%d", seq)) &&
+				strings.Contains(st.Guests[0].Reason, tc.reason)
+		})
+	}
+	phase("invalid desired events rejected")
+
+	// The HTTP API: the same validation (400, nothing published), then a
+	// valid desired state that converges.
+	res, err := http.Post(e.httpURL+"/v1/desired/150", "application/json", strings.NewReader(`{"vmid":150,"power":"on"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prob struct {
+		Problems []struct{ Field, Message string } `json:"problems"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&prob)
+	res.Body.Close()
+	if res.StatusCode != 400 || len(prob.Problems) != 1 || prob.Problems[0].Field != "power" {
+		t.Fatalf("invalid POST: %d %+v", res.StatusCode, prob)
+	}
+	req, _ := http.NewRequest("POST", e.httpURL+"/v1/desired/150", strings.NewReader(`{"vmid":150,"power":"running","cores":2}`))
+	req.Header.Set("X-Converge-Publisher", "e2e-portal")
+	res, err = http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 202 {
+		t.Fatalf("valid POST: %v %v", res, err)
+	}
+	res.Body.Close()
+	wants[150] = want{}
+	e.wait(t, []int{150})
+	res, err = http.Get(e.httpURL + "/v1/guests/150")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g150 struct {
+		State, Publisher string
+	}
+	_ = json.NewDecoder(res.Body).Decode(&g150)
+	res.Body.Close()
+	if g150.State != "converged" || g150.Publisher != "e2e-portal" {
+		t.Fatalf("GET /v1/guests/150: %+v", g150)
+	}
+	phase("HTTP API checked")
+
 	// Invariant 7: no task ever touched a guest without desired state.
 	for _, task := range e.simTasks(t) {
 		id, _ := strconv.Atoi(fmt.Sprint(task["id"]))
@@ -313,4 +376,14 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 			t.Fatalf("a guest without desired state was touched: %v", task)
 		}
 	}
+	// Invariants 1 and 4 from the journal; every accepted desired revision
+	// was folded by the planner.
+	desired, actions := auditJournal(t, e.js)
+	st = e.status(t)
+	for _, g := range st.Guests {
+		if rev, ok := desired[g.VMID]; ok && g.Revision != rev && g.State != "rejected" {
+			t.Fatalf("guest %d: view at desired revision %d, journal has %d", g.VMID, g.Revision, rev)
+		}
+	}
+	t.Logf("journal audit: %d actions, each with one final result, one at a time per guest", actions)
 }

@@ -186,6 +186,7 @@ func (s *Sim) roll(p float64) bool {
 
 // controlRoutes serves /_sim: fault injection and inspection, no auth.
 func (s *Sim) controlRoutes(mux *http.ServeMux) {
+	s.releaseRoutes(mux)
 	mux.HandleFunc("GET /_sim/faults", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.Faults())
 	})

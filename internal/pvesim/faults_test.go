@@ -365,3 +365,28 @@ func TestGoProxmoxTaskWait(t *testing.T) {
 		t.Fatal("the stop with warnings did take effect")
 	}
 }
+
+func TestCompleteRunningTasks(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 2, Faults: pvesim.Faults{TaskLatency: pvesim.Duration(time.Hour)}})
+	c := tokenClient(s)
+	ctx := ctxT(t)
+	n, _ := c.Node(ctx, "pve1")
+	vm, _ := n.VirtualMachine(ctx, 101)
+	task, err := vm.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.Guest(101); g.Status != "stopped" {
+		t.Fatal("task finished early")
+	}
+	res, body := raw(t, "POST", s.ControlURL()+"/tasks/complete", nil, "")
+	if res.StatusCode != 200 || body["completed"].(interface{ String() string }).String() != "1" {
+		t.Fatalf("complete: %s %v", res.Status, body)
+	}
+	if task = waitTask(t, s, task); !task.IsSuccessful {
+		t.Fatalf("task %q", task.ExitStatus)
+	}
+	if g, _ := s.Guest(101); g.Status != "running" {
+		t.Fatal("completed start did not take effect")
+	}
+}
