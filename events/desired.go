@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -127,6 +128,10 @@ func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, &ValidationError{Problems: []FieldError{{te.Field, "must be a plain integer, got " + te.Value}}}
+		}
 		return nil, &ValidationError{Problems: []FieldError{{Message: err.Error()}}}
 	}
 	if err := d.check(subjectVMID); err != nil {
@@ -174,11 +179,11 @@ func schemaProblems(ve *jsonschema.ValidationError) []FieldError {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			field := strings.Join(e.InstanceLocation, ".")
-			msg := e.ErrorKind.LocalizedString(printer)
-			if !seen[field+msg] {
-				seen[field+msg] = true
-				out = append(out, FieldError{Field: field, Message: msg})
+			for _, f := range describe(e) {
+				if !seen[f.Field+"\x00"+f.Message] {
+					seen[f.Field+"\x00"+f.Message] = true
+					out = append(out, f)
+				}
 			}
 			return
 		}
@@ -187,8 +192,64 @@ func schemaProblems(ve *jsonschema.ValidationError) []FieldError {
 		}
 	}
 	walk(ve)
-	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Field != out[j].Field {
+			return out[i].Field < out[j].Field
+		}
+		return out[i].Message < out[j].Message
+	})
 	return out
+}
+
+// patternHints say in words what a field's schema pattern accepts.
+var patternHints = map[string]string{
+	"name":          "must be a DNS name: letters, digits and '-', not starting or ending with '-', labels separated by '.'",
+	"tags":          "a tag must start with a letter, digit or '_' and contain only letters, digits and '_', '+', '.', '-'",
+	"clone.node":    "must be a node name: letters, digits and '-'",
+	"clone.storage": "must be a storage id: a letter, then letters, digits and '_', '.', '-'",
+}
+
+// describe turns one schema failure into problems that name the offending
+// field (an unknown or missing property is named itself, not its parent)
+// and read as a sentence rather than as schema keywords.
+func describe(e *jsonschema.ValidationError) []FieldError {
+	loc := e.InstanceLocation
+	field := strings.Join(loc, ".")
+	child := func(name string) string {
+		return strings.Join(append(append([]string(nil), loc...), name), ".")
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.AdditionalProperties:
+		out := make([]FieldError, 0, len(k.Properties))
+		for _, p := range k.Properties {
+			out = append(out, FieldError{child(p), "unknown field (not in desired schema version 1)"})
+		}
+		return out
+	case *kind.Required:
+		out := make([]FieldError, 0, len(k.Missing))
+		for _, p := range k.Missing {
+			out = append(out, FieldError{child(p), "is required"})
+		}
+		return out
+	case *kind.Type:
+		if field == "" {
+			return []FieldError{{field, fmt.Sprintf("the body must be a JSON %s, got %s", strings.Join(k.Want, " or "), k.Got)}}
+		}
+		return []FieldError{{field, fmt.Sprintf("must be a JSON %s, got %s", strings.Join(k.Want, " or "), k.Got)}}
+	case *kind.Minimum:
+		return []FieldError{{field, fmt.Sprintf("must be at least %s, got %s", k.Want.RatString(), k.Got.RatString())}}
+	case *kind.Maximum:
+		return []FieldError{{field, fmt.Sprintf("must be at most %s, got %s", k.Want.RatString(), k.Got.RatString())}}
+	case *kind.Pattern:
+		hintKey := field
+		if len(loc) == 2 && loc[0] == "tags" {
+			hintKey = "tags"
+		}
+		if h, ok := patternHints[hintKey]; ok {
+			return []FieldError{{field, fmt.Sprintf("%q: %s", k.Got, h)}}
+		}
+	}
+	return []FieldError{{field, e.ErrorKind.LocalizedString(printer)}}
 }
 
 // Managed reports whether the event manages anything beyond existence.

@@ -68,7 +68,8 @@ type SubjectInfo struct {
 }
 
 // ParseSubject reads a published (pve.kind.cluster[.vmid]) or stored
-// (pve.kind.cluster.vmid.partition) subject.
+// (pve.kind.cluster.vmid.partition) subject. A vmid must be written in
+// canonical decimal (no sign, no leading zeros) within MinVMID..MaxVMID.
 func ParseSubject(s string) (SubjectInfo, error) {
 	t := strings.Split(s, ".")
 	if len(t) < 3 || t[0] != Prefix {
@@ -89,8 +90,8 @@ func ParseSubject(s string) (SubjectInfo, error) {
 		return SubjectInfo{}, fmt.Errorf("subject %q: want %s.%s.<cluster>.<vmid>", s, Prefix, info.Kind)
 	}
 	vmid, err := strconv.Atoi(t[3])
-	if err != nil || t[3] != strconv.Itoa(vmid) {
-		return SubjectInfo{}, fmt.Errorf("subject %q: vmid %q is not a decimal number", s, t[3])
+	if err != nil || t[3] != strconv.Itoa(vmid) || vmid < MinVMID || vmid > MaxVMID {
+		return SubjectInfo{}, fmt.Errorf("subject %q: vmid %q is not a decimal number within %d..%d", s, t[3], MinVMID, MaxVMID)
 	}
 	info.VMID = vmid
 	if len(t) == 5 {

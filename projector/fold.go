@@ -91,6 +91,7 @@ func (p *Projector) Apply(ev Event) Change {
 		}
 		return Change{}
 	}
+	_, known := p.Views[info.VMID]
 	v := p.view(info.VMID)
 	var ferr error
 	switch info.Kind {
@@ -104,6 +105,11 @@ func (p *Projector) Apply(ev Event) Change {
 		ferr = foldResult(v, ev)
 	}
 	if ferr != nil {
+		if !known {
+			// An undecodable event must not make a phantom guest appear.
+			delete(p.Views, info.VMID)
+			return Change{Err: ferr}
+		}
 		return Change{View: v, Err: ferr}
 	}
 	v.Seq = ev.Seq

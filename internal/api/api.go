@@ -73,8 +73,10 @@ func (s *Server) listGuests(w http.ResponseWriter, r *http.Request) {
 }
 
 func vmidParam(w http.ResponseWriter, r *http.Request) (int, bool) {
-	vmid, err := strconv.Atoi(r.PathValue("vmid"))
-	if err != nil || vmid < events.MinVMID || vmid > events.MaxVMID {
+	raw := r.PathValue("vmid")
+	vmid, err := strconv.Atoi(raw)
+	// Decimal as in the subjects: no sign, no leading zeros.
+	if err != nil || raw != strconv.Itoa(vmid) || vmid < events.MinVMID || vmid > events.MaxVMID {
 		problem(w, http.StatusBadRequest, "vmid must be an integer within 100..999999999", nil)
 		return 0, false
 	}

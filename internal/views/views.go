@@ -53,7 +53,17 @@ func decode(b []byte) (*planner.GuestDoc, error) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("views: guest document: %w", err)
 	}
+	if d.View == nil {
+		return nil, errors.New("views: guest document has no view")
+	}
 	return &d, nil
+}
+
+// guestKey reports whether a bucket key is a guest document's key
+// (<cluster>.<vmid>), not the cluster document or anything else.
+func guestKey(k string) bool {
+	_, err := strconv.Atoi(k[strings.LastIndexByte(k, '.')+1:])
+	return err == nil
 }
 
 // List returns every guest document of the cluster, by vmid.
@@ -67,7 +77,7 @@ func (r Reader) List(ctx context.Context) ([]planner.GuestDoc, error) {
 	}
 	var out []planner.GuestDoc
 	for k := range lister.Keys() {
-		if strings.HasSuffix(k, "._cluster") {
+		if !guestKey(k) {
 			continue
 		}
 		e, err := r.KV.Get(ctx, k)
@@ -106,10 +116,7 @@ func (r Reader) Watch(ctx context.Context) (<-chan *planner.GuestDoc, error) {
 				if !ok {
 					return
 				}
-				if e == nil || strings.HasSuffix(e.Key(), "._cluster") || e.Operation() != jetstream.KeyValuePut {
-					continue
-				}
-				if _, err := strconv.Atoi(e.Key()[strings.LastIndexByte(e.Key(), '.')+1:]); err != nil {
+				if e == nil || !guestKey(e.Key()) || e.Operation() != jetstream.KeyValuePut {
 					continue
 				}
 				d, err := decode(e.Value())

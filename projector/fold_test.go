@@ -1,0 +1,462 @@
+package projector_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
+)
+
+func TestDesiredFold(t *testing.T) {
+	cases := []struct {
+		name        string
+		header      []string
+		publisher   string
+		correlation string
+	}{
+		{"no headers", nil, "unknown", "desired-pve-101-5"},
+		{"publisher and correlation", []string{events.HeaderPublisher, "billing", events.HeaderCorrelationID, "order-9"}, "billing", "order-9"},
+		{"schema 1 explicit", []string{events.HeaderSchema, "1", events.HeaderPublisher, "cli"}, "cli", "desired-pve-101-5"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := projector.New("pve")
+			ch := p.Apply(desiredEv(5, 101, `{"vmid":101,"power":"running","cores":2}`, hdr(c.header...)))
+			if ch.Err != nil || ch.View == nil || ch.Cluster || ch.Resync {
+				t.Fatalf("change %+v", ch)
+			}
+			v := p.Views[101]
+			if ch.View != v {
+				t.Fatal("Change.View is not the projector's view")
+			}
+			if v.Desired == nil || *v.Desired.Power != events.PowerRunning || *v.Desired.Cores != 2 {
+				t.Fatalf("desired %+v", v.Desired)
+			}
+			if v.DesiredSeq != 5 || !v.DesiredAt.Equal(at(5)) || v.Seq != 5 || p.LastSeq != 5 {
+				t.Errorf("DesiredSeq %d DesiredAt %s Seq %d LastSeq %d", v.DesiredSeq, v.DesiredAt, v.Seq, p.LastSeq)
+			}
+			if v.Publisher != c.publisher || v.CorrelationID != c.correlation {
+				t.Errorf("publisher %q correlation %q, want %q %q", v.Publisher, v.CorrelationID, c.publisher, c.correlation)
+			}
+			if v.Rejected != nil {
+				t.Errorf("rejected %+v", v.Rejected)
+			}
+			if v.VMID != 101 || v.Cluster != "pve" {
+				t.Errorf("view identity %d/%s", v.VMID, v.Cluster)
+			}
+		})
+	}
+}
+
+func TestDesiredRejection(t *testing.T) {
+	cases := []struct {
+		name   string
+		data   string
+		header []string
+		reason string
+	}{
+		{"unknown field", `{"vmid":101,"cpu":2}`, nil, "cpu: unknown field"},
+		{"out of range", `{"vmid":101,"cores":0}`, nil, "cores: must be at least 1"},
+		{"vmid mismatch with subject", `{"vmid":102,"power":"running"}`, nil, "vmid: body says 102 but the subject is for 101"},
+		{"bad JSON", `{"vmid":`, nil, "not valid JSON"},
+		{"unsupported schema header", `{"vmid":101,"power":"stopped"}`, []string{events.HeaderSchema, "2"}, `unsupported schema version "2"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := projector.New("pve")
+			good := `{"vmid":101,"power":"running"}`
+			applyAll(t, p, desiredEv(1, 101, good, hdr(events.HeaderPublisher, "a", events.HeaderCorrelationID, "c-1")))
+			before := *p.Views[101]
+
+			ch := p.Apply(desiredEv(2, 101, c.data, hdr(append([]string{events.HeaderPublisher, "mallory"}, c.header...)...)))
+			if ch.Err != nil || ch.View == nil {
+				t.Fatalf("a rejection is a fold, not a fold error: %+v", ch)
+			}
+			v := p.Views[101]
+			if v.Rejected == nil {
+				t.Fatal("invalid desired event not recorded as rejected")
+			}
+			r := v.Rejected
+			if r.Seq != 2 || r.Publisher != "mallory" || !r.At.Equal(at(2)) || !strings.Contains(r.Reason, c.reason) {
+				t.Errorf("rejection %+v, want seq 2 by mallory saying %q", r, c.reason)
+			}
+			// The previous desired state stands; nothing else moved.
+			if v.Desired != before.Desired || v.DesiredSeq != 1 || v.Publisher != "a" || v.CorrelationID != "c-1" {
+				t.Errorf("rejection changed the desired state: %+v", v)
+			}
+			// A later valid event clears the rejection.
+			applyAll(t, p, desiredEv(3, 101, `{"vmid":101,"power":"stopped"}`, nil))
+			if v.Rejected != nil || v.DesiredSeq != 3 || *v.Desired.Power != events.PowerStopped || v.Publisher != "unknown" {
+				t.Errorf("after a valid event: rejected %+v, desired seq %d, publisher %q", v.Rejected, v.DesiredSeq, v.Publisher)
+			}
+		})
+	}
+	t.Run("rejection before any valid desired", func(t *testing.T) {
+		p := projector.New("pve")
+		applyAll(t, p, desiredEv(1, 300, `{"vmid":300,"power":"on"}`, nil))
+		v := p.Views[300]
+		if v.Desired != nil || v.DesiredSeq != 0 || v.Rejected == nil || v.Rejected.Publisher != "unknown" {
+			t.Fatalf("view %+v", v)
+		}
+	})
+}
+
+func TestObservationsOrderedByReadAt(t *testing.T) {
+	p := projector.New("pve")
+	newer := observed(101, at(100), "running")
+	older := observed(101, at(50), "stopped")
+	applyAll(t, p, observedEv(10, newer))
+	v := p.Views[101]
+	if v.Observed.Status != "running" || v.ObservedSeq != 10 || v.ObservedEventSeq != 10 || v.BasisSeq() != 10 {
+		t.Fatalf("after first read: %+v", v)
+	}
+	// An older read published later (a slow observer) does not roll back.
+	applyAll(t, p, observedEv(11, older))
+	if v.Observed.Status != "running" || v.ObservedSeq != 10 {
+		t.Errorf("older read replaced a newer one: status %s seq %d", v.Observed.Status, v.ObservedSeq)
+	}
+	if v.ObservedEventSeq != 11 || v.BasisSeq() != 11 || v.Seq != 11 {
+		t.Errorf("ObservedEventSeq %d BasisSeq %d Seq %d, want 11", v.ObservedEventSeq, v.BasisSeq(), v.Seq)
+	}
+	// A read at the same instant is not older: it replaces.
+	same := observed(101, at(100), "paused")
+	applyAll(t, p, observedEv(12, same))
+	if v.Observed.Status != "paused" || v.ObservedSeq != 12 {
+		t.Errorf("same-instant read: status %s seq %d", v.Observed.Status, v.ObservedSeq)
+	}
+	// Gone is an observation like any other.
+	gone := &events.Observed{VMID: 101, Cluster: "pve", Exists: false, ReadAt: at(200), Source: events.SourceObserver}
+	applyAll(t, p, observedEv(13, gone))
+	if v.Observed.Exists || v.ObservedSeq != 13 {
+		t.Errorf("gone not adopted: %+v", v.Observed)
+	}
+}
+
+func TestBasisSeqIsMax(t *testing.T) {
+	cases := []struct {
+		obs, evt, want uint64
+	}{{0, 0, 0}, {5, 0, 5}, {0, 7, 7}, {9, 4, 9}, {4, 9, 9}}
+	for _, c := range cases {
+		v := projector.View{ObservedSeq: c.obs, ObservedEventSeq: c.evt}
+		if got := v.BasisSeq(); got != c.want {
+			t.Errorf("BasisSeq(%d,%d) = %d, want %d", c.obs, c.evt, got, c.want)
+		}
+	}
+}
+
+func TestActionAndResultLifecycle(t *testing.T) {
+	p := projector.New("pve")
+	applyAll(t, p, desiredEv(1, 101, `{"vmid":101,"power":"running"}`, nil), observedEv(2, observed(101, at(2), "stopped")))
+	v := p.Views[101]
+
+	a1 := action(101, "pve-101-1-1", 1, events.OpStart)
+	applyAll(t, p, actionEv(3, a1))
+	if v.InFlight == nil || v.InFlight.ID != a1.ID || v.InFlightSeq != 3 || v.Started != nil {
+		t.Fatalf("in flight %+v seq %d started %+v", v.InFlight, v.InFlightSeq, v.Started)
+	}
+	if v.LastAction == nil || v.LastAction.ID != a1.ID || v.LastActionSeq != 3 || v.RevisionActions != 1 {
+		t.Fatalf("last action %+v seq %d revision actions %d", v.LastAction, v.LastActionSeq, v.RevisionActions)
+	}
+
+	// A started result for another action is ignored.
+	applyAll(t, p, resultEv(4, result(101, "pve-101-0-9", events.ResultStarted, "", at(4))))
+	if v.Started != nil {
+		t.Fatalf("started for another action adopted: %+v", v.Started)
+	}
+	// A started result for the in-flight action journals its task.
+	started := result(101, a1.ID, events.ResultStarted, "", at(5))
+	applyAll(t, p, resultEv(5, started))
+	if v.Started == nil || v.Started.UPID != started.UPID || v.InFlight == nil || v.LastResult != nil {
+		t.Fatalf("started %+v in flight %+v last result %+v", v.Started, v.InFlight, v.LastResult)
+	}
+
+	// A final result for another action does not end this one.
+	applyAll(t, p, resultEv(6, result(101, "pve-101-0-9", events.ResultSucceeded, "", at(6))))
+	if v.InFlight == nil || v.Started == nil {
+		t.Fatalf("a stranger's result ended the in-flight action")
+	}
+
+	// The final result clears the in-flight action and is recorded.
+	done := result(101, a1.ID, events.ResultSucceeded, "", at(7))
+	done.Observed = observed(101, at(7), "running")
+	done.Observed.Source = events.SourceExecutor
+	applyAll(t, p, resultEv(7, done))
+	if v.InFlight != nil || v.InFlightSeq != 0 || v.Started != nil {
+		t.Fatalf("final result left in flight %+v seq %d started %+v", v.InFlight, v.InFlightSeq, v.Started)
+	}
+	if v.LastResult == nil || v.LastResult.ActionID != a1.ID || v.LastResult.Status != events.ResultSucceeded || v.LastResultSeq != 7 {
+		t.Fatalf("last result %+v seq %d", v.LastResult, v.LastResultSeq)
+	}
+	// Its embedded observation is newer, so it is adopted.
+	if v.Observed.Status != "running" || v.ObservedSeq != 7 || v.ObservedEventSeq != 2 || v.BasisSeq() != 7 {
+		t.Fatalf("embedded observation: %+v seq %d event seq %d", v.Observed, v.ObservedSeq, v.ObservedEventSeq)
+	}
+	if v.LastAction.ID != a1.ID {
+		t.Errorf("last action changed by a result")
+	}
+
+	// An embedded observation older than the view's is not adopted.
+	applyAll(t, p, observedEv(8, observed(101, at(100), "running")))
+	a2 := action(101, "pve-101-1-2", 1, events.OpStop)
+	stale := result(101, a2.ID, events.ResultSkipped, "", at(9))
+	stale.Observed = observed(101, at(50), "stopped")
+	applyAll(t, p, actionEv(9, a2), resultEv(10, stale))
+	if v.Observed.Status != "running" || v.ObservedSeq != 8 {
+		t.Errorf("older embedded observation adopted: %+v seq %d", v.Observed, v.ObservedSeq)
+	}
+	if v.RevisionActions != 2 || v.InFlight != nil || v.LastResult.Status != events.ResultSkipped {
+		t.Errorf("revision actions %d in flight %+v last result %+v", v.RevisionActions, v.InFlight, v.LastResult)
+	}
+}
+
+func TestRevisionActionsCountsCurrentRevisionOnly(t *testing.T) {
+	p := projector.New("pve")
+	applyAll(t, p, desiredEv(1, 101, `{"vmid":101,"power":"running"}`, nil))
+	v := p.Views[101]
+	applyAll(t, p, actionEv(2, action(101, "a-1", 1, events.OpStart)))
+	// An action planned from an older revision (published after a newer
+	// desired event) is in flight but does not count for the new revision.
+	applyAll(t, p, desiredEv(3, 101, `{"vmid":101,"power":"stopped"}`, nil))
+	if v.RevisionActions != 0 {
+		t.Fatalf("new revision kept RevisionActions %d", v.RevisionActions)
+	}
+	applyAll(t, p, actionEv(4, action(101, "a-old", 1, events.OpStart)))
+	if v.RevisionActions != 0 || v.InFlight.ID != "a-old" || v.LastAction.ID != "a-old" {
+		t.Fatalf("old-revision action: revision actions %d in flight %+v", v.RevisionActions, v.InFlight)
+	}
+	applyAll(t, p, actionEv(5, action(101, "a-new", 3, events.OpStop)))
+	if v.RevisionActions != 1 {
+		t.Fatalf("current-revision action not counted: %d", v.RevisionActions)
+	}
+}
+
+func TestFailuresAndTerminal(t *testing.T) {
+	cases := []struct {
+		class    string
+		terminal bool
+	}{
+		{"transient", false},
+		{"locked", false},
+		{"unknown", false},
+		{"conflict", false},
+		{"gone", false},
+		{"terminal", true},
+		{"unauthorized", true},
+	}
+	for _, c := range cases {
+		t.Run(c.class, func(t *testing.T) {
+			p := projector.New("pve")
+			applyAll(t, p, desiredEv(1, 101, `{"vmid":101,"cores":4}`, nil))
+			v := p.Views[101]
+			seq := uint64(2)
+			fail := func(id string) {
+				t.Helper()
+				applyAll(t, p, actionEv(seq, action(101, id, v.DesiredSeq, events.OpSetConfig)),
+					resultEv(seq+1, result(101, id, events.ResultFailed, c.class, at(int(seq+1)))))
+				seq += 2
+			}
+			fail("f-1")
+			fail("f-2")
+			if v.Failures != 2 || v.LastError != c.class+" failure" || v.LastErrorKind != c.class || !v.LastFailureAt.Equal(at(5)) {
+				t.Fatalf("failures %d error %q class %q at %s", v.Failures, v.LastError, v.LastErrorKind, v.LastFailureAt)
+			}
+			if v.Terminal != c.terminal {
+				t.Fatalf("Terminal = %v for class %s", v.Terminal, c.class)
+			}
+			if v.InFlight != nil || v.LastResult.Status != events.ResultFailed {
+				t.Fatalf("in flight %+v last result %+v", v.InFlight, v.LastResult)
+			}
+			// Success resets the count for this revision.
+			applyAll(t, p, actionEv(seq, action(101, "ok", v.DesiredSeq, events.OpSetConfig)),
+				resultEv(seq+1, result(101, "ok", events.ResultSucceeded, "", at(int(seq+1)))))
+			seq += 2
+			if v.Failures != 0 || v.Terminal || v.LastError != "" || v.LastErrorKind != "" {
+				t.Fatalf("after success: failures %d terminal %v error %q", v.Failures, v.Terminal, v.LastError)
+			}
+			// Fail again, then a new desired revision resets everything.
+			fail("f-3")
+			applyAll(t, p, desiredEv(seq, 101, `{"vmid":101,"cores":8}`, nil))
+			if v.Failures != 0 || v.Terminal || v.LastError != "" || v.LastErrorKind != "" || !v.LastFailureAt.IsZero() || v.RevisionActions != 0 {
+				t.Fatalf("new revision kept retry state: %+v", v)
+			}
+		})
+	}
+}
+
+// TestFailureOfOlderRevisionDoesNotCount: the result of an action planned
+// from a superseded revision is recorded but counts nothing against the
+// current one.
+func TestFailureOfOlderRevisionDoesNotCount(t *testing.T) {
+	p := projector.New("pve")
+	applyAll(t, p,
+		desiredEv(1, 101, `{"vmid":101,"cores":4}`, nil),
+		actionEv(2, action(101, "old", 1, events.OpSetConfig)),
+		desiredEv(3, 101, `{"vmid":101,"cores":8}`, nil),
+		resultEv(4, result(101, "old", events.ResultFailed, "terminal", at(4))))
+	v := p.Views[101]
+	if v.InFlight != nil {
+		t.Fatal("final result did not clear the in-flight action")
+	}
+	if v.LastResult == nil || v.LastResult.ActionID != "old" {
+		t.Fatalf("last result %+v", v.LastResult)
+	}
+	if v.Failures != 0 || v.Terminal || v.LastError != "" {
+		t.Fatalf("old revision's failure counted: failures %d terminal %v error %q", v.Failures, v.Terminal, v.LastError)
+	}
+	// A failed result with no matching in-flight action counts nothing.
+	applyAll(t, p, resultEv(5, result(101, "nobody", events.ResultFailed, "transient", at(5))))
+	if v.Failures != 0 {
+		t.Fatalf("unmatched failure counted: %d", v.Failures)
+	}
+}
+
+func TestClusterEvents(t *testing.T) {
+	p := projector.New("pve")
+	ch := p.Apply(heartbeatEv(1, "pve", false, "connection refused"))
+	if !ch.Cluster || ch.Resync || ch.View != nil || ch.Err != nil {
+		t.Fatalf("heartbeat change %+v", ch)
+	}
+	want := projector.ClusterState{Cluster: "pve", HeartbeatAt: at(1), HeartbeatSeq: 1, Reachable: false, Error: "connection refused", Interval: 10 * time.Second}
+	if p.State != want {
+		t.Fatalf("state %+v, want %+v", p.State, want)
+	}
+	p.Apply(heartbeatEv(2, "pve", true, ""))
+	if !p.State.Reachable || p.State.Error != "" || p.State.HeartbeatSeq != 2 || !p.State.HeartbeatAt.Equal(at(2)) {
+		t.Fatalf("second heartbeat: %+v", p.State)
+	}
+
+	ch = p.Apply(controlEv(3, "pve", events.CommandResync))
+	if !ch.Cluster || !ch.Resync || ch.Err != nil {
+		t.Fatalf("resync change %+v", ch)
+	}
+	if p.State.ResyncSeq != 3 || !p.State.ResyncAt.Equal(at(3)) || p.State.HeartbeatSeq != 2 {
+		t.Fatalf("after resync: %+v", p.State)
+	}
+	before := p.State
+	if ch := p.Apply(controlEv(4, "pve", "reboot-everything")); ch != (projector.Change{}) || p.State != before {
+		t.Fatalf("unknown command: change %+v state %+v", ch, p.State)
+	}
+	if len(p.Views) != 0 {
+		t.Fatalf("cluster events created views: %v", p.Views)
+	}
+}
+
+func TestOtherClusterIgnored(t *testing.T) {
+	p := projector.New("pve")
+	other := []projector.Event{
+		{Seq: 1, Subject: "pve.desired.lab.101", Data: []byte(`{"vmid":101,"power":"running"}`)},
+		{Seq: 2, Subject: "pve.observed.lab.101.4", Data: body(observed(101, at(2), "running"))},
+		heartbeatEv(3, "lab", true, ""),
+		controlEv(4, "lab", events.CommandResync),
+		{Seq: 5, Subject: "pve.observed.lab.101", Data: []byte(`not json`)},
+	}
+	for _, ev := range other {
+		if ch := p.Apply(ev); ch != (projector.Change{}) {
+			t.Errorf("event of another cluster %s changed something: %+v", ev.Subject, ch)
+		}
+	}
+	if len(p.Views) != 0 || p.State != (projector.ClusterState{Cluster: "pve"}) {
+		t.Fatalf("views %v state %+v", p.Views, p.State)
+	}
+	if p.LastSeq != 5 {
+		t.Fatalf("LastSeq %d: skipped events still advance the position", p.LastSeq)
+	}
+}
+
+func TestReapplyIsNoOp(t *testing.T) {
+	p := projector.New("pve")
+	evs := []projector.Event{
+		desiredEv(1, 101, `{"vmid":101,"power":"running"}`, nil),
+		observedEv(2, observed(101, at(2), "stopped")),
+		actionEv(3, action(101, "a-1", 1, events.OpStart)),
+		resultEv(4, result(101, "a-1", events.ResultFailed, "transient", at(4))),
+		heartbeatEv(5, "pve", true, ""),
+	}
+	applyAll(t, p, evs...)
+	want := snapshot(t, p)
+	// Redelivery of everything, in order and reversed, and of a newer event
+	// body under an old sequence: all no-ops.
+	for _, ev := range evs {
+		if ch := p.Apply(ev); ch != (projector.Change{}) {
+			t.Errorf("re-applying seq %d: %+v", ev.Seq, ch)
+		}
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		p.Apply(evs[i])
+	}
+	p.Apply(desiredEv(3, 101, `{"vmid":101,"power":"stopped"}`, nil))
+	p.Apply(desiredEv(5, 101, `{"vmid":101,"power":"stopped"}`, nil))
+	if got := snapshot(t, p); got != want {
+		t.Fatalf("re-applying changed the projector:\n got %s\nwant %s", got, want)
+	}
+	if p.LastSeq != 5 {
+		t.Fatalf("LastSeq %d", p.LastSeq)
+	}
+}
+
+func TestUndecodableEvents(t *testing.T) {
+	cases := []struct {
+		name string
+		ev   projector.Event
+	}{
+		{"observed not JSON", projector.Event{Seq: 10, Subject: "pve.observed.pve.101", Data: []byte(`{"vmid":`)}},
+		{"observed wrong type", projector.Event{Seq: 10, Subject: "pve.observed.pve.101.2", Data: []byte(`{"read_at":17}`)}},
+		{"action not JSON", projector.Event{Seq: 10, Subject: "pve.action.pve.101", Data: []byte(`<xml/>`)}},
+		{"action empty body", projector.Event{Seq: 10, Subject: "pve.action.pve.101", Data: nil}},
+		{"result wrong type", projector.Event{Seq: 10, Subject: "pve.result.pve.101", Data: []byte(`{"status":3}`)}},
+		{"result bad embedded observation", projector.Event{Seq: 10, Subject: "pve.result.pve.101", Data: []byte(`{"status":"succeeded","observed":[]}`)}},
+		{"heartbeat not JSON", projector.Event{Seq: 10, Subject: "pve.heartbeat.pve", Data: []byte(`]`)}},
+		{"control not JSON", projector.Event{Seq: 10, Subject: "pve.control.pve", Data: []byte(`"resync`)}},
+		{"malformed subject", projector.Event{Seq: 10, Subject: "pve.desired.pve.abc", Data: []byte(`{}`)}},
+		{"unknown kind", projector.Event{Seq: 10, Subject: "pve.nope.pve.101", Data: []byte(`{}`)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := projector.New("pve")
+			applyAll(t, p, desiredEv(1, 101, `{"vmid":101,"power":"running"}`, nil),
+				observedEv(2, observed(101, at(2), "stopped")),
+				actionEv(3, action(101, "a-1", 1, events.OpStart)),
+				heartbeatEv(4, "pve", true, ""))
+			before := snapshot(t, p)
+			var ch projector.Change
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("Apply panicked: %v", r)
+					}
+				}()
+				ch = p.Apply(c.ev)
+			}()
+			if ch.Err == nil {
+				t.Fatalf("no error for %s %q", c.ev.Subject, c.ev.Data)
+			}
+			if ch.Resync || ch.Cluster {
+				t.Errorf("undecodable event reported a cluster change: %+v", ch)
+			}
+			if p.LastSeq != 10 {
+				t.Errorf("LastSeq %d: an undecodable event is still consumed", p.LastSeq)
+			}
+			after := strings.Replace(snapshot(t, p), `"LastSeq":10`, `"LastSeq":4`, 1)
+			if after != before {
+				t.Errorf("undecodable event changed views:\n got %s\nwant %s", after, before)
+			}
+		})
+	}
+}
+
+// TestUndecodableEventCreatesNoView: garbage on a guest's subject must not
+// make a phantom guest appear in status listings.
+func TestUndecodableEventCreatesNoView(t *testing.T) {
+	for _, subject := range []string{"pve.observed.pve.555", "pve.action.pve.555.1", "pve.result.pve.555"} {
+		p := projector.New("pve")
+		ch := p.Apply(projector.Event{Seq: 1, Subject: subject, Data: []byte(`{`)})
+		if ch.Err == nil {
+			t.Fatalf("%s: no error", subject)
+		}
+		if ch.View != nil || len(p.Views) != 0 {
+			t.Errorf("%s: undecodable event created a view: change %+v views %v", subject, ch, p.Views)
+		}
+	}
+}
