@@ -30,15 +30,19 @@ type Proxmox interface {
 // for a task of the action's operation on the guest started since the action
 // was planned, and adopts it (journals it and waits on it) instead of
 // issuing the mutation again. Without a finder, the guest's state is
-// re-checked instead (see the package documentation).
+// re-checked instead (see the package documentation). *pve.Client is one.
 type TaskFinder interface {
-	// FindTask returns the newest task of operation op (as [pve.UPID.Op]
-	// reads it) for ref.VMID on ref.Node started at or after since, running
-	// or finished; found is false when there is none.
+	// FindTask returns the newest task that operation op started for
+	// ref.VMID on ref.Node (one of the types [pve.TaskTypes] lists) at or
+	// after since, in whole seconds, running or finished; found is false
+	// when there is none.
 	FindTask(ctx context.Context, ref pve.GuestRef, op pve.Op, since time.Time) (t pve.TaskRef, found bool, err error)
 }
 
-var _ Proxmox = (*pve.Client)(nil)
+var (
+	_ Proxmox    = (*pve.Client)(nil)
+	_ TaskFinder = (*pve.Client)(nil)
+)
 
 // Config configures an [Executor]. Defaults and validation live in
 // withDefaults, and nowhere else.

@@ -43,10 +43,11 @@
 //     the projector rejects supersedes nothing), or if an observation of the
 //     guest follows Action.BasisSeq that the projector would adopt over the
 //     basis (read at or after it). All are direct gets on the stream.
-//  4. Adopt (redeliveries only, when the Proxmox implements [TaskFinder]):
-//     a task of the action's operation on the guest, started since the
-//     action was planned, was issued by a predecessor that died before
-//     journalling it: continue at step 6 with it.
+//  4. Adopt (redeliveries only, when the Proxmox implements [TaskFinder], as
+//     *pve.Client does): a task of the action's operation on the guest,
+//     started since the action was planned (in whole seconds), was issued by
+//     a predecessor that died before journalling it: continue at step 6 with
+//     it. If the lookup fails, the pre-check below decides instead.
 //  5. Pre-check and mutate. For start, stop, shutdown and reboot the guest's
 //     status is read first: already in the wanted state is "succeeded" with
 //     the reason "already running"/"already stopped" and no mutation; a

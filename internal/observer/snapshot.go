@@ -3,7 +3,6 @@ package observer
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,108 +34,10 @@ type configSnap struct {
 	Pending map[string]string // nil when nothing managed is pending
 }
 
-// managedKey maps a PVE config key to the key reported in Pending.
-type managedKey struct {
-	pve, out string
-}
-
-func managedKeys(kind pve.Kind) []managedKey {
-	name := "name"
-	if kind == pve.KindLXC {
-		name = "hostname"
-	}
-	return []managedKey{
-		{name, "name"}, {"description", "description"}, {"tags", "tags"},
-		{"cores", "cores"}, {"memory", "memory"}, {"onboot", "onboot"},
-	}
-}
-
-// snapOf extracts the managed, normalised part of a config read.
+// snapOf extracts the managed, normalised part of a config read, as the
+// executor's read-backs do (pve.GuestConfig.Managed, ManagedPending).
 func snapOf(g *pve.GuestConfig) configSnap {
-	tags := g.Tags
-	if tags == nil {
-		tags = []string{}
-	}
-	s := configSnap{
-		Digest: g.Digest,
-		Config: events.GuestConfig{
-			Name: g.Name, Description: g.Description, Tags: slices.Clone(tags),
-			Cores: g.Cores, MemoryMiB: g.MemoryMiB, OnBoot: g.OnBoot,
-		},
-	}
-	applied := map[string]string{
-		"name":        g.Name,
-		"description": g.Description,
-		"tags":        pve.FormatTags(tags),
-		"cores":       strconv.Itoa(g.Cores),
-		"memory":      strconv.Itoa(g.MemoryMiB),
-		"onboot":      boolString(g.OnBoot),
-	}
-	for _, k := range managedKeys(g.Ref.Kind) {
-		var v string
-		if raw, ok := g.Pending[k.pve]; ok {
-			v = normalisePending(k.out, raw)
-		} else if slices.Contains(g.PendingDelete, k.pve) {
-			v = defaultValue(g.Ref.Kind, k.out)
-		} else {
-			continue
-		}
-		if v == applied[k.out] {
-			continue // a pending write of the value in effect changes nothing
-		}
-		if s.Pending == nil {
-			s.Pending = map[string]string{}
-		}
-		s.Pending[k.out] = v
-	}
-	return s
-}
-
-// normalisePending renders a pending value the way the applied one is
-// normalised; a value that does not parse is kept verbatim (trimmed).
-func normalisePending(key, raw string) string {
-	switch key {
-	case "description":
-		return pve.NormaliseDescription(raw)
-	case "tags":
-		return pve.FormatTags(pve.ParseTags(raw))
-	case "cores":
-		if n, err := pve.ParseInt(raw); err == nil {
-			return strconv.FormatInt(n, 10)
-		}
-	case "memory":
-		if n, err := pve.ParseMemoryMiB(raw); err == nil {
-			return strconv.Itoa(n)
-		}
-	case "onboot":
-		if b, err := pve.ParseBool(raw); err == nil {
-			return boolString(b)
-		}
-	}
-	return strings.TrimSpace(raw)
-}
-
-// defaultValue is what a key reads as once its pending deletion applies.
-func defaultValue(kind pve.Kind, key string) string {
-	switch key {
-	case "cores":
-		if kind == pve.KindQEMU {
-			return strconv.Itoa(pve.DefaultQEMUCores)
-		}
-		return "0"
-	case "memory":
-		return strconv.Itoa(pve.DefaultMemoryMiB)
-	case "onboot":
-		return "0"
-	}
-	return ""
-}
-
-func boolString(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
+	return configSnap{Digest: g.Digest, Config: g.Managed(), Pending: g.ManagedPending()}
 }
 
 func eventKind(k pve.Kind) events.GuestKind {

@@ -16,7 +16,9 @@
 // the live power state. Values are normalised on the way in (see
 // [ParseTags], [NormaliseDescription], [ParseMemoryMiB], [ParseBool],
 // [ParseInt]; absent keys take PVE's defaults), so a round trip through
-// Proxmox never looks like a change.
+// Proxmox never looks like a change. [GuestConfig.Managed] and
+// [GuestConfig.ManagedPending] give the managed part as events carry it:
+// the observer and the executor both report guests through them.
 //
 // # Mutations
 //
@@ -44,6 +46,9 @@
 // cancelled context returns the context's error and claims no outcome.
 // After a start or stop task, [Client.VerifyPower] re-checks the guest:
 // HA-managed guests report the task OK before the guest changes state.
+// [Client.FindTask] looks a guest's task of an operation up in the node's
+// task list (running or finished, started since a given second), for a
+// caller that lost the TaskRef between Proxmox's answer and its journal.
 //
 // # Errors
 //

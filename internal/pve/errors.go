@@ -143,6 +143,7 @@ const (
 	OpDelete       Op = "delete"
 	OpTaskStatus   Op = "task-status"
 	OpTaskLog      Op = "task-log"
+	OpTaskList     Op = "task-list"
 )
 
 // Error is the error type returned by every Client method that talks to

@@ -3,6 +3,7 @@ package pvesim
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -286,8 +287,12 @@ func (s *Sim) taskStop(q *req) (any, error) {
 	return nil, nil
 }
 
-// taskList serves /cluster/tasks (node == "") and /nodes/{node}/tasks,
-// newest first.
+// taskList serves /cluster/tasks (node == "") and /nodes/{node}/tasks.
+// The node list filters like Proxmox: vmid (the UPID's id), typefilter (the
+// exact type), since/until (UNIX epoch, inclusive, on the task's start
+// second), source (archive: finished tasks, the default; active: running
+// ones, listed with status "RUNNING"; all: the active ones first, then the
+// archive), then start/limit over what matched. Each part is newest first.
 func (s *Sim) taskList(q *req, node string) (any, error) {
 	limit, err := q.intParam("limit", 0)
 	if err != nil {
@@ -297,27 +302,64 @@ func (s *Sim) taskList(q *req, node string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	since, err := q.intParam("since", math.MinInt)
+	if err != nil {
+		return nil, err
+	}
+	until, err := q.intParam("until", math.MaxInt)
+	if err != nil {
+		return nil, err
+	}
 	vmid := q.str("vmid")
 	typ := q.str("typefilter")
 	source := q.str("source")
+	switch source {
+	case "", "archive", "active", "all":
+	default:
+		return nil, paramErr1("source", "value '%s' does not have a value in the enumeration 'archive, active, all'", source)
+	}
+	running := func(t *task) bool { return t.running }
+	finished := func(t *task) bool { return !t.running }
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []map[string]any{}
 	skipped := 0
-	for i := len(s.tasks) - 1; i >= 0; i-- {
-		t := s.tasks[i]
-		if (node != "" && t.node != node) || (vmid != "" && t.id != vmid) || (typ != "" && t.typ != typ) ||
-			(source == "active" && !t.running) || ((source == "" || source == "archive") && node != "" && t.running) {
-			continue
+	// add appends the matching tasks that want accepts, newest first, and
+	// reports whether the limit is reached.
+	add := func(want func(*task) bool) bool {
+		for i := len(s.tasks) - 1; i >= 0; i-- {
+			t := s.tasks[i]
+			st := t.start.Unix()
+			if !want(t) || (node != "" && t.node != node) || (vmid != "" && t.id != vmid) ||
+				(typ != "" && t.typ != typ) || st < int64(since) || st > int64(until) {
+				continue
+			}
+			if skipped < start {
+				skipped++
+				continue
+			}
+			m := t.listJSON()
+			if t.running && node != "" {
+				m["status"] = "RUNNING" // as Proxmox lists its active tasks
+			}
+			out = append(out, m)
+			if limit > 0 && len(out) >= limit {
+				return true
+			}
 		}
-		if skipped < start {
-			skipped++
-			continue
+		return false
+	}
+	switch {
+	case node == "": // the cluster log: every task
+		add(func(t *task) bool { return source != "active" || t.running })
+	case source == "active":
+		add(running)
+	case source == "all":
+		if !add(running) {
+			add(finished)
 		}
-		out = append(out, t.listJSON())
-		if limit > 0 && len(out) >= limit {
-			break
-		}
+	default:
+		add(finished)
 	}
 	return out, nil
 }
