@@ -79,6 +79,11 @@ func Run(ctx context.Context, nc *nats.Conn, cluster string, h Handlers, log zer
 type rawUnmarshaler struct{}
 
 func (rawUnmarshaler) Unmarshal(m *nats.Msg) (*message.Message, error) {
+	// Requests are journalled with a JetStream publish, whose reply subject
+	// awaits the stream's PubAck. watermill acks by answering the reply
+	// subject, which would reach the publisher first and corrupt its ack:
+	// this local copy of the message must not answer anyone.
+	m.Reply = ""
 	id := m.Header.Get("Nats-Msg-Id")
 	if id == "" {
 		id = watermill.NewUUID()
