@@ -260,6 +260,14 @@ func TestCrashKill(t *testing.T) {
 
 	second := v.run(executor.Config{Name: "second", AckWait: time.Second}, nil)
 	r := v.waitResult(101, a.ID, "final")
+	// The ack follows the final result; this executor abandons work on
+	// stop (DrainTimeout -1), so let the ack land first.
+	for deadline := time.Now().Add(30 * time.Second); v.consumerInfo().NumAckPending != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the resumed action was never acknowledged")
+		}
+		<-time.After(10 * time.Millisecond) // polling the server's count, not ordering
+	}
 	if err := second.stop(); err != nil {
 		t.Fatal(err)
 	}
