@@ -31,7 +31,7 @@ func readJournal(t *testing.T, js jetstream.JetStream) []entry {
 		t.Fatal(err)
 	}
 	var out []entry
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+	for seq := max(info.State.FirstSeq, 1); seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
