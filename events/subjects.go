@@ -103,3 +103,27 @@ func ParseSubject(s string) (SubjectInfo, error) {
 	}
 	return info, nil
 }
+
+// Partition is the partition a guest's events are stored in, for a stream
+// of n partitions: FNV-1a of cluster and vmid, as the stream's subject
+// transform {{partition(n,2,3)}} computes it (the tokens concatenated).
+func Partition(cluster string, vmid, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for _, s := range [2]string{cluster, strconv.Itoa(vmid)} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint32(s[i])
+			h *= 16777619
+		}
+	}
+	return int(h % uint32(n))
+}
+
+// StoredSubject is the literal stored subject of a guest's events of a
+// kind: reading by it is a lookup, where a wildcard filter makes the server
+// search its subject tree.
+func StoredSubject(kind Kind, cluster string, vmid, partitions int) string {
+	return Subject(kind, cluster, vmid) + "." + strconv.Itoa(Partition(cluster, vmid, partitions))
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
 )
 
 // Journal reads. All of them are direct gets on the journal stream: the
@@ -20,7 +21,7 @@ import (
 // lastSeq returns the sequence of a guest's newest event of a kind, 0 if
 // there is none.
 func (e *Executor) lastSeq(ctx context.Context, kind events.Kind, vmid int) (uint64, error) {
-	m, err := e.stream.GetLastMsgForSubject(ctx, events.StoredFilter(kind, e.cfg.Cluster, vmid))
+	m, err := e.stream.GetLastMsgForSubject(ctx, e.bus.StoredSubject(kind, e.cfg.Cluster, vmid))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -33,7 +34,7 @@ func (e *Executor) lastSeq(ctx context.Context, kind events.Kind, vmid int) (uin
 // nextMsg returns a guest's first event of a kind at or after seq, nil if
 // there is none.
 func (e *Executor) nextMsg(ctx context.Context, kind events.Kind, vmid int, seq uint64) (*jetstream.RawStreamMsg, error) {
-	m, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(events.StoredFilter(kind, e.cfg.Cluster, vmid)))
+	m, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(e.bus.StoredSubject(kind, e.cfg.Cluster, vmid)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -220,21 +221,12 @@ func (e *Executor) publishResult(ctx context.Context, r *events.Result) (*jetstr
 			return nil, fmt.Errorf("publish %s result: %w", r.Status, err)
 		}
 		e.log.Warn().Err(err).Str("action_id", r.ActionID).Int("attempt", attempt).Msg("result publish failed; retrying")
-		if sleep(ctx, delay) != nil {
+		if pve.Sleep(ctx, delay) != nil {
 			return nil, fmt.Errorf("publish %s result: %w", r.Status, err)
 		}
 		delay *= 2
 	}
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleep is pve.Sleep under the name handle.go still calls it by.
+func sleep(ctx context.Context, d time.Duration) error { return pve.Sleep(ctx, d) }

@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -35,6 +34,9 @@ type ServiceConfig struct {
 	Registerer       prometheus.Registerer
 	Logger           zerolog.Logger
 	Clock            func() time.Time
+	// OnDecision, if set, is called on the planner's goroutine after each
+	// guest is planned (benchmarks and tests; it must not block).
+	OnDecision func(v *projector.View, d Decision)
 }
 
 // Service is the planner role.
@@ -48,6 +50,14 @@ type Service struct {
 	decision map[int]Decision
 	// awaiting holds guests whose action is published but not folded yet.
 	awaiting map[int]string
+	// js publishes asynchronously so the loop never waits on the bus;
+	// pubs and kvPubs are unresolved publishes, settled on each tick.
+	js     jetstream.JetStream
+	pubs   []pendingPub
+	kvPubs []pendingKV
+	// written is the signature of each guest's last materialised document:
+	// a document is rewritten only when what status shows changed.
+	written  map[int]docSig
 	dirty    map[int]bool
 	caughtUp bool
 	stale    bool
@@ -59,6 +69,51 @@ type Service struct {
 	ready    bool
 
 	metrics *metrics
+}
+
+// docSig is what makes a guest's document worth rewriting.
+type docSig struct {
+	kind                                      StatusKind
+	reason                                    string
+	desired, observed, action, result, reject uint64
+	started                                   bool
+}
+
+func sigOf(v *projector.View, d Decision) docSig {
+	sg := docSig{kind: d.Status.Kind, reason: d.Status.Reason, desired: v.DesiredSeq, observed: v.ObservedSeq,
+		action: v.LastActionSeq, result: v.LastResultSeq, started: v.Started != nil}
+	if v.Rejected != nil {
+		sg.reject = v.Rejected.Seq
+	}
+	return sg
+}
+
+// slim copies a view for its document without the observations results
+// embed (the view's own Observed is the newest of them).
+func slim(v *projector.View) *projector.View {
+	c := v.Clone()
+	if c.LastResult != nil && c.LastResult.Observed != nil {
+		r := *c.LastResult
+		r.Observed = nil
+		c.LastResult = &r
+	}
+	if c.Started != nil && c.Started.Observed != nil {
+		r := *c.Started
+		r.Observed = nil
+		c.Started = &r
+	}
+	return c
+}
+
+type pendingPub struct {
+	vmid int
+	id   string
+	f    jetstream.PubAckFuture
+}
+
+type pendingKV struct {
+	vmid int // 0 for the cluster document
+	f    jetstream.PubAckFuture
 }
 
 // GuestDoc is what the service materialises per guest: the view and the
@@ -99,22 +154,17 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	s := &Service{cfg: cfg, bus: b, log: cfg.Logger, now: cfg.Clock,
+	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, bus: b, log: cfg.Logger, now: cfg.Clock, js: js,
 		proj: projector.New(cfg.Cluster), decision: map[int]Decision{}, awaiting: map[int]string{},
-		dirty: map[int]bool{}, snapshot: map[int]GuestDoc{}, metrics: newMetrics(cfg.Registerer),
+		dirty: map[int]bool{}, snapshot: map[int]GuestDoc{}, written: map[int]docSig{}, metrics: newMetrics(cfg.Registerer),
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}
 	return s, nil
-}
-
-// filters are the stored subjects of one cluster's events.
-func filters(cluster string) []string {
-	return []string{
-		events.Prefix + ".*." + cluster + ".*.*",
-		events.ClusterSubject(events.KindHeartbeat, cluster),
-		events.ClusterSubject(events.KindControl, cluster),
-	}
 }
 
 // Run folds the journal from its start, plans every guest once caught up,
@@ -129,7 +179,10 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("planner: stream info: %w", err)
 	}
 	target := info.State.LastSeq
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: filters(s.cfg.Cluster)})
+	// No subject filter: the projector ignores other clusters' events, and
+	// a multi-subject filter costs the server a subject-tree search per
+	// message.
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return fmt.Errorf("planner: consumer: %w", err)
 	}
@@ -149,6 +202,10 @@ func (s *Service) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.flush(context.WithoutCancel(ctx))
+			select {
+			case <-s.js.PublishAsyncComplete():
+			case <-time.After(5 * time.Second):
+			}
 			return nil
 		case m := <-msgs:
 			s.handle(ctx, m)
@@ -158,6 +215,9 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 			if !s.caughtUp && s.proj.LastSeq >= target {
 				s.catchUp(ctx)
+			}
+			if len(s.pubs)+len(s.kvPubs) > 1024 {
+				s.settle(ctx)
 			}
 		case <-tick.C:
 			if s.caughtUp {
@@ -210,6 +270,7 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) {
 // tick does the time-based work: observer staleness flips, due retries,
 // the periodic full pass, and flushing views.
 func (s *Service) tick(ctx context.Context) {
+	s.settle(ctx)
 	now := s.now()
 	st := s.proj.State
 	stale := st.HeartbeatAt.IsZero() || now.Sub(st.HeartbeatAt) > s.cfg.Policy.ObserverTimeout || !st.Reachable
@@ -247,6 +308,9 @@ func (s *Service) planGuest(ctx context.Context, v *projector.View) {
 		return
 	}
 	d := Plan(v, s.proj.State, s.cfg.Policy, s.now())
+	if s.cfg.OnDecision != nil {
+		s.cfg.OnDecision(v, d)
+	}
 	prev, had := s.decision[v.VMID]
 	s.decision[v.VMID] = d
 	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
@@ -272,24 +336,67 @@ func (s *Service) planGuest(ctx context.Context, v *projector.View) {
 	hdr.Set(events.HeaderCorrelationID, v.CorrelationID)
 	// The fence: the action subject must still end at the action this plan
 	// saw; the msg-id makes a blind retry or a restarted planner's replan of
-	// the same step a duplicate.
-	ack, err := s.bus.Publish(ctx, events.Subject(events.KindAction, v.Cluster, v.VMID), body, hdr,
+	// the same step a duplicate. The outcome is settled on the next tick.
+	f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: events.Subject(events.KindAction, v.Cluster, v.VMID), Data: body, Header: hdr},
 		jetstream.WithExpectLastSequencePerSubject(v.LastActionSeq), jetstream.WithMsgID(a.ID))
-	switch {
-	case bus.IsWrongLastSequence(err):
-		// Another planner (or this one before a restart) acted since; the
-		// fold will catch up and this guest be planned again.
-		s.log.Info().Int("vmid", v.VMID).Str("action", a.ID).Msg("action fence moved; not planned twice")
-		return
-	case err != nil:
+	if err != nil {
 		s.log.Warn().Err(err).Int("vmid", v.VMID).Str("action", a.ID).Msg("publish action failed; will retry")
 		return
 	}
 	s.awaiting[v.VMID] = a.ID
-	if !ack.Duplicate {
-		s.metrics.planned.WithLabelValues(string(a.Op)).Inc()
-		s.log.Info().Int("vmid", v.VMID).Str("op", string(a.Op)).Str("action", a.ID).Str("reason", a.Reason).
-			Str("correlation_id", v.CorrelationID).Uint64("seq", ack.Sequence).Msg("action planned")
+	s.pubs = append(s.pubs, pendingPub{vmid: v.VMID, id: a.ID, f: f})
+	s.metrics.planned.WithLabelValues(string(a.Op)).Inc()
+	s.log.Info().Int("vmid", v.VMID).Str("op", string(a.Op)).Str("action", a.ID).Str("reason", a.Reason).
+		Str("correlation_id", v.CorrelationID).Msg("action planned")
+}
+
+// settle resolves finished asynchronous publishes. A refused action (the
+// fence moved: another planner, or this one before a restart, acted first)
+// or a failed one frees its guest to be planned again from the fold; a
+// duplicate of an action already folded frees it too.
+func (s *Service) settle(ctx context.Context) {
+	keep := s.pubs[:0]
+	var replan []int
+	for _, p := range s.pubs {
+		select {
+		case ack := <-p.f.Ok():
+			if v := s.proj.Views[p.vmid]; ack.Duplicate && v != nil && v.LastAction != nil && v.LastAction.ID == p.id && s.awaiting[p.vmid] == p.id {
+				delete(s.awaiting, p.vmid)
+			}
+		case err := <-p.f.Err():
+			if s.awaiting[p.vmid] == p.id {
+				delete(s.awaiting, p.vmid)
+				replan = append(replan, p.vmid)
+			}
+			if bus.IsWrongLastSequence(err) {
+				s.log.Info().Int("vmid", p.vmid).Str("action", p.id).Msg("action fence moved; not planned twice")
+			} else {
+				s.log.Warn().Err(err).Int("vmid", p.vmid).Str("action", p.id).Msg("publish action failed; will replan")
+			}
+		default:
+			keep = append(keep, p)
+		}
+	}
+	s.pubs = keep
+	kvKeep := s.kvPubs[:0]
+	for _, p := range s.kvPubs {
+		select {
+		case <-p.f.Ok():
+		case err := <-p.f.Err():
+			s.log.Warn().Err(err).Int("vmid", p.vmid).Msg("materialise view failed; will retry")
+			if p.vmid != 0 {
+				s.dirty[p.vmid] = true
+				delete(s.written, p.vmid)
+			}
+		default:
+			kvKeep = append(kvKeep, p)
+		}
+	}
+	s.kvPubs = kvKeep
+	for _, id := range replan {
+		if v := s.proj.Views[id]; v != nil {
+			s.planGuest(ctx, v)
+		}
 	}
 }
 
@@ -320,7 +427,12 @@ func (s *Service) flush(ctx context.Context) {
 		if !s.dirty[id] {
 			continue
 		}
-		s.snapshot[id] = GuestDoc{View: v.Clone(), Status: d.Status, Next: d.Steps, UpdatedAt: now}
+		if sg := sigOf(v, d); s.written[id] != sg {
+			s.written[id] = sg
+			s.snapshot[id] = GuestDoc{View: slim(v), Status: d.Status, Next: d.Steps, UpdatedAt: now}
+		} else {
+			delete(s.dirty, id)
+		}
 	}
 	docs := make(map[int]GuestDoc, len(s.dirty))
 	for id := range s.dirty {
@@ -332,24 +444,25 @@ func (s *Service) flush(ctx context.Context) {
 		s.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
 	}
 	clear(s.dirty)
-	kv, err := s.bus.Views(ctx)
-	if err != nil {
-		s.log.Warn().Err(err).Msg("views bucket unavailable")
-		return
-	}
+	prefix := "$KV." + s.bus.Config().Bucket + "."
 	for id, doc := range docs {
 		b, err := json.Marshal(doc)
-		if err == nil {
-			_, err = kv.Put(ctx, GuestKey(s.cfg.Cluster, id), b)
-		}
 		if err != nil {
-			s.log.Warn().Err(err).Int("vmid", id).Msg("materialise view")
-			s.dirty[id] = true
+			s.log.Error().Err(err).Int("vmid", id).Msg("encode view")
+			continue
 		}
+		// A KV put is a publish on the bucket's subject; async keeps the
+		// planner's loop off the round trip.
+		f, err := s.js.PublishAsync(prefix+GuestKey(s.cfg.Cluster, id), b)
+		if err != nil {
+			s.dirty[id] = true
+			continue
+		}
+		s.kvPubs = append(s.kvPubs, pendingKV{vmid: id, f: f})
 	}
 	if b, err := json.Marshal(ClusterDoc{State: cluster, Seq: s.proj.LastSeq, UpdatedAt: now, Planner: s.cfg.Name}); err == nil {
-		if _, err := kv.Put(ctx, ClusterKey(s.cfg.Cluster), b); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Warn().Err(err).Msg("materialise cluster state")
+		if f, err := s.js.PublishAsync(prefix+ClusterKey(s.cfg.Cluster), b); err == nil {
+			s.kvPubs = append(s.kvPubs, pendingKV{f: f})
 		}
 	}
 }

@@ -34,6 +34,19 @@ func TestProvisionAndPartitionTransform(t *testing.T) {
 	if err != nil || info.VMID != 101 || info.Partition < 0 || info.Partition >= 16 {
 		t.Fatalf("stored subject %q: %+v %v", m.Subject, info, err)
 	}
+	// The client computes the same partition as the server's transform.
+	for vmid := 100; vmid < 400; vmid++ {
+		for _, cl := range []string{"pve", "lab-2"} {
+			a, err := b.Publish(ctx, events.Subject(events.KindResult, cl, vmid), []byte(`{}`), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := s.GetMsg(ctx, a.Sequence)
+			if want := b.StoredSubject(events.KindResult, cl, vmid); m.Subject != want {
+				t.Fatalf("server stored %q, client computes %q", m.Subject, want)
+			}
+		}
+	}
 	// Every event of a guest lands in the same partition.
 	for _, k := range []events.Kind{events.KindObserved, events.KindAction, events.KindResult} {
 		a, err := b.Publish(ctx, events.Subject(k, "pve", 101), []byte(`{}`), nil)

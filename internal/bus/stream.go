@@ -95,6 +95,11 @@ func (b *Bus) Publish(ctx context.Context, subject string, body []byte, hdr nats
 	return b.JS.PublishMsg(ctx, msg, opts...)
 }
 
+// StoredSubject is the literal stored subject of a guest's events.
+func (b *Bus) StoredSubject(kind events.Kind, cluster string, vmid int) string {
+	return events.StoredSubject(kind, cluster, vmid, b.cfg.Partitions)
+}
+
 // LastMsg reads the newest stored event of a guest of one kind, or nil if
 // there is none.
 func (b *Bus) LastMsg(ctx context.Context, kind events.Kind, cluster string, vmid int) (*jetstream.RawStreamMsg, error) {
@@ -102,7 +107,7 @@ func (b *Bus) LastMsg(ctx context.Context, kind events.Kind, cluster string, vmi
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.GetLastMsgForSubject(ctx, events.StoredFilter(kind, cluster, vmid))
+	m, err := s.GetLastMsgForSubject(ctx, b.StoredSubject(kind, cluster, vmid))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

@@ -295,8 +295,8 @@ func newHTTPClient(cfg Config) (*http.Client, error) {
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       tc,
 		TLSHandshakeTimeout:   10 * time.Second,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   16, // executors run guests in parallel
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256, // executors run many guests at once; redialling costs more than idling
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		// HTTP/1.1 only: pveproxy speaks it, and PVE's messages live in the

@@ -207,7 +207,7 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 		default:
 			return c.taskEnded(ctx, path, u, res, st.ExitStatus, opts)
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := Sleep(ctx, interval); err != nil {
 			return res, fmt.Errorf("pve: waiting for task %s: %w", t.UPID, err)
 		}
 		interval = min(interval*2, opts.MaxInterval)
@@ -302,8 +302,8 @@ func (c *Client) taskLog(ctx context.Context, path string, u UPID, n int) []stri
 	return out
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d; if ctx ends first, it returns ctx.Err() at once.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/converge-pve/converge/internal/bench"
+)
+
+func newBenchCmd(g *globals) *cobra.Command {
+	o := bench.Options{}
+	var cpuProfile string
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark the pipeline against the raw JetStream limit, in one run",
+		Long: `Starts an embedded JetStream and the simulator (no added latency), measures
+the raw bus (async publish, durable consume, ordered replay of as many
+messages of the same size as the pipeline writes), then the pipeline at
+saturation and at a fixed rate, a replay into fresh projections and an idle
+observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := zerolog.Nop()
+			if g.logLevel == "debug" {
+				l, err := g.logger()
+				if err != nil {
+					return err
+				}
+				log = l
+			}
+			o.Logger = log
+			tty := term.IsTerminal(int(os.Stderr.Fd()))
+			last := time.Time{}
+			o.Progress = func(phase string, done, total int) {
+				if time.Since(last) < 200*time.Millisecond && done < total {
+					return
+				}
+				last = time.Now()
+				if tty {
+					fmt.Fprintf(os.Stderr, "\r\033[K%-22s %7d / %-7d", phase, done, total)
+				}
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			rep, det, err := bench.Run(cmd.Context(), o)
+			if tty {
+				fmt.Fprint(os.Stderr, "\r\033[K")
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if g.output == "json" {
+				return json.NewEncoder(out).Encode(rep)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "converge bench: %d guests, %d changes, %d executor(s), %d partitions (%s, %d CPUs, %s)\n",
+				rep.Guests, rep.Changes, o.Executors, o.Partitions, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), det.Elapsed.Round(time.Second))
+			fmt.Fprintf(tw, "raw JetStream\tpublish %.0f msgs/s\tconsume %.0f msgs/s\treplay %.0f msgs/s\t(%d msgs of %d B)\n",
+				rep.RawPublishMsgsPerS, rep.RawConsumeMsgsPerS, rep.RawReplayMsgsPerS, det.RawMessages, det.RawMessageBytes)
+			fmt.Fprintf(tw, "pipeline\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d actions, %d writes)\n",
+				rep.PipelineChangesPerS, rep.StreamWritesPerChange, rep.Efficiency, det.PipelineSeconds, det.Actions, det.StreamWrites)
+			fmt.Fprintf(tw, "latency (%d changes at %d/s)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
+				det.LatencyChanges, o.Rate, rep.LatencyMs.P50, rep.LatencyMs.P90, rep.LatencyMs.P99)
+			fmt.Fprintf(tw, "replay\t%.0f events/s\t%.2f × raw replay\t(%d events)\n",
+				rep.ReplayEventsPerS, rep.ReplayEventsPerS/rep.RawReplayMsgsPerS, det.ReplayEvents)
+			fmt.Fprintf(tw, "idle observer pass\t%.1f Proxmox calls\n", rep.PveCallsPerIdlePass)
+			return tw.Flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.Guests, "guests", 10000, "guests in the simulator")
+	fl.IntVar(&o.Changes, "changes", 100000, "desired changes in the throughput run")
+	fl.IntVar(&o.Rate, "rate", 1000, "changes per second of the latency run")
+	fl.IntVar(&o.LatencyN, "latency-changes", 0, "changes in the latency run (default min(5 s × rate, guests))")
+	fl.IntVar(&o.Partitions, "partitions", 16, "vmid partitions of the journal")
+	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
+	fl.IntVar(&o.Concurrency, "executor-concurrency", 256, "actions each executor runs at once")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
+	return cmd
+}

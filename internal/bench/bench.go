@@ -1,0 +1,610 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/executor"
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/observer"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/planner"
+	"github.com/converge-pve/converge/projector"
+)
+
+// Options size a run. Zero fields take the defaults of the issue's targets.
+type Options struct {
+	Guests     int // default 10000
+	Changes    int // default 100000
+	Rate       int // changes/s of the latency run, default 1000
+	LatencyN   int // changes in the latency run, default min(5 s × Rate, Guests)
+	Partitions int // default 16
+	Executors  int // default 1
+	// Concurrency of each executor (default 256).
+	Concurrency int
+	// Dir holds the journal; default a temp dir removed afterwards.
+	Dir      string
+	Progress func(phase string, done, total int)
+	Logger   zerolog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Guests == 0 {
+		o.Guests = 10000
+	}
+	if o.Changes == 0 {
+		o.Changes = 100000
+	}
+	if o.Rate == 0 {
+		o.Rate = 1000
+	}
+	if o.LatencyN == 0 {
+		o.LatencyN = min(5*o.Rate, o.Guests)
+	}
+	if o.Partitions == 0 {
+		o.Partitions = 16
+	}
+	if o.Executors == 0 {
+		o.Executors = 1
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 256
+	}
+	switch {
+	case o.Guests < 1 || o.Guests > 1000000:
+		return fmt.Errorf("bench: guests must be within 1..1000000, got %d", o.Guests)
+	case o.Changes < 1:
+		return fmt.Errorf("bench: changes must be >= 1, got %d", o.Changes)
+	case o.Rate < 1:
+		return fmt.Errorf("bench: rate must be >= 1, got %d", o.Rate)
+	case o.LatencyN < 1 || o.LatencyN > o.Guests:
+		return fmt.Errorf("bench: latency changes must be within 1..guests (%d), got %d", o.Guests, o.LatencyN)
+	case o.Executors < 1 || o.Executors > 64:
+		return fmt.Errorf("bench: executors must be within 1..64, got %d", o.Executors)
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, int, int) {}
+	}
+	return nil
+}
+
+// Latency percentiles in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+}
+
+// Report holds exactly the fields of DESIGN.md §9.
+type Report struct {
+	Guests                int     `json:"guests"`
+	Changes               int     `json:"changes"`
+	PipelineChangesPerS   float64 `json:"pipeline_changes_per_s"`
+	RawPublishMsgsPerS    float64 `json:"raw_publish_msgs_per_s"`
+	RawConsumeMsgsPerS    float64 `json:"raw_consume_msgs_per_s"`
+	StreamWritesPerChange float64 `json:"stream_writes_per_change"`
+	Efficiency            float64 `json:"efficiency"`
+	LatencyMs             Latency `json:"latency_ms"`
+	ReplayEventsPerS      float64 `json:"replay_events_per_s"`
+	RawReplayMsgsPerS     float64 `json:"raw_replay_msgs_per_s"`
+	PveCallsPerIdlePass   float64 `json:"pve_calls_per_idle_pass"`
+}
+
+// Details are figures the text report adds to the Report.
+type Details struct {
+	RawMessages     int
+	RawMessageBytes int
+	PipelineSeconds float64
+	Actions         int
+	StreamWrites    uint64
+	LatencyChanges  int
+	ReplayEvents    int
+	Elapsed         time.Duration
+}
+
+// Run performs a whole benchmark.
+func Run(ctx context.Context, o Options) (*Report, *Details, error) {
+	if err := o.defaults(); err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "converge-bench-")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	r := &run{o: o, log: o.Logger, rep: &Report{Guests: o.Guests, Changes: o.Changes}, det: &Details{},
+		converged: make([]uint64, o.Guests), target: make([]uint64, o.Guests), mutated: make([]int64, o.Guests)}
+	if err := r.setup(ctx, dir); err != nil {
+		return nil, nil, err
+	}
+	defer r.teardown()
+	for _, phase := range []func(context.Context) error{r.raw, r.warm, r.pipeline, r.latency, r.idle, r.replay} {
+		if err := phase(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	r.rep.Efficiency = r.rep.PipelineChangesPerS * 3 / r.rep.RawPublishMsgsPerS
+	r.det.Elapsed = time.Since(start)
+	return r.rep, r.det, nil
+}
+
+type run struct {
+	o   Options
+	log zerolog.Logger
+	rep *Report
+	det *Details
+
+	b      *bus.Bus
+	sim    *pvesim.Sim
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	obs    *observer.Observer
+	obsCtl context.CancelFunc
+
+	// converged[i] is the newest desired revision guest 100+i converged at;
+	// target[i] the revision it must reach. Written by the planner's
+	// goroutine, read by the bench: atomics.
+	converged []uint64
+	target    []uint64
+	observed  atomic.Int64
+	seen      sync.Map
+	// mutated[i] is when the simulator received a mutation of 100+i during
+	// the latency run (unix ns), 0 before.
+	mutated    []int64
+	latencyRun atomic.Bool
+}
+
+const tokenID, tokenSecret = "root@pam!bench", "bench-secret"
+
+func (r *run) setup(ctx context.Context, dir string) error {
+	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{DataDir: dir, Name: "bench"})
+	if err != nil {
+		return err
+	}
+	b, err := bus.Connect(ctx, bus.Config{Server: srv, Name: "bench", Partitions: r.o.Partitions, Logger: r.log})
+	if err != nil {
+		srv.Shutdown()
+		return err
+	}
+	if err := b.Provision(ctx); err != nil {
+		return err
+	}
+	r.b = b
+	sim, err := pvesim.New(pvesim.Options{Nodes: 3, Guests: r.o.Guests, Tokens: map[string]string{tokenID: tokenSecret},
+		OnMutation: func(m pvesim.Mutation) {
+			if i := m.VMID - 100; r.latencyRun.Load() && i >= 0 && i < len(r.mutated) {
+				atomic.CompareAndSwapInt64(&r.mutated[i], 0, m.At.UnixNano())
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		return err
+	}
+	r.sim = sim
+	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: tokenSecret, Logger: r.log})
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.stop = func() { cancel(); srv.Shutdown() }
+	r.obs, err = observer.New(observer.Config{Name: "bench-observer", Interval: 2 * time.Second, ConfigRefresh: -1,
+		ReadConcurrency: 16, Logger: r.log}, px, b)
+	if err != nil {
+		return err
+	}
+	octx, ocancel := context.WithCancel(rctx)
+	r.obsCtl = ocancel
+	svc, err := planner.NewService(planner.ServiceConfig{Name: "bench-planner", Logger: r.log,
+		Policy: planner.Policy{ObserverTimeout: time.Minute}, OnDecision: r.onDecision}, b)
+	if err != nil {
+		return err
+	}
+	start := func(fn func(context.Context) error, c context.Context) {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := fn(c); err != nil && !errors.Is(err, context.Canceled) {
+				r.log.Error().Err(err).Msg("bench role stopped")
+			}
+		}()
+	}
+	start(r.obs.Run, octx)
+	start(svc.Run, rctx)
+	for i := 0; i < r.o.Executors; i++ {
+		ex, err := executor.New(executor.Config{Name: "bench-executor-" + strconv.Itoa(i), Concurrency: r.o.Concurrency,
+			Logger: r.log}, px, b)
+		if err != nil {
+			return err
+		}
+		start(ex.Run, rctx)
+	}
+	return nil
+}
+
+func (r *run) teardown() {
+	if r.stop != nil {
+		r.stop()
+	}
+	r.wg.Wait()
+	if r.sim != nil {
+		_ = r.sim.Close()
+	}
+}
+
+func (r *run) onDecision(v *projector.View, d planner.Decision) {
+	i := v.VMID - 100
+	if i < 0 || i >= len(r.converged) {
+		return
+	}
+	if v.Observed != nil {
+		if _, loaded := r.seen.LoadOrStore(v.VMID, true); !loaded {
+			r.observed.Add(1)
+		}
+	}
+	if d.Status.Kind == planner.Converged && v.DesiredSeq > atomic.LoadUint64(&r.converged[i]) {
+		atomic.StoreUint64(&r.converged[i], v.DesiredSeq)
+	}
+}
+
+// waitFor polls a condition of the running pipeline, reporting progress.
+func waitFor(ctx context.Context, limit time.Duration, what string, progress func() (int, int, bool)) error {
+	deadline := time.Now().Add(limit)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, _, ok := progress(); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if time.Now().After(deadline) {
+			done, total, _ := progress()
+			return fmt.Errorf("bench: %s did not finish within %s (%d of %d)", what, limit, done, total)
+		}
+	}
+}
+
+// sampleSize is the size of the events the pipeline writes per change.
+func sampleSize() int {
+	now := time.Now()
+	d, _ := json.Marshal(map[string]any{"vmid": 4242, "description": "bench change 99999"})
+	a, _ := json.Marshal(events.Action{Meta: events.NewMeta("bench-planner", "desired-pve-4242-123456", now), ID: "pve-4242-123456-1",
+		VMID: 4242, Cluster: "pve", Node: "pve1", Kind: events.QEMU, Op: events.OpSetConfig,
+		Set: map[string]string{"description": "bench change 99999"}, Digest: "0123456789abcdef0123456789abcdef01234567",
+		Reason: "config drift: description", DesiredSeq: 123456, BasisSeq: 123400, Attempt: 1})
+	o := &events.Observed{Meta: events.NewMeta("bench-executor", "", now), VMID: 4242, Cluster: "pve", Exists: true, Node: "pve1",
+		Kind: events.QEMU, Status: "running", Digest: "0123456789abcdef0123456789abcdef01234567",
+		Config: events.GuestConfig{Name: "vm-4242", Description: "bench change 99999", Tags: []string{"demo"}, Cores: 1, MemoryMiB: 512},
+		ReadAt: now, Source: events.SourceExecutor}
+	res, _ := json.Marshal(events.Result{Meta: events.NewMeta("bench-executor", "desired-pve-4242-123456", now),
+		ActionID: "pve-4242-123456-1", VMID: 4242, Cluster: "pve", Op: events.OpSetConfig, Status: events.ResultSucceeded,
+		Observed: o, Executor: "bench-executor"})
+	return (len(d) + len(a) + len(res)) / 3
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// raw measures the bus alone with the pipeline's message count and size.
+func (r *run) raw(ctx context.Context) error {
+	n, size := r.o.Changes*3, sampleSize()
+	r.det.RawMessages, r.det.RawMessageBytes = n, size
+	js := r.b.JS
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCHRAW", Subjects: []string{"benchraw.>"},
+		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = js.DeleteStream(context.WithoutCancel(ctx), "BENCHRAW") }()
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := js.PublishAsync("benchraw."+strconv.Itoa(100+i%r.o.Guests), payload); err != nil {
+			return err
+		}
+		if i%10000 == 0 {
+			r.o.Progress("raw publish", i, n)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.rep.RawPublishMsgsPerS = rate(n, time.Since(t0))
+
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "benchraw", AckPolicy: jetstream.AckExplicitPolicy,
+		MaxAckPending: 10000})
+	if err != nil {
+		return err
+	}
+	got := make(chan struct{})
+	var cnt atomic.Int64
+	t0 = time.Now()
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		_ = m.Ack()
+		if c := cnt.Add(1); c == int64(n) {
+			close(got)
+		} else if c%10000 == 0 {
+			r.o.Progress("raw consume", int(c), n)
+		}
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return err
+	}
+	<-got
+	r.rep.RawConsumeMsgsPerS = rate(n, time.Since(t0))
+	cc.Stop()
+
+	t0 = time.Now()
+	cnt.Store(0)
+	got = make(chan struct{})
+	oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	cc, err = oc.Consume(func(m jetstream.Msg) {
+		if c := cnt.Add(1); c == int64(n) {
+			close(got)
+		}
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return err
+	}
+	<-got
+	r.rep.RawReplayMsgsPerS = rate(n, time.Since(t0))
+	cc.Stop()
+	return nil
+}
+
+// warm waits until the planner has observed every guest.
+func (r *run) warm(ctx context.Context) error {
+	return waitFor(ctx, 5*time.Minute, "first observation of every guest", func() (int, int, bool) {
+		n := int(r.observed.Load())
+		r.o.Progress("observing guests", n, r.o.Guests)
+		return n, r.o.Guests, n >= r.o.Guests
+	})
+}
+
+func desiredBody(vmid int, desc string) []byte {
+	return []byte(`{"vmid":` + strconv.Itoa(vmid) + `,"description":"` + desc + `"}`)
+}
+
+func (r *run) lastSeq(ctx context.Context) (uint64, error) {
+	s, err := r.b.Stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// pipeline publishes every change at once and times full convergence.
+func (r *run) pipeline(ctx context.Context) error {
+	before, err := r.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	actionsBefore := r.countActions()
+	js := r.b.JS
+	futures := make([]jetstream.PubAckFuture, r.o.Changes)
+	t0 := time.Now()
+	for i := 0; i < r.o.Changes; i++ {
+		vmid := 100 + i%r.o.Guests
+		f, err := js.PublishAsync(events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, "bench change "+strconv.Itoa(i)))
+		if err != nil {
+			return err
+		}
+		futures[i] = f
+		if i%5000 == 0 {
+			r.o.Progress("publishing changes", i, r.o.Changes)
+		}
+	}
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			atomic.StoreUint64(&r.target[i%r.o.Guests], max(atomic.LoadUint64(&r.target[i%r.o.Guests]), ack.Sequence))
+		case err := <-f.Err():
+			return fmt.Errorf("bench: publish change %d: %w", i, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	touched := min(r.o.Changes, r.o.Guests)
+	err = waitFor(ctx, 30*time.Minute, "pipeline convergence", func() (int, int, bool) {
+		n := 0
+		for i := 0; i < touched; i++ {
+			if atomic.LoadUint64(&r.converged[i]) >= atomic.LoadUint64(&r.target[i]) {
+				n++
+			}
+		}
+		r.o.Progress("converging", n, touched)
+		return n, touched, n == touched
+	})
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(t0)
+	after, err := r.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	r.det.PipelineSeconds = elapsed.Seconds()
+	r.det.StreamWrites = after - before
+	r.det.Actions = r.countActions() - actionsBefore
+	r.rep.PipelineChangesPerS = rate(r.o.Changes, elapsed)
+	r.rep.StreamWritesPerChange = float64(after-before) / float64(r.o.Changes)
+	return nil
+}
+
+func (r *run) countActions() int {
+	s, err := r.b.Stream(context.Background())
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("pve.action.>"))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, c := range info.State.Subjects {
+		n += int(c)
+	}
+	return n
+}
+
+// latency publishes changes at a fixed rate, each to a different guest,
+// and measures desired accepted → mutation received by the simulator.
+func (r *run) latency(ctx context.Context) error {
+	n := r.o.LatencyN
+	r.det.LatencyChanges = n
+	accepted := make([]int64, n)
+	for i := range r.mutated {
+		atomic.StoreInt64(&r.mutated[i], 0)
+	}
+	r.latencyRun.Store(true)
+	defer r.latencyRun.Store(false)
+	interval := time.Second / time.Duration(r.o.Rate)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if d := time.Until(t0.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d) // pacing the offered load, not synchronising
+		}
+		vmid := 100 + i
+		ack, err := r.b.Publish(ctx, events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, "latency "+strconv.Itoa(i)), nil)
+		if err != nil {
+			return err
+		}
+		accepted[i] = time.Now().UnixNano()
+		atomic.StoreUint64(&r.target[i], ack.Sequence)
+		if i%500 == 0 {
+			r.o.Progress("latency run", i, n)
+		}
+	}
+	err := waitFor(ctx, 10*time.Minute, "latency-run mutations", func() (int, int, bool) {
+		c := 0
+		for i := 0; i < n; i++ {
+			if atomic.LoadInt64(&r.mutated[i]) != 0 {
+				c++
+			}
+		}
+		return c, n, c == n
+	})
+	if err != nil {
+		return err
+	}
+	lat := make([]float64, n)
+	for i := range lat {
+		lat[i] = max(0, float64(atomic.LoadInt64(&r.mutated[i])-accepted[i])/1e6)
+	}
+	sort.Float64s(lat)
+	pct := func(p float64) float64 { return lat[min(n-1, int(p*float64(n)))] }
+	r.rep.LatencyMs = Latency{P50: pct(0.50), P90: pct(0.90), P99: pct(0.99)}
+	// Let the latency run's actions finish before the idle pass.
+	return waitFor(ctx, 10*time.Minute, "latency-run convergence", func() (int, int, bool) {
+		c := 0
+		for i := 0; i < n; i++ {
+			if atomic.LoadUint64(&r.converged[i]) >= atomic.LoadUint64(&r.target[i]) {
+				c++
+			}
+		}
+		return c, n, c == n
+	})
+}
+
+// idle measures Proxmox calls of observer passes with nothing changed.
+func (r *run) idle(ctx context.Context) error {
+	r.obsCtl() // the benchmark drives passes itself from here on
+	if _, err := r.obs.Pass(ctx); err != nil {
+		return err
+	}
+	const passes = 3
+	before := r.sim.Calls()
+	for i := 0; i < passes; i++ {
+		if _, err := r.obs.Pass(ctx); err != nil {
+			return err
+		}
+	}
+	r.rep.PveCallsPerIdlePass = float64(r.sim.Calls()-before) / passes
+	return nil
+}
+
+// replay folds the whole journal into fresh projections.
+func (r *run) replay(ctx context.Context) error {
+	s, err := r.b.Stream(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	total := int(info.State.Msgs)
+	p := projector.New(events.DefaultCluster)
+	oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return err
+	}
+	var cnt int
+	done := make(chan struct{})
+	t0 := time.Now()
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		p.Apply(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+		cnt++
+		if cnt%20000 == 0 {
+			r.o.Progress("replaying", cnt, total)
+		}
+		if md.Sequence.Stream >= info.State.LastSeq {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	cc.Stop()
+	r.det.ReplayEvents = cnt
+	r.rep.ReplayEventsPerS = rate(cnt, time.Since(t0))
+	return nil
+}

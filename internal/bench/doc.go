@@ -1,0 +1,22 @@
+// Package bench is `converge bench` (DESIGN.md §9): in one run, on an
+// embedded JetStream and the simulator with no added latency, it measures
+// the raw JetStream limit (async publish, durable consume and ordered
+// replay of as many messages, of the same size, as the pipeline writes),
+// then the full pipeline at saturation (throughput) and at a fixed rate
+// below it (latency, desired accepted → mutation received by the
+// simulator), then a replay of the journal into fresh projections, and the
+// Proxmox calls of an idle observer pass.
+//
+// Ratios, not absolute numbers, are the result: the machine is shared, so
+// the bus measured in the same run is the yardstick.
+//
+// # What a change is
+//
+// A change is one desired event, published by an async JetStream client,
+// that differs from the guest's previous desired state (its description),
+// so converging it takes one Proxmox config write. Changes are spread
+// round-robin over the guests; when several changes of one guest arrive
+// while an action for it runs, the planner acts on the newest only
+// (desired state is level-triggered), and throughput counts every
+// published change once all guests have converged to their last one.
+package bench
