@@ -22,13 +22,14 @@ import (
 	"github.com/converge-pve/converge/internal/bus/bustest"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
 const (
 	cluster   = events.DefaultCluster
 	node      = "pve1"
-	simToken  = "root@pam!converge"
-	simSecret = "0b5e2d4c-1111-4222-8333-444455556666"
+	simToken  = pvesimtest.TokenID
+	simSecret = pvesimtest.TokenSecret
 	consumer  = "executor-" + cluster
 )
 
@@ -49,44 +50,21 @@ func newEnv(t *testing.T) *env {
 
 func newEnvOn(t *testing.T, b *bus.Bus) *env {
 	t.Helper()
-	sim, err := pvesim.New(pvesim.Options{Tokens: map[string]string{simToken: simSecret}, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	return &env{t: t, b: b, sim: sim, px: newClient(t, sim.URL()), url: sim.URL()}
+	sim := pvesimtest.Start(t, pvesim.Options{Seed: 1})
+	return &env{t: t, b: b, sim: sim, px: pvesimtest.Client(t, sim), url: sim.URL()}
 }
 
 // newEnvBehind serves the simulator through a test server whose handler
 // wraps the simulator's, e.g. to hold some requests back.
 func newEnvBehind(t *testing.T, b *bus.Bus, wrap func(sim *pvesim.Sim) *httptest.Server) *env {
 	t.Helper()
-	sim, err := pvesim.New(pvesim.Options{Tokens: map[string]string{simToken: simSecret}, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim := pvesimtest.New(t, pvesim.Options{Seed: 1})
 	srv := wrap(sim)
 	t.Cleanup(srv.Close)
-	return &env{t: t, b: b, sim: sim, px: newClient(t, srv.URL), url: srv.URL}
+	return &env{t: t, b: b, sim: sim, px: pvesimtest.ClientAt(t, srv.URL), url: srv.URL}
 }
 
-func newClient(t testing.TB, url string) *pve.Client {
-	t.Helper()
-	c, err := pve.New(pve.Config{URL: url, TokenID: simToken, TokenSecret: simSecret, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func tctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+var tctx = pvesimtest.Context // a context bound to the test
 
 func (v *env) addGuest(spec pvesim.GuestSpec) {
 	v.t.Helper()

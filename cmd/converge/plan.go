@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-
 	"encoding/json"
 	"fmt"
-	"github.com/converge-pve/converge/internal/bus"
-	"github.com/converge-pve/converge/internal/control"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/control"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -23,15 +22,11 @@ func newPlanCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			b, err := g.connect(ctx, "converge-plan")
+			b, r, err := openViews(ctx, g, "converge-plan")
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			r, err := viewsReader(ctx, g, b)
-			if err != nil {
-				return err
-			}
 			docs, err := r.List(ctx)
 			if err != nil {
 				return err

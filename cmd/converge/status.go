@@ -29,6 +29,21 @@ func parseVMIDs(args []string) ([]int, error) {
 	return out, nil
 }
 
+// openViews connects to NATS as name and returns the bus with a reader of
+// the cluster's views; the caller closes the bus. On error nothing is left open.
+func openViews(ctx context.Context, g *globals, name string) (*bus.Bus, views.Reader, error) {
+	b, err := g.connect(ctx, name)
+	if err != nil {
+		return nil, views.Reader{}, err
+	}
+	r, err := viewsReader(ctx, g, b)
+	if err != nil {
+		b.Close()
+		return nil, views.Reader{}, err
+	}
+	return b, r, nil
+}
+
 func viewsReader(ctx context.Context, g *globals, b *bus.Bus) (views.Reader, error) {
 	kv, err := b.Views(ctx)
 	if err != nil {
@@ -47,15 +62,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := g.connect(ctx, "converge-status")
+			b, r, err := openViews(ctx, g, "converge-status")
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			r, err := viewsReader(ctx, g, b)
-			if err != nil {
-				return err
-			}
 			var docs []planner.GuestDoc
 			if len(ids) == 0 {
 				if docs, err = r.List(ctx); err != nil {

@@ -1,7 +1,6 @@
 package observer_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -14,12 +13,10 @@ import (
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
-const (
-	simToken  = "root@pam!converge"
-	simSecret = "0b5e2d4c-1111-4222-8333-444455556666"
-)
+const simSecret = pvesimtest.TokenSecret
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -28,34 +25,11 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // unless a test asks for one (the schedule is deterministic for t0).
 const refresh = 24 * time.Hour
 
-func startSim(t *testing.T, opts pvesim.Options) *pvesim.Sim {
-	t.Helper()
-	opts.Tokens = map[string]string{simToken: simSecret}
-	s, err := pvesim.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func newClient(t *testing.T, s *pvesim.Sim) *pve.Client {
-	t.Helper()
-	c, err := pve.New(pve.Config{URL: s.URL(), TokenID: simToken, TokenSecret: simSecret, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func tctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+var (
+	startSim  = pvesimtest.Start   // a simulator on a loopback port for the test's lifetime
+	newClient = pvesimtest.Client  // a client for it
+	tctx      = pvesimtest.Context // a context bound to the test
+)
 
 // clock is an injected clock that moves only when told to.
 type clock struct {

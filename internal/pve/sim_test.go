@@ -8,46 +8,17 @@ import (
 
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
 // These tests run the adapter against the simulator over real HTTP: the
 // whole path converge uses against a Proxmox cluster.
 
-const (
-	simToken  = "root@pam!converge"
-	simSecret = "0b5e2d4c-1111-4222-8333-444455556666"
-	simPass   = "pw-sim"
+var (
+	startSim  = pvesimtest.Start   // a simulator on a loopback port for the test's lifetime
+	newClient = pvesimtest.Client  // a client for it
+	tctx      = pvesimtest.Context // a context bound to the test
 )
-
-func startSim(t *testing.T, opts pvesim.Options) *pvesim.Sim {
-	t.Helper()
-	opts.Tokens = map[string]string{simToken: simSecret}
-	opts.Password = simPass
-	s, err := pvesim.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func newClient(t *testing.T, s *pvesim.Sim) *pve.Client {
-	t.Helper()
-	c, err := pve.New(pve.Config{URL: s.URL(), TokenID: simToken, TokenSecret: simSecret, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func tctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func wantClass(t *testing.T, err error, want pve.Class) {
 	t.Helper()
@@ -340,7 +311,7 @@ func TestSimAuthModes(t *testing.T) {
 	s := startSim(t, pvesim.Options{TLS: true, Guests: 1})
 	ctx := tctx(t)
 	// password + pinned fingerprint of the self-signed certificate
-	c, err := pve.New(pve.Config{URL: s.URL(), Username: "root@pam", Password: simPass, Fingerprint: s.Fingerprint()})
+	c, err := pve.New(pve.Config{URL: s.URL(), Username: "root@pam", Password: pvesimtest.Password, Fingerprint: s.Fingerprint()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,10 +322,10 @@ func TestSimAuthModes(t *testing.T) {
 	_, err = bad.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
 	wrongPin := "AA" + s.Fingerprint()[2:]
-	pinned, _ := pve.New(pve.Config{URL: s.URL(), TokenID: simToken, TokenSecret: simSecret, Fingerprint: wrongPin})
+	pinned, _ := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret, Fingerprint: wrongPin})
 	_, err = pinned.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
-	tok, _ := pve.New(pve.Config{URL: s.URL(), TokenID: simToken, TokenSecret: "wrong", Fingerprint: s.Fingerprint()})
+	tok, _ := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: "wrong", Fingerprint: s.Fingerprint()})
 	_, err = tok.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
 }

@@ -12,33 +12,19 @@ import (
 	proxmox "github.com/luthermonson/go-proxmox"
 
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
 const (
-	tokenID     = "root@pam!converge"
-	tokenSecret = "5e7a3c1e-0000-4000-8000-000000000001"
-	password    = "s3cret-pw"
+	tokenID     = pvesimtest.TokenID
+	tokenSecret = pvesimtest.TokenSecret
+	password    = pvesimtest.Password
 )
 
-// startSim runs a simulator on a loopback port for the test's lifetime.
-func startSim(t *testing.T, opts pvesim.Options) *pvesim.Sim {
-	t.Helper()
-	if opts.Tokens == nil {
-		opts.Tokens = map[string]string{tokenID: tokenSecret}
-	}
-	if opts.Password == "" {
-		opts.Password = password
-	}
-	s, err := pvesim.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+var (
+	startSim = pvesimtest.Start   // a simulator on a loopback port for the test's lifetime
+	ctxT     = pvesimtest.Context // a context bound to the test
+)
 
 // httpClient is an HTTP/1.1 client that trusts the simulator's certificate.
 func httpClient() *http.Client {
@@ -49,12 +35,6 @@ func httpClient() *http.Client {
 
 func tokenClient(s *pvesim.Sim) *proxmox.Client {
 	return proxmox.NewClient(s.URL(), proxmox.WithHTTPClient(httpClient()), proxmox.WithAPIToken(tokenID, tokenSecret))
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // waitTask waits for a task to end through the simulator (no polling, no
