@@ -43,7 +43,11 @@ func TestUnreachableBlocksThenConverges(t *testing.T) {
 	})
 	seq := e.publish(t, 101, `{"vmid":101,"power":"running","cores":2}`)
 	eventually(t, 60*time.Second, "guest 101 blocked at the new revision", func() bool {
-		g := e.status(t, 101).Guests[0]
+		st := e.status(t, 101)
+		if len(st.Guests) != 1 {
+			return false
+		}
+		g := st.Guests[0]
 		return g.Revision == seq && g.State == "blocked" && strings.Contains(g.Reason, "unreachable")
 	})
 	// The other guests are blocked too, and none is reported gone.
