@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -105,6 +107,12 @@ func BenchmarkPlannerMemory(b *testing.B) {
 			}
 		}
 		b.ReportMetric(perGuest, "B/guest")
+		if path := os.Getenv("CONVERGE_HEAP_PROFILE"); path != "" {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
 		runtime.KeepAlive(svc)
 	}
 }

@@ -63,10 +63,9 @@ type Service struct {
 	stale    bool
 	lastFull time.Time
 
-	mu       sync.RWMutex // guards snapshot
-	snapshot map[int]GuestDoc
-	cluster  projector.ClusterState
-	ready    bool
+	mu      sync.RWMutex // guards cluster and ready, read by other goroutines
+	cluster projector.ClusterState
+	ready   bool
 
 	metrics *metrics
 }
@@ -160,7 +159,7 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, bus: b, log: cfg.Logger, now: cfg.Clock, js: js,
 		proj: projector.New(cfg.Cluster), decision: map[int]Decision{}, awaiting: map[int]string{},
-		dirty: map[int]bool{}, snapshot: map[int]GuestDoc{}, written: map[int]docSig{}, metrics: newMetrics(cfg.Registerer),
+		dirty: map[int]bool{}, written: map[int]docSig{}, metrics: newMetrics(cfg.Registerer),
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}
@@ -377,6 +376,7 @@ func (s *Service) settle(ctx context.Context) {
 			keep = append(keep, p)
 		}
 	}
+	clear(s.pubs[len(keep):]) // settled futures hold their messages: let them go
 	s.pubs = keep
 	kvKeep := s.kvPubs[:0]
 	for _, p := range s.kvPubs {
@@ -392,6 +392,7 @@ func (s *Service) settle(ctx context.Context) {
 			kvKeep = append(kvKeep, p)
 		}
 	}
+	clear(s.kvPubs[len(kvKeep):])
 	s.kvPubs = kvKeep
 	for _, id := range replan {
 		if v := s.proj.Views[id]; v != nil {
@@ -412,12 +413,13 @@ func stepsEqual(a, b []Step) bool {
 	return true
 }
 
-// flush materialises changed views into the bucket and the snapshot.
+// flush materialises changed views into the bucket.
 func (s *Service) flush(ctx context.Context) {
 	now := s.now()
 	s.mu.Lock()
 	s.cluster = s.proj.State
 	counts := map[StatusKind]int{}
+	docs := map[int]GuestDoc{}
 	for id, v := range s.proj.Views {
 		d, ok := s.decision[id]
 		if !ok {
@@ -429,14 +431,8 @@ func (s *Service) flush(ctx context.Context) {
 		}
 		if sg := sigOf(v, d); s.written[id] != sg {
 			s.written[id] = sg
-			s.snapshot[id] = GuestDoc{View: slim(v), Status: d.Status, Next: d.Steps, UpdatedAt: now}
-		} else {
-			delete(s.dirty, id)
+			docs[id] = GuestDoc{View: slim(v), Status: d.Status, Next: d.Steps, UpdatedAt: now}
 		}
-	}
-	docs := make(map[int]GuestDoc, len(s.dirty))
-	for id := range s.dirty {
-		docs[id] = s.snapshot[id]
 	}
 	cluster := s.cluster
 	s.mu.Unlock()
@@ -475,15 +471,19 @@ type ClusterDoc struct {
 	UpdatedAt time.Time              `json:"updated_at"`
 }
 
-// Snapshot returns the current documents of all guests (for HTTP).
-func (s *Service) Snapshot() (map[int]GuestDoc, projector.ClusterState, bool) {
+// Ready reports whether the planner has folded the journal up to where it
+// stood at start and made its first full pass.
+func (s *Service) Ready() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make(map[int]GuestDoc, len(s.snapshot))
-	for k, v := range s.snapshot {
-		out[k] = v
-	}
-	return out, s.cluster, s.ready
+	return s.ready
+}
+
+// Cluster returns the cluster state as last materialised.
+func (s *Service) Cluster() projector.ClusterState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cluster
 }
 
 type metrics struct {

@@ -27,6 +27,35 @@ type Projector struct {
 	State   ClusterState
 	// LastSeq is the last sequence applied.
 	LastSeq uint64
+
+	// strs interns the few distinct values that recur in every event
+	// (publishers, nodes, operations): one copy instead of one per guest.
+	strs map[string]string
+}
+
+func (p *Projector) intern(s *string) {
+	if *s == "" {
+		return
+	}
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
+	if v, ok := p.strs[*s]; ok {
+		*s = v
+		return
+	}
+	if len(p.strs) < 4096 {
+		p.strs[*s] = *s
+	}
+}
+
+func (p *Projector) internObserved(o *events.Observed) {
+	for _, s := range []*string{&o.Publisher, &o.Cluster, &o.Node, (*string)(&o.Kind), &o.Status, &o.Lock, &o.Source} {
+		p.intern(s)
+	}
+	for i := range o.Config.Tags {
+		p.intern(&o.Config.Tags[i])
+	}
 }
 
 // New returns an empty projector for a cluster.
@@ -98,11 +127,11 @@ func (p *Projector) Apply(ev Event) Change {
 	case events.KindDesired:
 		foldDesired(v, ev)
 	case events.KindObserved:
-		ferr = foldObserved(v, ev)
+		ferr = p.foldObserved(v, ev)
 	case events.KindAction:
-		ferr = foldAction(v, ev)
+		ferr = p.foldAction(v, ev)
 	case events.KindResult:
-		ferr = foldResult(v, ev)
+		ferr = p.foldResult(v, ev)
 	}
 	if ferr != nil {
 		if !known {
@@ -144,11 +173,12 @@ func (v *View) newer(o *events.Observed) bool {
 	return v.Observed == nil || !o.ReadAt.Before(v.Observed.ReadAt)
 }
 
-func foldObserved(v *View, ev Event) error {
+func (p *Projector) foldObserved(v *View, ev Event) error {
 	o, err := events.Decode[events.Observed](ev.Data)
 	if err != nil {
 		return err
 	}
+	p.internObserved(&o)
 	v.ObservedEventSeq = ev.Seq
 	if v.newer(&o) {
 		v.Observed, v.ObservedSeq = &o, ev.Seq
@@ -156,10 +186,13 @@ func foldObserved(v *View, ev Event) error {
 	return nil
 }
 
-func foldAction(v *View, ev Event) error {
+func (p *Projector) foldAction(v *View, ev Event) error {
 	a, err := events.Decode[events.Action](ev.Data)
 	if err != nil {
 		return err
+	}
+	for _, s := range []*string{&a.Publisher, &a.Cluster, &a.Node, (*string)(&a.Kind), (*string)(&a.Op), &a.Reason} {
+		p.intern(s)
 	}
 	v.InFlight, v.InFlightSeq, v.Started = &a, ev.Seq, nil
 	v.LastAction, v.LastActionSeq = &a, ev.Seq
@@ -169,10 +202,16 @@ func foldAction(v *View, ev Event) error {
 	return nil
 }
 
-func foldResult(v *View, ev Event) error {
+func (p *Projector) foldResult(v *View, ev Event) error {
 	r, err := events.Decode[events.Result](ev.Data)
 	if err != nil {
 		return err
+	}
+	for _, s := range []*string{&r.Publisher, &r.Cluster, &r.Node, (*string)(&r.Op), (*string)(&r.Status), &r.Executor, &r.ErrorClass} {
+		p.intern(s)
+	}
+	if r.Observed != nil {
+		p.internObserved(r.Observed)
 	}
 	if r.Observed != nil && v.newer(r.Observed) {
 		v.Observed, v.ObservedSeq = r.Observed, ev.Seq
@@ -188,6 +227,12 @@ func foldResult(v *View, ev Event) error {
 	if v.InFlight != nil && v.InFlight.ID == r.ActionID {
 		planned = v.InFlight
 		v.InFlight, v.InFlightSeq, v.Started = nil, 0, nil
+		if v.LastAction == planned {
+			// A finished action's payload is history: keep what status shows.
+			done := *planned
+			done.Set, done.Delete, done.Digest = nil, nil, ""
+			v.LastAction = &done
+		}
 	}
 	if planned == nil || planned.DesiredSeq != v.DesiredSeq {
 		return nil // a result for an older revision does not count against this one

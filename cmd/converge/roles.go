@@ -129,7 +129,7 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 		}
 		run("planner", svc.Run)
 		ready = append(ready, func() error {
-			if _, _, ok := svc.Snapshot(); !ok {
+			if !svc.Ready() {
 				return errors.New("planner is still folding the journal")
 			}
 			return nil
