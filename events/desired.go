@@ -105,6 +105,12 @@ var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) {
 // subject of subjectVMID (0 skips the subject check). Every problem is
 // reported in a *ValidationError.
 func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
+	if d, ok := fastDecode(body); ok {
+		if err := d.check(subjectVMID); err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
 	sch, err := compiled()
 	if err != nil {
 		return nil, fmt.Errorf("events: desired schema: %w", err)

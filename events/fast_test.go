@@ -1,0 +1,116 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"pgregory.net/rapid"
+)
+
+// schemaDecode is DecodeDesired without the fast path.
+func schemaDecode(body []byte) (*Desired, error) {
+	sch, err := compiled()
+	if err != nil {
+		return nil, err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if err := sch.Validate(inst); err != nil {
+		return nil, err
+	}
+	var d Desired
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// genBody draws desired bodies near the edges of the schema: right and
+// wrong types, out-of-range numbers, nulls, case variants of field names,
+// floats, odd strings, unknown fields.
+func genBody(t *rapid.T) []byte {
+	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
+	fields := map[string]string{
+		"vmid":        pick("vmid", "101", "100", "99", "999999999", "1000000000", "1e2", "101.0", `"101"`, "null", "-5"),
+		"kind":        pick("kind", `"qemu"`, `"lxc"`, `"QEMU"`, `"vm"`, "1", "null"),
+		"power":       pick("power", `"running"`, `"stopped"`, `"on"`, `""`, "true"),
+		"cores":       pick("cores", "1", "4", "0", "8192", "8193", "2.5", "4.0", `"4"`, "null"),
+		"memory_mib":  pick("mem", "16", "15", "2048", "268435456", "268435457", "1e3"),
+		"name":        pick("name", `"web-1"`, `"a.b"`, `"-x"`, `"x-"`, `"a..b"`, `""`, `"é"`, `"`+strings.Repeat("a", 256)+`"`, "7"),
+		"description": pick("desc", `"hello"`, `""`, `"two\nlines"`, `"`+strings.Repeat("é", 8192)+`"`, `"`+strings.Repeat("x", 8193)+`"`, "[]"),
+		"tags":        pick("tags", `[]`, `["a"]`, `["a","B+c.d-e"]`, `["-a"]`, `["a b"]`, `[1]`, `"a"`, `[null]`, `["`+strings.Repeat("t", 129)+`"]`),
+		"onboot":      pick("onboot", "true", "false", "1", `"true"`),
+		"absent":      pick("absent", "true", "false", "0"),
+		"clone":       pick("clone", `{"from":9000}`, `{"from":9000,"node":"pve1","full":true,"storage":"local-lvm"}`, `{}`, `{"from":9000,"x":1}`, `{"from":9000,"node":"-bad"}`, `{"from":"9000"}`, `{"from":9000,"storage":"1x"}`),
+	}
+	var parts []string
+	for _, k := range []string{"vmid", "kind", "power", "cores", "memory_mib", "name", "description", "tags", "onboot", "absent", "clone"} {
+		if k == "vmid" && rapid.IntRange(0, 9).Draw(t, "drop-vmid") == 0 {
+			continue
+		}
+		if k != "vmid" && !rapid.Bool().Draw(t, "has-"+k) {
+			continue
+		}
+		key := k
+		if rapid.IntRange(0, 15).Draw(t, "case-"+k) == 0 {
+			key = strings.ToUpper(k[:1]) + k[1:] // Go's decoder matches this; the schema does not
+		}
+		parts = append(parts, `"`+key+`":`+fields[k])
+	}
+	if rapid.IntRange(0, 10).Draw(t, "unknown") == 0 {
+		parts = append(parts, `"colour":"red"`)
+	}
+	return []byte("{" + strings.Join(parts, ",") + "}")
+}
+
+// TestFastPathAgreesWithSchema: whatever the fast path accepts, the schema
+// accepts and decodes to the same value; and the fast path accepts the
+// common valid bodies (or it would be no fast path).
+func TestFastPathAgreesWithSchema(t *testing.T) {
+	accepted := 0
+	rapid.Check(t, func(t *rapid.T) {
+		body := genBody(t)
+		fast, ok := fastDecode(body)
+		if !ok {
+			return
+		}
+		accepted++
+		slow, err := schemaDecode(body)
+		if err != nil {
+			t.Fatalf("fast path accepted %s, the schema rejects it: %v", body, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("decoded differently: %s\nfast %+v\nslow %+v", body, fast, slow)
+		}
+	})
+	if accepted == 0 {
+		t.Fatal("the fast path accepted nothing")
+	}
+	for _, body := range []string{
+		`{"vmid":101}`,
+		`{"vmid":101,"kind":"qemu","power":"running","cores":4,"memory_mib":8192,"name":"web-1","description":"x","tags":["a","b"],"onboot":true}`,
+		`{"vmid":101,"absent":true}`,
+		`{"vmid":101,"clone":{"from":9000,"full":true}}`,
+	} {
+		if _, ok := fastDecode([]byte(body)); !ok {
+			t.Errorf("fast path refused a plain valid body %s", body)
+		}
+	}
+	// Refusals the schema must then explain: still rejected, with fields.
+	for _, body := range []string{`{"VMID":101}`, `{"vmid":101,"cores":null}`, `{"vmid":101,"cores":4.0,"power":"on"}`} {
+		_, err := DecodeDesired([]byte(body), 101)
+		var ve *ValidationError
+		if !errors.As(err, &ve) && body != `{"vmid":101,"cores":4.0,"power":"on"}` {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
