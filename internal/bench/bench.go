@@ -207,7 +207,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop = func() { cancel(); srv.Shutdown() }
-	r.obs, err = observer.New(observer.Config{Name: "bench-observer", Interval: 2 * time.Second, ConfigRefresh: -1,
+	r.obs, err = observer.New(observer.Config{Name: "bench-observer", ConfigRefresh: -1,
 		ReadConcurrency: 16, Logger: r.log}, px, b)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strconv"
 )
 
 // Resource is one guest as listed by GET /cluster/resources?type=vm.
@@ -56,6 +57,9 @@ func DecodeResources(data []byte) ([]Resource, error) {
 	if isNull(data) {
 		return []Resource{}, nil
 	}
+	if out, ok := decodeResourcesTyped(data); ok {
+		return out, nil
+	}
 	var items []map[string]any
 	if err := unmarshalNumber(data, &items); err != nil {
 		return nil, fmt.Errorf("decode cluster resources: %w", err)
@@ -79,6 +83,112 @@ func DecodeResources(data []byte) ([]Resource, error) {
 		return out[i].Node < out[j].Node
 	})
 	return out, nil
+}
+
+// resourceRow is the typed shape of a guest row. Decoding into it skips
+// the dozen fields converge ignores, which a generic map would allocate;
+// numbers stay raw so that PVE's mixed typing (strings, scientific
+// notation) is read by the same tolerant parsers as the slow path.
+type resourceRow struct {
+	Type     string          `json:"type"`
+	Node     string          `json:"node"`
+	Name     string          `json:"name"`
+	Status   string          `json:"status"`
+	Lock     string          `json:"lock"`
+	Tags     string          `json:"tags"`
+	HAState  string          `json:"hastate"`
+	Pool     string          `json:"pool"`
+	VMID     json.RawMessage `json:"vmid"`
+	Template json.RawMessage `json:"template"`
+	MaxCPU   json.RawMessage `json:"maxcpu"`
+	MaxMem   json.RawMessage `json:"maxmem"`
+	Uptime   json.RawMessage `json:"uptime"`
+}
+
+// rawValue turns a raw JSON scalar into what the generic decoder would
+// have produced (json.Number, string, bool or nil).
+func rawValue(r json.RawMessage) any {
+	switch {
+	case len(r) == 0 || string(r) == "null":
+		return nil
+	case r[0] == '"':
+		s, err := strconv.Unquote(string(r))
+		if err != nil {
+			return nil
+		}
+		return s
+	case string(r) == "true":
+		return true
+	case string(r) == "false":
+		return false
+	}
+	return json.Number(r)
+}
+
+// decodeResourcesTyped is the fast path of DecodeResources; ok is false
+// when the payload does not fit the typed shape (then the generic path
+// decides and reports).
+func decodeResourcesTyped(data []byte) ([]Resource, bool) {
+	var rows []resourceRow
+	if json.Unmarshal(data, &rows) != nil {
+		return nil, false
+	}
+	out := make([]Resource, 0, len(rows))
+	for _, row := range rows {
+		kind := Kind(row.Type)
+		if !kind.Valid() {
+			continue
+		}
+		r, err := decodeRow(kind, &row)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, r)
+		continue
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].VMID != out[j].VMID {
+			return out[i].VMID < out[j].VMID
+		}
+		return out[i].Node < out[j].Node
+	})
+	return out, true
+}
+
+// decodeRow reads a typed row with the same rules as decodeResource.
+func decodeRow(kind Kind, row *resourceRow) (Resource, error) {
+	r := Resource{Kind: kind, Node: row.Node, Name: row.Name, Status: row.Status, Lock: row.Lock,
+		Tags: ParseTags(row.Tags), HAState: row.HAState, Pool: row.Pool}
+	vmid, err := ParseInt(rawValue(row.VMID))
+	if err != nil {
+		return r, err
+	}
+	r.VMID = int(vmid)
+	if r.Template, err = ParseBool(rawValue(row.Template)); err != nil {
+		return r, err
+	}
+	if v := rawValue(row.MaxCPU); v != nil {
+		f, err := ParseFloat(v)
+		if err != nil {
+			return r, err
+		}
+		r.MaxCPU = int(math.Ceil(f))
+	}
+	if v := rawValue(row.MaxMem); v != nil {
+		f, err := ParseFloat(v)
+		if err != nil {
+			return r, err
+		}
+		r.MaxMemMiB = int64(f) / (1 << 20)
+	}
+	if v := rawValue(row.Uptime); v != nil {
+		f, err := ParseFloat(v)
+		if err != nil {
+			return r, err
+		}
+		r.Uptime = int64(f)
+	}
+	return r, nil
 }
 
 func decodeResource(kind Kind, it map[string]any) (Resource, error) {

@@ -114,7 +114,10 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 	now := time.Now()
 	out := []map[string]any{}
 	if typ == "" || typ == "vm" {
-		s.refreshRRD(now)
+		lag := s.faults.ResourcesLag > 0
+		if lag {
+			s.refreshRRD(now)
+		}
 		ids := make([]int, 0, len(s.guests))
 		for id := range s.guests {
 			ids = append(ids, id)
@@ -122,10 +125,16 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 		sort.Ints(ids)
 		for _, id := range ids {
 			g := s.guests[id]
-			r := s.rrd[id]
+			var r rrdEntry
+			if lag {
+				r = s.rrd[id]
+			} else {
+				// No lag: the broadcast is the live state.
+				r = rrdEntry{name: g.displayName(), status: g.status, maxcpu: g.cpus(), maxmem: memoryMiB(g.conf) << 20, known: true}
+			}
 			e := map[string]any{
 				"id": string(g.kind) + "/" + strconv.Itoa(id), "type": string(g.kind), "vmid": id, "node": g.node,
-				"template": boolInt(g.template()), "cpu": 0, "mem": 0, "disk": 0, "maxdisk": g.diskSize(),
+				"template": boolInt(g.template()), "cpu": 0, "mem": 0, "disk": 0, "maxdisk": g.disk,
 				"netin": 0, "netout": 0, "diskread": 0, "diskwrite": 0, "uptime": 0,
 			}
 			if r.known {

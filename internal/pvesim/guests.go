@@ -108,7 +108,7 @@ func (s *Sim) statusJSON(g *guest, list bool) map[string]any {
 	maxmem := memoryMiB(g.conf) << 20
 	m := map[string]any{
 		"vmid": g.vmid, "name": g.displayName(), "status": g.status, "cpus": g.cpus(), "maxmem": maxmem,
-		"maxdisk": g.diskSize(), "disk": 0, "cpu": 0, "mem": 0, "netin": 0, "netout": 0, "diskread": 0,
+		"maxdisk": g.disk, "disk": 0, "cpu": 0, "mem": 0, "netin": 0, "netout": 0, "diskread": 0,
 		"diskwrite": 0, "uptime": 0,
 	}
 	if g.kind == LXC {

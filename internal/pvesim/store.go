@@ -35,7 +35,8 @@ type guest struct {
 	digest     string
 	startedAt  time.Time
 	pid        int
-	lockGen    int // invalidates timers of earlier injected locks
+	lockGen    int   // invalidates timers of earlier injected locks
+	disk       int64 // size of the volumes, recomputed on every write
 }
 
 func (g *guest) lock() string     { return g.conf["lock"] }
@@ -77,6 +78,7 @@ func (g *guest) touch() {
 	}
 	sum := sha1.Sum([]byte(b.String()))
 	g.digest = hex.EncodeToString(sum[:])
+	g.disk = g.diskSize()
 }
 
 // effective is the config with pending values applied, what GET /config
