@@ -31,9 +31,12 @@ type ServiceConfig struct {
 	// FullPassInterval replans every guest this often (default 60s), on
 	// top of planning each guest when its events arrive.
 	FullPassInterval time.Duration
-	Registerer       prometheus.Registerer
-	Logger           zerolog.Logger
-	Clock            func() time.Time
+	// FlushInterval is how often changed views are materialised (default:
+	// every tick). Views are rewritten only when what status shows changed.
+	FlushInterval time.Duration
+	Registerer    prometheus.Registerer
+	Logger        zerolog.Logger
+	Clock         func() time.Time
 	// OnDecision, if set, is called on the planner's goroutine after each
 	// guest is planned (benchmarks and tests; it must not block).
 	OnDecision func(v *projector.View, d Decision)
@@ -57,11 +60,12 @@ type Service struct {
 	kvPubs []pendingKV
 	// written is the signature of each guest's last materialised document:
 	// a document is rewritten only when what status shows changed.
-	written  map[int]docSig
-	dirty    map[int]bool
-	caughtUp bool
-	stale    bool
-	lastFull time.Time
+	written   map[int]docSig
+	dirty     map[int]bool
+	caughtUp  bool
+	stale     bool
+	lastFull  time.Time
+	lastFlush time.Time
 
 	mu      sync.RWMutex // guards cluster and ready, read by other goroutines
 	cluster projector.ClusterState
@@ -149,6 +153,9 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 	}
 	if cfg.FullPassInterval <= 0 {
 		cfg.FullPassInterval = time.Minute
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = cfg.Tick
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -284,7 +291,9 @@ func (s *Service) tick(ctx context.Context) {
 			}
 		}
 	}
-	s.flush(ctx)
+	if now.Sub(s.lastFlush) >= s.cfg.FlushInterval {
+		s.flush(ctx)
+	}
 }
 
 func (s *Service) fullPass(ctx context.Context) {
@@ -413,9 +422,16 @@ func stepsEqual(a, b []Step) bool {
 	return true
 }
 
+// maxDocsPerFlush bounds the views written per flush: during a mass change
+// every guest's view changes at once, and writing them all each tick would
+// cost the planner's loop and crowd the journal's own writes. The rest are
+// written on the following ticks (status lags, decisions do not).
+const maxDocsPerFlush = 1000
+
 // flush materialises changed views into the bucket.
 func (s *Service) flush(ctx context.Context) {
 	now := s.now()
+	s.lastFlush = now
 	s.mu.Lock()
 	s.cluster = s.proj.State
 	counts := map[StatusKind]int{}
@@ -426,7 +442,7 @@ func (s *Service) flush(ctx context.Context) {
 			d = Plan(v, s.proj.State, s.cfg.Policy, now)
 		}
 		counts[d.Status.Kind]++
-		if !s.dirty[id] {
+		if !s.dirty[id] || len(docs) >= maxDocsPerFlush {
 			continue
 		}
 		if sg := sigOf(v, d); s.written[id] != sg {
@@ -439,7 +455,17 @@ func (s *Service) flush(ctx context.Context) {
 	for _, k := range []StatusKind{Converged, Pending, Acting, Error, Blocked, Rejected, Unmanaged} {
 		s.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
 	}
-	clear(s.dirty)
+	// Views not written this time stay dirty for the next flush.
+	for id := range docs {
+		delete(s.dirty, id)
+	}
+	for id := range s.dirty {
+		if v := s.proj.Views[id]; v != nil {
+			if d, ok := s.decision[id]; ok && s.written[id] == sigOf(v, d) {
+				delete(s.dirty, id) // unchanged since written
+			}
+		}
+	}
 	prefix := "$KV." + s.bus.Config().Bucket + "."
 	for id, doc := range docs {
 		b, err := json.Marshal(doc)

@@ -303,13 +303,18 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 	})
 	phase("drift corrected in Proxmox")
 	e.wait(t, []int{121, 122, 123})
-	st = e.status(t, 121, 122, 123)
 	wantOps := map[int]string{121: "start", 122: "set_config", 123: "set_config"}
-	for _, g := range st.Guests {
-		if g.State != "converged" || g.Last == nil || g.Last.Op != wantOps[g.VMID] || g.Last.Result != "succeeded" {
-			t.Fatalf("status after drift correction of %d: %+v last=%+v", g.VMID, g, g.Last)
+	// Views are materialised on the planner's tick: poll until they show
+	// the corrections.
+	eventually(t, 30*time.Second, "status showing the drift corrections", func() bool {
+		st = e.status(t, 121, 122, 123)
+		for _, g := range st.Guests {
+			if g.State != "converged" || g.Last == nil || g.Last.Op != wantOps[g.VMID] || g.Last.Result != "succeeded" {
+				return false
+			}
 		}
-	}
+		return len(st.Guests) == 3
+	})
 	out, code := runCLI(t, "status", "--nats", e.natsURL, "121")
 	if code != 0 || !contains(out, "121", "converged", "start:succeeded") {
 		t.Fatalf("status text: %d\n%s", code, out)
