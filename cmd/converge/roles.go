@@ -107,7 +107,23 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 	}
 	var ready []func() error
 	var obs *observer.Observer
+	// own gives a role a connection of its own (see bus.Bus.Another).
+	own := func(role string) (*bus.Bus, error) {
+		rb, err := b.Another(ctx, role+"@"+f.name)
+		if err != nil {
+			return nil, err
+		}
+		go func() { <-ctx.Done(); wg.Wait(); rb.Close() }()
+		return rb, nil
+	}
 	if which.observer {
+		b := b
+		if which.planner || which.executor {
+			var err error
+			if b, err = own("observer"); err != nil {
+				return err
+			}
+		}
 		var err error
 		obs, err = observer.New(observer.Config{Cluster: g.cluster, Name: "observer@" + f.name, Interval: f.observeInterval,
 			ConfigRefresh: f.configRefresh, Logger: log.With().Str("role", "observer").Logger()}, px, b)
@@ -117,6 +133,13 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 		run("observer", obs.Run)
 	}
 	if which.planner {
+		b := b
+		if which.observer || which.executor {
+			var err error
+			if b, err = own("planner"); err != nil {
+				return err
+			}
+		}
 		pol := planner.Policy{ObserverTimeout: 3 * f.observeInterval, ObserveOnly: f.observeOnly, ShutdownTimeout: f.shutdownTimeout}
 		if f.noReboot {
 			no := false
@@ -136,6 +159,13 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 		})
 	}
 	if which.executor {
+		b := b
+		if which.observer || which.planner {
+			var err error
+			if b, err = own("executor"); err != nil {
+				return err
+			}
+		}
 		ex, err := executor.New(executor.Config{Cluster: g.cluster, Name: "executor@" + f.name, Concurrency: f.concurrency,
 			AckWait: f.ackWait, Logger: log.With().Str("role", "executor").Logger()}, px, b)
 		if err != nil {

@@ -207,15 +207,25 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop = func() { cancel(); srv.Shutdown() }
+	// Each role on its own connection, as `converge up` runs them.
+	conn := func(name string) (*bus.Bus, error) { return b.Another(ctx, name) }
+	ob, err := conn("bench-observer")
+	if err != nil {
+		return err
+	}
+	pb, err := conn("bench-planner")
+	if err != nil {
+		return err
+	}
 	r.obs, err = observer.New(observer.Config{Name: "bench-observer", ConfigRefresh: -1,
-		ReadConcurrency: 16, Logger: r.log}, px, b)
+		ReadConcurrency: 16, Logger: r.log}, px, ob)
 	if err != nil {
 		return err
 	}
 	octx, ocancel := context.WithCancel(rctx)
 	r.obsCtl = ocancel
 	svc, err := planner.NewService(planner.ServiceConfig{Name: "bench-planner", Logger: r.log,
-		Policy: planner.Policy{ObserverTimeout: time.Minute}, OnDecision: r.onDecision}, b)
+		Policy: planner.Policy{ObserverTimeout: time.Minute}, OnDecision: r.onDecision}, pb)
 	if err != nil {
 		return err
 	}
@@ -231,8 +241,12 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	start(r.obs.Run, octx)
 	start(svc.Run, rctx)
 	for i := 0; i < r.o.Executors; i++ {
+		eb, err := conn("bench-executor-" + strconv.Itoa(i))
+		if err != nil {
+			return err
+		}
 		ex, err := executor.New(executor.Config{Name: "bench-executor-" + strconv.Itoa(i), Concurrency: r.o.Concurrency,
-			Logger: r.log}, px, b)
+			Logger: r.log}, px, eb)
 		if err != nil {
 			return err
 		}

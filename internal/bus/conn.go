@@ -163,3 +163,13 @@ func (b *Bus) Close() {
 		b.NC.Close()
 	}
 }
+
+// Another opens a second connection with the same configuration. Each role
+// gets its own: one connection is read by one goroutine, and a role that
+// receives a flood (the planner folding the journal) would otherwise starve
+// another's subscription (the executor's heartbeats and actions).
+func (b *Bus) Another(ctx context.Context, name string) (*Bus, error) {
+	cfg := b.cfg
+	cfg.Name = name
+	return Connect(ctx, cfg)
+}
