@@ -91,7 +91,9 @@ func BenchmarkPlannerMemory(b *testing.B) {
 			svc.dirty[vmid] = true
 			svc.planGuest(ctx, v)
 		}
+		go svc.materialise()
 		svc.flush(ctx)
+		close(svc.mat)
 		<-svc.js.PublishAsyncComplete()
 		svc.settle(ctx)
 		runtime.GC()

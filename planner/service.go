@@ -54,10 +54,14 @@ type Service struct {
 	// awaiting holds guests whose action is published but not folded yet.
 	awaiting map[int]string
 	// js publishes asynchronously so the loop never waits on the bus;
-	// pubs and kvPubs are unresolved publishes, settled on each tick.
-	js     jetstream.JetStream
-	pubs   []pendingPub
-	kvPubs []pendingKV
+	// pubs are unresolved action publishes, settled on each tick.
+	js   jetstream.JetStream
+	pubs []pendingPub
+	// mat hands view documents to the materialiser goroutine, which
+	// encodes and writes them off the planning loop; matErr returns the
+	// guests whose write failed.
+	mat    chan matBatch
+	matErr chan int
 	// written is the signature of each guest's last materialised document:
 	// a document is rewritten only when what status shows changed.
 	written   map[int]docSig
@@ -114,9 +118,9 @@ type pendingPub struct {
 	f    jetstream.PubAckFuture
 }
 
-type pendingKV struct {
-	vmid int // 0 for the cluster document
-	f    jetstream.PubAckFuture
+type matBatch struct {
+	docs    map[int]GuestDoc
+	cluster ClusterDoc
 }
 
 // GuestDoc is what the service materialises per guest: the view and the
@@ -166,7 +170,7 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, bus: b, log: cfg.Logger, now: cfg.Clock, js: js,
 		proj: projector.New(cfg.Cluster), decision: map[int]Decision{}, awaiting: map[int]string{},
-		dirty: map[int]bool{}, written: map[int]docSig{}, metrics: newMetrics(cfg.Registerer),
+		dirty: map[int]bool{}, written: map[int]docSig{}, mat: make(chan matBatch, 1), matErr: make(chan int, 4096), metrics: newMetrics(cfg.Registerer),
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}
@@ -202,17 +206,23 @@ func (s *Service) Run(ctx context.Context) error {
 	if target == 0 || s.proj.LastSeq >= target {
 		s.catchUp(ctx)
 	}
+	matDone := make(chan struct{})
+	go func() { defer close(matDone); s.materialise() }()
 	tick := time.NewTicker(s.cfg.Tick)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			s.flush(context.WithoutCancel(ctx))
+			close(s.mat)
 			select {
-			case <-s.js.PublishAsyncComplete():
+			case <-matDone:
 			case <-time.After(5 * time.Second):
 			}
 			return nil
+		case id := <-s.matErr:
+			s.dirty[id] = true
+			delete(s.written, id)
 		case m := <-msgs:
 			s.handle(ctx, m)
 			// Drain what is already buffered before planning-heavy work.
@@ -222,7 +232,7 @@ func (s *Service) Run(ctx context.Context) error {
 			if !s.caughtUp && s.proj.LastSeq >= target {
 				s.catchUp(ctx)
 			}
-			if len(s.pubs)+len(s.kvPubs) > 1024 {
+			if len(s.pubs) > 1024 {
 				s.settle(ctx)
 			}
 		case <-tick.C:
@@ -387,22 +397,7 @@ func (s *Service) settle(ctx context.Context) {
 	}
 	clear(s.pubs[len(keep):]) // settled futures hold their messages: let them go
 	s.pubs = keep
-	kvKeep := s.kvPubs[:0]
-	for _, p := range s.kvPubs {
-		select {
-		case <-p.f.Ok():
-		case err := <-p.f.Err():
-			s.log.Warn().Err(err).Int("vmid", p.vmid).Msg("materialise view failed; will retry")
-			if p.vmid != 0 {
-				s.dirty[p.vmid] = true
-				delete(s.written, p.vmid)
-			}
-		default:
-			kvKeep = append(kvKeep, p)
-		}
-	}
-	clear(s.kvPubs[len(kvKeep):])
-	s.kvPubs = kvKeep
+
 	for _, id := range replan {
 		if v := s.proj.Views[id]; v != nil {
 			s.planGuest(ctx, v)
@@ -466,26 +461,60 @@ func (s *Service) flush(ctx context.Context) {
 			}
 		}
 	}
-	prefix := "$KV." + s.bus.Config().Bucket + "."
-	for id, doc := range docs {
-		b, err := json.Marshal(doc)
-		if err != nil {
-			s.log.Error().Err(err).Int("vmid", id).Msg("encode view")
-			continue
-		}
-		// A KV put is a publish on the bucket's subject; async keeps the
-		// planner's loop off the round trip.
-		f, err := s.js.PublishAsync(prefix+GuestKey(s.cfg.Cluster, id), b)
-		if err != nil {
+	batch := matBatch{docs: docs, cluster: ClusterDoc{State: cluster, Seq: s.proj.LastSeq, UpdatedAt: now, Planner: s.cfg.Name}}
+	select {
+	case s.mat <- batch:
+	default:
+		// The materialiser is still writing the previous batch: these
+		// views stay dirty for the next flush.
+		for id := range docs {
+			delete(s.written, id)
 			s.dirty[id] = true
-			continue
 		}
-		s.kvPubs = append(s.kvPubs, pendingKV{vmid: id, f: f})
 	}
-	if b, err := json.Marshal(ClusterDoc{State: cluster, Seq: s.proj.LastSeq, UpdatedAt: now, Planner: s.cfg.Name}); err == nil {
-		if f, err := s.js.PublishAsync(prefix+ClusterKey(s.cfg.Cluster), b); err == nil {
-			s.kvPubs = append(s.kvPubs, pendingKV{f: f})
+}
+
+// materialise encodes and writes view documents, one batch at a time, until
+// mat is closed. A KV put is a publish on the bucket's subject.
+func (s *Service) materialise() {
+	prefix := "$KV." + s.bus.Config().Bucket + "."
+	type pending struct {
+		vmid int
+		f    jetstream.PubAckFuture
+	}
+	for batch := range s.mat {
+		var ps []pending
+		for id, doc := range batch.docs {
+			b, err := json.Marshal(doc)
+			if err != nil {
+				s.log.Error().Err(err).Int("vmid", id).Msg("encode view")
+				continue
+			}
+			f, err := s.js.PublishAsync(prefix+GuestKey(s.cfg.Cluster, id), b)
+			if err != nil {
+				s.failed(id)
+				continue
+			}
+			ps = append(ps, pending{id, f})
 		}
+		if b, err := json.Marshal(batch.cluster); err == nil {
+			_, _ = s.js.PublishAsync(prefix+ClusterKey(s.cfg.Cluster), b)
+		}
+		for _, p := range ps {
+			select {
+			case <-p.f.Ok():
+			case err := <-p.f.Err():
+				s.log.Warn().Err(err).Int("vmid", p.vmid).Msg("materialise view failed; will retry")
+				s.failed(p.vmid)
+			}
+		}
+	}
+}
+
+func (s *Service) failed(vmid int) {
+	select {
+	case s.matErr <- vmid:
+	default: // rewritten on its next change
 	}
 }
 
