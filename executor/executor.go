@@ -114,6 +114,9 @@ func (e *Executor) Run(ctx context.Context) error {
 	fatal := make(chan error, 1)
 	cc, err := cons.Consume(func(msg jetstream.Msg) { e.dispatch(workCtx, msg) },
 		jetstream.PullMaxMessages(min(e.cfg.Concurrency, pullBatch)),
+		// Short pull requests: a request that stops making progress under load
+		// is replaced within seconds rather than after the 30 s default.
+		jetstream.PullExpiry(5*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 				select {
