@@ -1,0 +1,57 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/internal/bench"
+)
+
+// TestRunSmall runs every phase at a tiny scale: the report is complete and
+// consistent. No figure is asserted against a speed.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole pipeline")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Changes: 200, Rate: 200, LatencyN: 20, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Guests != 40 || rep.Changes != 200 || det.RawMessages != 600 || det.LatencyChanges != 20 {
+		t.Fatalf("report %+v details %+v", rep, det)
+	}
+	for name, v := range map[string]float64{"pipeline": rep.PipelineChangesPerS, "raw publish": rep.RawPublishMsgsPerS,
+		"raw consume": rep.RawConsumeMsgsPerS, "raw replay": rep.RawReplayMsgsPerS, "replay": rep.ReplayEventsPerS,
+		"writes/change": rep.StreamWritesPerChange, "efficiency": rep.Efficiency, "p50": rep.LatencyMs.P50} {
+		if v <= 0 {
+			t.Errorf("%s = %v", name, v)
+		}
+	}
+	if rep.LatencyMs.P50 > rep.LatencyMs.P90 || rep.LatencyMs.P90 > rep.LatencyMs.P99 {
+		t.Errorf("percentiles out of order: %+v", rep.LatencyMs)
+	}
+	if rep.PveCallsPerIdlePass != 1 {
+		t.Errorf("idle pass made %v Proxmox calls, want 1", rep.PveCallsPerIdlePass)
+	}
+	if det.Actions < 40 {
+		t.Errorf("%d actions for 40 guests", det.Actions)
+	}
+	// -o json carries exactly the fields of DESIGN.md §9.
+	b, _ := json.Marshal(rep)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	want := []string{"guests", "changes", "pipeline_changes_per_s", "raw_publish_msgs_per_s", "raw_consume_msgs_per_s",
+		"stream_writes_per_change", "efficiency", "latency_ms", "replay_events_per_s", "raw_replay_msgs_per_s", "pve_calls_per_idle_pass"}
+	if len(m) != len(want) {
+		t.Fatalf("json fields %v", m)
+	}
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			t.Errorf("json lacks %s", k)
+		}
+	}
+}
