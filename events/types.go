@@ -1,7 +1,7 @@
 package events
 
 import (
-	"encoding/json"
+	gojson "github.com/goccy/go-json"
 	"fmt"
 	"time"
 )
@@ -147,10 +147,12 @@ type Control struct {
 	Command string `json:"command"`
 }
 
-// Decode unmarshals one of converge's own event bodies.
+// Decode unmarshals one of converge's own event bodies. It uses goccy's
+// encoding/json-compatible decoder: replaying the journal decodes every
+// event, and reflection-based decoding was most of a replay's cost.
 func Decode[T any](body []byte) (T, error) {
 	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
+	if err := gojson.Unmarshal(body, &v); err != nil {
 		return v, fmt.Errorf("events: decode %T: %w", v, err)
 	}
 	return v, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -224,11 +225,12 @@ func (s *Service) Run(ctx context.Context) error {
 			s.dirty[id] = true
 			delete(s.written, id)
 		case m := <-msgs:
-			s.handle(ctx, m)
-			// Drain what is already buffered before planning-heavy work.
+			// Take what is already buffered too.
+			batch := []jetstream.Msg{m}
 			for n := len(msgs); n > 0; n-- {
-				s.handle(ctx, <-msgs)
+				batch = append(batch, <-msgs)
 			}
+			s.handleBatch(ctx, batch)
 			if !s.caughtUp && s.proj.LastSeq >= target {
 				s.catchUp(ctx)
 			}
@@ -254,15 +256,48 @@ func (s *Service) catchUp(ctx context.Context) {
 	s.mu.Unlock()
 }
 
-func (s *Service) handle(ctx context.Context, m jetstream.Msg) {
+func toEvent(m jetstream.Msg) (projector.Event, bool) {
 	md, err := m.Metadata()
 	if err != nil {
-		s.log.Error().Err(err).Msg("planner: message without metadata")
+		return projector.Event{}, false
+	}
+	return projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}, true
+}
+
+func (s *Service) handle(ctx context.Context, m jetstream.Msg) {
+	ev, ok := toEvent(m)
+	if !ok {
+		s.log.Error().Str("subject", m.Subject()).Msg("planner: message without metadata")
 		return
 	}
-	ch := s.proj.Apply(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+	s.handleEvent(ctx, ev)
+}
+
+// handleBatch folds buffered messages; while catching up it decodes them in
+// parallel first (nothing is planned until the fold is current).
+func (s *Service) handleBatch(ctx context.Context, ms []jetstream.Msg) {
+	if s.caughtUp {
+		for _, m := range ms {
+			s.handle(ctx, m)
+		}
+		return
+	}
+	evs := make([]projector.Event, 0, len(ms))
+	for _, m := range ms {
+		if ev, ok := toEvent(m); ok {
+			evs = append(evs, ev)
+		}
+	}
+	projector.Predecode(evs, runtime.GOMAXPROCS(0))
+	for _, ev := range evs {
+		s.handleEvent(ctx, ev)
+	}
+}
+
+func (s *Service) handleEvent(ctx context.Context, ev projector.Event) {
+	ch := s.proj.Apply(ev)
 	if ch.Err != nil {
-		s.log.Warn().Err(ch.Err).Uint64("seq", md.Sequence.Stream).Str("subject", m.Subject()).Msg("event not folded")
+		s.log.Warn().Err(ch.Err).Uint64("seq", ev.Seq).Str("subject", ev.Subject).Msg("event not folded")
 	}
 	s.metrics.folded.Inc()
 	switch {

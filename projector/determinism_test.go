@@ -288,3 +288,26 @@ func TestFoldIsDeterministic(t *testing.T) {
 		t.Fatal("the generated journal no longer covers the fold rules; adjust the generator")
 	}
 }
+
+// TestPredecodeFoldsTheSame: decoding a batch ahead, in parallel, gives
+// exactly the views, state and changes of folding event by event.
+func TestPredecodeFoldsTheSame(t *testing.T) {
+	evs := generate(7, 20, 2000)
+	plain := projector.New("pve")
+	want := fold(plain, evs)
+
+	batch := append([]projector.Event(nil), evs...)
+	pre := projector.New("pve")
+	var got []changeRecord
+	for lo := 0; lo < len(batch); lo += 300 {
+		part := batch[lo:min(lo+300, len(batch))]
+		projector.Predecode(part, 4)
+		got = append(got, fold(pre, part)...)
+	}
+	if mustMarshal(t, got) != mustMarshal(t, want) {
+		t.Fatal("changes differ with predecoding")
+	}
+	if mustMarshal(t, pre.Views) != mustMarshal(t, plain.Views) || mustMarshal(t, pre.State) != mustMarshal(t, plain.State) {
+		t.Fatal("views differ with predecoding")
+	}
+}

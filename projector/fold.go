@@ -18,6 +18,8 @@ type Event struct {
 	Data    []byte
 	// Time is the stream's receive time.
 	Time time.Time
+
+	pre *pre // set by Predecode
 }
 
 // Projector holds the views of one cluster.
@@ -93,7 +95,13 @@ func (p *Projector) Apply(ev Event) Change {
 	if ev.Seq != 0 {
 		p.LastSeq = ev.Seq
 	}
-	info, err := events.ParseSubject(ev.Subject)
+	var info events.SubjectInfo
+	var err error
+	if ev.pre != nil {
+		info, err = ev.pre.info, ev.pre.infoErr
+	} else {
+		info, err = events.ParseSubject(ev.Subject)
+	}
 	if err != nil {
 		return Change{Err: err}
 	}
@@ -102,7 +110,7 @@ func (p *Projector) Apply(ev Event) Change {
 	}
 	switch info.Kind {
 	case events.KindHeartbeat:
-		hb, err := events.Decode[events.Heartbeat](ev.Data)
+		hb, err := decodeAs[events.Heartbeat](ev)
 		if err != nil {
 			return Change{Err: err}
 		}
@@ -110,7 +118,7 @@ func (p *Projector) Apply(ev Event) Change {
 		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
 		return Change{Cluster: true}
 	case events.KindControl:
-		c, err := events.Decode[events.Control](ev.Data)
+		c, err := decodeAs[events.Control](ev)
 		if err != nil {
 			return Change{Err: err}
 		}
@@ -150,7 +158,14 @@ func foldDesired(v *View, ev Event) {
 	if publisher == "" {
 		publisher = "unknown"
 	}
-	d, err := events.DecodeDesired(ev.Data, v.VMID)
+	var d *events.Desired
+	var err error
+	if ev.pre != nil {
+		d, _ = ev.pre.val.(*events.Desired)
+		err = ev.pre.err
+	} else {
+		d, err = events.DecodeDesired(ev.Data, v.VMID)
+	}
 	if err == nil && ev.Header.Get(events.HeaderSchema) != "" && ev.Header.Get(events.HeaderSchema) != "1" {
 		err = fmt.Errorf("unsupported schema version %q (this converge reads 1)", ev.Header.Get(events.HeaderSchema))
 	}
@@ -174,7 +189,7 @@ func (v *View) newer(o *events.Observed) bool {
 }
 
 func (p *Projector) foldObserved(v *View, ev Event) error {
-	o, err := events.Decode[events.Observed](ev.Data)
+	o, err := decodeAs[events.Observed](ev)
 	if err != nil {
 		return err
 	}
@@ -187,7 +202,7 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 }
 
 func (p *Projector) foldAction(v *View, ev Event) error {
-	a, err := events.Decode[events.Action](ev.Data)
+	a, err := decodeAs[events.Action](ev)
 	if err != nil {
 		return err
 	}
@@ -203,7 +218,7 @@ func (p *Projector) foldAction(v *View, ev Event) error {
 }
 
 func (p *Projector) foldResult(v *View, ev Event) error {
-	r, err := events.Decode[events.Result](ev.Data)
+	r, err := decodeAs[events.Result](ev)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -592,20 +593,31 @@ func (r *run) replay(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// As the planner catches up: batches decoded in parallel, folded in order.
 	var cnt int
 	done := make(chan struct{})
+	batch := make([]projector.Event, 0, 1024)
+	apply := func() {
+		projector.Predecode(batch, runtime.GOMAXPROCS(0))
+		for _, ev := range batch {
+			p.Apply(ev)
+		}
+		cnt += len(batch)
+		batch = batch[:0]
+	}
 	t0 := time.Now()
 	cc, err := oc.Consume(func(m jetstream.Msg) {
 		md, err := m.Metadata()
 		if err != nil {
 			return
 		}
-		p.Apply(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
-		cnt++
-		if cnt%20000 == 0 {
+		batch = append(batch, projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+		last := md.Sequence.Stream >= info.State.LastSeq
+		if len(batch) == cap(batch) || last {
+			apply()
 			r.o.Progress("replaying", cnt, total)
 		}
-		if md.Sequence.Stream >= info.State.LastSeq {
+		if last {
 			close(done)
 		}
 	}, jetstream.PullMaxMessages(1000))
