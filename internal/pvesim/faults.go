@@ -64,11 +64,19 @@ func (f Faults) validate() error {
 	return nil
 }
 
-// Faults returns the faults now in force.
+// Faults returns the faults now in force. It takes no lock: every request
+// reads them, and must not queue behind a long one for it.
 func (s *Sim) Faults() Faults {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.faults
+	if f := s.faultSnap.Load(); f != nil {
+		return *f
+	}
+	return Faults{}
+}
+
+// publishFaults makes the faults readable without the lock. Caller holds mu.
+func (s *Sim) publishFaults() {
+	f := s.faults
+	s.faultSnap.Store(&f)
 }
 
 // SetFaults replaces the faults in force.
@@ -78,6 +86,7 @@ func (s *Sim) SetFaults(f Faults) error {
 	}
 	s.mu.Lock()
 	s.faults = f
+	s.publishFaults()
 	s.mu.Unlock()
 	return nil
 }
@@ -92,6 +101,7 @@ func (s *Sim) UpdateFaults(fn func(*Faults)) error {
 		return err
 	}
 	s.faults = f
+	s.publishFaults()
 	return nil
 }
 
@@ -101,15 +111,15 @@ func (s *Sim) SetUnreachable(d time.Duration) {
 	defer s.mu.Unlock()
 	if d <= 0 {
 		s.faults.UnreachableUntil = time.Time{}
-		return
+	} else {
+		s.faults.UnreachableUntil = time.Now().Add(d)
 	}
-	s.faults.UnreachableUntil = time.Now().Add(d)
+	s.publishFaults()
 }
 
 func (s *Sim) unreachable() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.faults.UnreachableUntil.IsZero() && time.Now().Before(s.faults.UnreachableUntil)
+	f := s.Faults()
+	return !f.UnreachableUntil.IsZero() && time.Now().Before(f.UnreachableUntil)
 }
 
 // LockGuest sets a Proxmox config lock ("backup", "snapshot", "migrate",

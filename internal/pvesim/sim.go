@@ -75,12 +75,14 @@ type Sim struct {
 	tasks   []*task
 	taskIdx map[string]*task
 	faults  Faults
-	rng     *rand.Rand
-	pidSeq  int
-	tickets map[string]ticket
-	noACPI  map[int]bool
-	rrd     map[int]rrdEntry
-	rrdAt   time.Time
+	// faultSnap is faults, readable without mu (see Faults).
+	faultSnap atomic.Pointer[Faults]
+	rng       *rand.Rand
+	pidSeq    int
+	tickets   map[string]ticket
+	noACPI    map[int]bool
+	rrd       map[int]rrdEntry
+	rrdAt     time.Time
 
 	calls     atomic.Int64
 	mutations atomic.Int64
@@ -140,6 +142,7 @@ func New(opts Options) (*Sim, error) {
 	for i, name := range opts.NodeNames {
 		s.nodes = append(s.nodes, &node{name: name, id: i + 1, ip: fmt.Sprintf("192.0.2.%d", 10+i)})
 	}
+	s.publishFaults()
 	s.seedDemo()
 	s.handler = s.routes()
 	return s, nil
