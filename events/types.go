@@ -1,8 +1,8 @@
 package events
 
 import (
-	gojson "github.com/goccy/go-json"
 	"fmt"
+	gojson "github.com/goccy/go-json"
 	"time"
 )
 
@@ -146,6 +146,11 @@ type Control struct {
 	Meta
 	Command string `json:"command"`
 }
+
+// Encode marshals one of converge's own event bodies, exactly as
+// encoding/json would (TestEncodeMatchesEncodingJSON): the journal's event
+// types use no tag goccy/go-json does not know (omitzero).
+func Encode(v any) ([]byte, error) { return gojson.Marshal(v) }
 
 // Decode unmarshals one of converge's own event bodies. It uses goccy's
 // encoding/json-compatible decoder: replaying the journal decodes every

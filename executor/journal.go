@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -199,7 +198,7 @@ func msgID(actionID string, status events.ResultStatus) string {
 // acknowledgement, retrying a few times (same msg-id, so a retry of a
 // publish that was stored but not acknowledged is deduplicated).
 func (e *Executor) publishResult(ctx context.Context, r *events.Result) (*jetstream.PubAck, error) {
-	body, err := json.Marshal(r)
+	body, err := events.Encode(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}

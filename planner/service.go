@@ -380,7 +380,7 @@ func (s *Service) planGuest(ctx context.Context, v *projector.View) {
 		Op: step.Op, Set: step.Set, Delete: step.Delete, Timeout: step.Timeout, Reason: step.Reason,
 		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), Attempt: v.Failures + 1,
 	}
-	body, err := json.Marshal(a)
+	body, err := events.Encode(a)
 	if err != nil {
 		s.log.Error().Err(err).Int("vmid", v.VMID).Msg("encode action")
 		return

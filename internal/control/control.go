@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 
 // PublishResync journals a resync request and returns its sequence.
 func PublishResync(ctx context.Context, b *bus.Bus, cluster, publisher string) (uint64, error) {
-	body, err := json.Marshal(events.Control{Meta: events.NewMeta(publisher, "", time.Now()), Command: events.CommandResync})
+	body, err := events.Encode(events.Control{Meta: events.NewMeta(publisher, "", time.Now()), Command: events.CommandResync})
 	if err != nil {
 		return 0, err
 	}

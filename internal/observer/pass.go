@@ -2,7 +2,6 @@ package observer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -224,7 +223,7 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 	if passErr != nil {
 		hb.Error = passErr.Error()
 	}
-	body, err := json.Marshal(hb)
+	body, err := events.Encode(hb)
 	if err != nil {
 		return fmt.Errorf("observer: encode heartbeat: %w", err)
 	}

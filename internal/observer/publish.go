@@ -2,7 +2,6 @@ package observer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -58,7 +57,7 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 			window[head] = flight{}
 			head++
 		}
-		body, err := json.Marshal(ob)
+		body, err := events.Encode(ob)
 		if err != nil {
 			fail(ob, err)
 			continue
