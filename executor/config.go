@@ -54,18 +54,24 @@ type Config struct {
 	// publisher of its events (Meta.Publisher). Default
 	// "executor@<hostname>".
 	Name string
-	// Consumer is the durable consumer's name, shared by every executor of
-	// the cluster (default "executor-<cluster>").
+	// Consumer names the cluster's executor group: its lease group and the
+	// prefix of its per-partition durable consumers <Consumer>-pNN
+	// (default "executor-<cluster>").
 	Consumer string
-	// Concurrency is how many actions may be in progress at once, across
-	// all executors sharing the consumer: it is the consumer's
-	// MaxAckPending (default 64).
+	// Concurrency is how many actions this executor runs at once, over all
+	// its partitions; it is also each partition consumer's MaxAckPending
+	// (default 64).
 	Concurrency int
 	// AckWait is how long an un-acknowledged action waits before it is
-	// redelivered (default 30s). Handlers send InProgress every AckWait/3,
+	// redelivered (default 8s). Handlers send InProgress every AckWait/3,
 	// so a long Proxmox task keeps its action; a dead executor's actions
-	// come back after AckWait.
+	// come back after AckWait, to whichever executor owns their partition
+	// by then.
 	AckWait time.Duration
+	// LeaseTTL is how long a dead executor's partitions stay its own
+	// (default 5s; see package lease). Failover takes about
+	// max(LeaseTTL + LeaseTTL/5, AckWait).
+	LeaseTTL time.Duration
 	// DrainTimeout bounds how long Run, once its context ends, lets
 	// in-flight actions finish before abandoning them un-acknowledged
 	// (default 60s; negative: abandon at once). An abandoned action is
@@ -83,9 +89,12 @@ const (
 	// shutdowns) without letting one burst flood Proxmox's workers.
 	DefaultConcurrency = 64
 	// DefaultAckWait is moderate (notes/jetstream.md §1): short enough that
-	// a dead executor's actions come back soon, long enough that a stalled
-	// heartbeat or GC pause does not cause spurious redeliveries.
-	DefaultAckWait = 30 * time.Second
+	// a dead executor's actions come back within the 10 s failover target,
+	// long enough (heartbeats every 2.7 s) that a GC pause or a slow
+	// request does not cause spurious redeliveries.
+	DefaultAckWait = 8 * time.Second
+	// DefaultLeaseTTL: see Config.LeaseTTL.
+	DefaultLeaseTTL = 5 * time.Second
 	// DefaultDrainTimeout covers a graceful shutdown task (60s default
 	// timeout) without holding a restart up for long.
 	DefaultDrainTimeout = 60 * time.Second
@@ -124,6 +133,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.AckWait = DefaultAckWait
 	case c.AckWait < 30*time.Millisecond:
 		return c, fmt.Errorf(p+"AckWait must be at least 30ms, got %s", c.AckWait)
+	}
+	switch {
+	case c.LeaseTTL < 0:
+		return c, fmt.Errorf(p+"LeaseTTL must be >= 0, got %s", c.LeaseTTL)
+	case c.LeaseTTL == 0:
+		c.LeaseTTL = DefaultLeaseTTL
+	case c.LeaseTTL < 100*time.Millisecond:
+		return c, fmt.Errorf(p+"LeaseTTL must be at least 100ms, got %s", c.LeaseTTL)
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout

@@ -2,8 +2,12 @@ package executor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +17,8 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/lease"
+	"github.com/converge-pve/converge/internal/pve"
 )
 
 // Executor runs a cluster's actions against Proxmox. Create it with [New]
@@ -24,11 +30,16 @@ type Executor struct {
 	bus    *bus.Bus
 	log    zerolog.Logger
 
-	stream jetstream.Stream // set by Run
-	ran    atomic.Bool
+	stream  jetstream.Stream // set by Run
+	workCtx context.Context  // set by Run: in-flight work, cancelled after the drain
+	leases  *lease.Manager   // set by Run
+	member  string           // this instance's id in the executor group
+	sem     chan struct{}    // bounds actions in progress in this process
+	ran     atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool                // no new handlers once set
+	parts    map[int]*partition  // owned partitions being consumed
 	inFlight map[string]struct{} // action ids being handled here
 	guests   map[int]*guestLock  // per-vmid exclusion
 	wg       sync.WaitGroup
@@ -56,6 +67,9 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Executor, error) {
 		bus:      b,
 		log:      cfg.Logger.With().Str("role", "executor").Str("executor", cfg.Name).Str("cluster", cfg.Cluster).Logger(),
 		inFlight: map[string]struct{}{},
+		parts:    map[int]*partition{},
+		member:   memberID(cfg.Name),
+		sem:      make(chan struct{}, cfg.Concurrency),
 		guests:   map[int]*guestLock{},
 	}
 	if f, ok := px.(TaskFinder); ok {
@@ -64,16 +78,22 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Executor, error) {
 	return e, nil
 }
 
-// ConsumerConfig is the durable consumer Run creates or updates.
-func (e *Executor) ConsumerConfig() jetstream.ConsumerConfig {
+// ConsumerName is the durable consumer of partition p's actions.
+func (e *Executor) ConsumerName(p int) string { return fmt.Sprintf("%s-p%02d", e.cfg.Consumer, p) }
+
+// ConsumerConfig is the durable consumer of partition p that an owner of p
+// creates or updates.
+func (e *Executor) ConsumerConfig(p int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:     e.cfg.Consumer,
-		Description: "converge executors of cluster " + e.cfg.Cluster,
+		Durable:     e.ConsumerName(p),
+		Description: fmt.Sprintf("converge executors of cluster %s, partition %d", e.cfg.Cluster, p),
 		// Stored form: the stream appends the partition token.
-		FilterSubject: events.ClusterSubject(events.KindAction, e.cfg.Cluster) + ".*.*",
+		FilterSubject: events.ClusterSubject(events.KindAction, e.cfg.Cluster) + ".*." + strconv.Itoa(p),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       e.cfg.AckWait,
+		// Guests of a partition run in parallel; Concurrency also bounds
+		// the whole process (sem).
 		MaxAckPending: e.cfg.Concurrency,
 		// Unlimited: an action must never be dropped silently (invariant 4);
 		// a poison action is Termed by the handler instead.
@@ -81,12 +101,24 @@ func (e *Executor) ConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// Run consumes actions until ctx ends. Then it stops taking new actions,
-// lets the in-flight ones finish for up to Config.DrainTimeout, abandons
-// the rest un-acknowledged (they are redelivered and resumed from the
-// journal), and returns nil. It returns an error if the consumer cannot be
-// set up (unless ctx ended first) or is deleted while running. Signal
-// handling is the caller's. Run may be called once per Executor.
+// partition is the work of one owned partition.
+type partition struct {
+	p      int
+	ctx    context.Context // cancelled when the partition is lost
+	cancel context.CancelFunc
+	cc     jetstream.ConsumeContext
+	closed bool           // no new handlers once set (under Executor.mu)
+	wg     sync.WaitGroup // its handlers
+}
+
+// Run takes part in the cluster's executor group until ctx ends: it owns a
+// share of the partitions (package lease) and consumes each owned
+// partition's actions. Then it stops taking actions, lets the in-flight
+// ones finish for up to Config.DrainTimeout, abandons the rest
+// un-acknowledged (they are redelivered and resumed from the journal),
+// releases its partitions and returns nil. It returns an error if the
+// group cannot be joined (unless ctx ended first). Signal handling is the
+// caller's. Run may be called once per Executor.
 func (e *Executor) Run(ctx context.Context) error {
 	if !e.ran.CompareAndSwap(false, true) {
 		return errors.New("executor: Run called twice")
@@ -99,89 +131,185 @@ func (e *Executor) Run(ctx context.Context) error {
 		return fmt.Errorf("executor: stream %s: %w", e.bus.Config().Stream, err)
 	}
 	e.stream = s
-	cons, err := s.CreateOrUpdateConsumer(ctx, e.ConsumerConfig())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("executor: consumer %s: %w", e.cfg.Consumer, err)
-	}
 
 	// workCtx outlives ctx by the drain bound: in-flight actions finish.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	e.workCtx = workCtx
 
-	fatal := make(chan error, 1)
-	cc, err := cons.Consume(func(msg jetstream.Msg) { e.dispatch(workCtx, msg) },
+	bc := e.bus.Config()
+	mgr, err := lease.New(lease.Config{Group: e.cfg.Consumer, Member: e.member, Partitions: bc.Partitions,
+		TTL: e.cfg.LeaseTTL, Replicas: bc.Replicas, ReleaseTimeout: max(e.cfg.DrainTimeout, 0) + 5*time.Second,
+		OnAcquire: e.startPartition, OnRelease: e.releasePartition, OnLost: e.losePartition, Logger: e.log}, e.bus.JS)
+	if err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	e.leases = mgr
+	e.log.Info().Str("member", e.member).Int("partitions", bc.Partitions).Int("concurrency", e.cfg.Concurrency).
+		Dur("ack_wait", e.cfg.AckWait).Bool("task_finder", e.finder != nil).Msg("executor running")
+
+	// Run returns once every partition is released (drained or, after
+	// DrainTimeout, abandoned).
+	stopDrain := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		if e.cfg.DrainTimeout < 0 {
+			cancelWork()
+			return
+		}
+		t := time.NewTimer(e.cfg.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			e.log.Warn().Msg("drain timeout: abandoning in-flight actions; they will be redelivered and resumed")
+			cancelWork()
+		case <-stopDrain:
+		}
+	}()
+	err = mgr.Run(ctx)
+	close(stopDrain)
+	e.mu.Lock()
+	e.closed = true
+	parts := make([]*partition, 0, len(e.parts))
+	for _, pt := range e.parts {
+		parts = append(parts, pt)
+	}
+	e.mu.Unlock()
+	// Partitions not released in time (or never released) stop here.
+	for _, pt := range parts {
+		e.stopPartition(pt, true)
+	}
+	cancelWork()
+	e.wg.Wait()
+	e.log.Info().Msg("executor stopped")
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	return nil
+}
+
+// startPartition starts consuming partition p's actions. Consumer set-up
+// is retried until it works or the partition goes.
+func (e *Executor) startPartition(p int) {
+	pctx, cancel := context.WithCancel(e.workCtx)
+	pt := &partition{p: p, ctx: pctx, cancel: cancel}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		cancel()
+		return
+	}
+	e.parts[p] = pt
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		delay := 100 * time.Millisecond
+		for {
+			cc, err := e.consume(pctx, pt)
+			if err == nil {
+				e.mu.Lock()
+				if pt.closed {
+					e.mu.Unlock()
+					cc.Stop()
+					return
+				}
+				pt.cc = cc
+				e.mu.Unlock()
+				e.log.Info().Int("partition", p).Str("consumer", e.ConsumerName(p)).Msg("consuming partition")
+				return
+			}
+			e.log.Warn().Err(err).Int("partition", p).Msg("partition consumer not started; retrying")
+			if pve.Sleep(pctx, delay) != nil {
+				return
+			}
+			delay = min(2*delay, 5*time.Second)
+		}
+	}()
+}
+
+func (e *Executor) consume(ctx context.Context, pt *partition) (jetstream.ConsumeContext, error) {
+	cons, err := e.stream.CreateOrUpdateConsumer(ctx, e.ConsumerConfig(pt.p))
+	if err != nil {
+		return nil, err
+	}
+	return cons.Consume(func(msg jetstream.Msg) { e.dispatch(pt, msg) },
 		jetstream.PullMaxMessages(min(e.cfg.Concurrency, pullBatch)),
 		// Short pull requests: a request that stops making progress under load
 		// is replaced within seconds rather than after the 30 s default.
 		jetstream.PullExpiry(5*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				select {
-				case fatal <- err:
-				default:
-				}
-				return
-			}
-			e.log.Warn().Err(err).Msg("consume")
+			e.log.Warn().Err(err).Int("partition", pt.p).Msg("consume")
 		}))
-	if err != nil {
-		return fmt.Errorf("executor: consume %s: %w", e.cfg.Consumer, err)
-	}
-	e.log.Info().Str("consumer", e.cfg.Consumer).Int("concurrency", e.cfg.Concurrency).
-		Dur("ack_wait", e.cfg.AckWait).Bool("task_finder", e.finder != nil).Msg("executor running")
+}
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-fatal:
-		runErr = fmt.Errorf("executor: consumer %s: %w", e.cfg.Consumer, err)
-		e.log.Error().Err(err).Msg("consumer gone; stopping")
-	}
-
-	// Stop taking actions. Buffered, undispatched ones are redelivered.
-	cc.Stop()
-	<-cc.Closed()
+// releasePartition hands a partition over: stop taking its actions, let
+// the in-flight ones finish (bounded by DrainTimeout through workCtx).
+func (e *Executor) releasePartition(p int) {
 	e.mu.Lock()
-	e.closed = true
-	n := len(e.inFlight)
+	pt := e.parts[p]
 	e.mu.Unlock()
+	if pt != nil {
+		e.stopPartition(pt, false)
+	}
+}
 
-	done := make(chan struct{})
-	go func() { e.wg.Wait(); close(done) }()
-	if n > 0 {
-		e.log.Info().Int("in_flight", n).Dur("drain_timeout", max(e.cfg.DrainTimeout, 0)).Msg("finishing in-flight actions")
+// losePartition stops a partition whose lease is gone: another executor
+// may own it already, so its in-flight actions are abandoned at once (the
+// new owner resumes them from the journal; a late write of ours is fenced).
+func (e *Executor) losePartition(p int) {
+	e.mu.Lock()
+	pt := e.parts[p]
+	e.mu.Unlock()
+	if pt != nil {
+		e.stopPartition(pt, true)
 	}
-	if e.cfg.DrainTimeout > 0 {
-		t := time.NewTimer(e.cfg.DrainTimeout)
-		select {
-		case <-done:
-		case <-t.C:
-			e.log.Warn().Msg("drain timeout: abandoning in-flight actions; they will be redelivered and resumed")
-		}
-		t.Stop()
+}
+
+func (e *Executor) stopPartition(pt *partition, abandon bool) {
+	e.mu.Lock()
+	pt.closed = true
+	cc := pt.cc
+	e.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
 	}
-	cancelWork()
-	<-done
-	e.log.Info().Msg("executor stopped")
-	return runErr
+	if abandon {
+		pt.cancel()
+	}
+	pt.wg.Wait()
+	pt.cancel()
+	e.mu.Lock()
+	if e.parts[pt.p] == pt {
+		delete(e.parts, pt.p)
+	}
+	e.mu.Unlock()
+	e.log.Info().Int("partition", pt.p).Bool("abandoned", abandon).Msg("partition stopped")
+}
+
+// Partitions returns the partitions this executor owns now.
+func (e *Executor) Partitions() []int {
+	if e.leases == nil {
+		return nil
+	}
+	return e.leases.Owned()
 }
 
 // dispatch hands one delivery to its own goroutine. It runs on the
 // consumer's callback goroutine, so it must not block.
-func (e *Executor) dispatch(ctx context.Context, msg jetstream.Msg) {
+func (e *Executor) dispatch(pt *partition, msg jetstream.Msg) {
 	e.mu.Lock()
-	if e.closed {
+	if e.closed || pt.closed {
 		e.mu.Unlock()
 		return // left un-acked: redelivered to whoever consumes next
 	}
 	e.wg.Add(1)
+	pt.wg.Add(1)
 	e.mu.Unlock()
 	go func() {
 		defer e.wg.Done()
-		e.handle(ctx, msg)
+		defer pt.wg.Done()
+		e.handle(pt.ctx, pt.p, msg)
 	}()
 }
 
@@ -227,4 +355,19 @@ func (e *Executor) lockGuest(ctx context.Context, vmid int) (unlock func(), err 
 		drop()
 		return nil, ctx.Err()
 	}
+}
+
+// memberID is the executor's id in its lease group: its name made a key
+// token, and a random suffix, since two processes may share a name.
+func memberID(name string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	clean := strings.Map(func(r rune) rune {
+		switch r {
+		case '.', '*', '>', ' ', '\t':
+			return '_'
+		}
+		return r
+	}, name)
+	return clean + "-" + hex.EncodeToString(b[:])
 }

@@ -327,7 +327,7 @@ func TestUndecodableTerminated(t *testing.T) {
 	v.waitResult(101, good.ID, events.ResultSucceeded)
 	eventually(t, "every action acknowledged or terminated", func() bool {
 		info := v.consumerInfo()
-		return info.NumAckPending == 0 && info.AckFloor.Stream > bad
+		return info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream > bad
 	})
 	if rs := v.results(102); len(rs) != 0 {
 		t.Fatalf("results for a mismatched action: %+v", rs)

@@ -21,6 +21,12 @@ type job struct {
 	a         events.Action
 	seq       uint64 // the action's stream sequence
 	delivered uint64 // delivery count, 1 on first delivery
+	part      int    // the action's partition, whose lease fences mutations
+	// resultSeq is the sequence of the guest's newest result as this job
+	// knows it: each result it journals must directly follow it
+	// (Nats-Expected-Last-Subject-Sequence), so that a late write of an
+	// executor that lost the partition is refused.
+	resultSeq uint64
 	ref       pve.GuestRef
 	hb        *heartbeat
 	log       zerolog.Logger
@@ -29,7 +35,7 @@ type job struct {
 // handle runs one delivery. It acknowledges the message only after the
 // action's final result is journalled (or found journalled); every other
 // way out leaves it un-acknowledged for redelivery.
-func (e *Executor) handle(ctx context.Context, msg jetstream.Msg) {
+func (e *Executor) handle(ctx context.Context, part int, msg jetstream.Msg) {
 	md, err := msg.Metadata()
 	if err != nil {
 		e.log.Error().Err(err).Str("subject", msg.Subject()).Msg("action without JetStream metadata; terminating it")
@@ -59,6 +65,12 @@ func (e *Executor) handle(ctx context.Context, msg jetstream.Msg) {
 	hb := startHeartbeat(msg, e.cfg.AckWait/3, log)
 	defer hb.stop()
 
+	select {
+	case e.sem <- struct{}{}:
+		defer func() { <-e.sem }()
+	case <-ctx.Done():
+		return // partition gone or shutting down; redelivered later
+	}
 	unlock, err := e.lockGuest(ctx, a.VMID)
 	if err != nil {
 		return // shutting down; redelivered later
@@ -66,7 +78,7 @@ func (e *Executor) handle(ctx context.Context, msg jetstream.Msg) {
 	defer unlock()
 
 	j := &job{
-		e: e, msg: msg, a: a, seq: md.Sequence.Stream, delivered: md.NumDelivered,
+		e: e, msg: msg, a: a, seq: md.Sequence.Stream, delivered: md.NumDelivered, part: part,
 		ref: pve.GuestRef{Kind: pve.Kind(a.Kind), Node: a.Node, VMID: a.VMID},
 		hb:  hb, log: log,
 	}
@@ -115,7 +127,7 @@ func (j *job) run(ctx context.Context) {
 		return
 	default:
 		r := out.result
-		if _, err := j.e.publishResult(ctx, r); err != nil {
+		if err := j.publish(ctx, r); err != nil {
 			j.log.Error().Err(err).Msg("final result not journalled; leaving the action for redelivery")
 			return
 		}
@@ -147,6 +159,7 @@ func (j *job) execute(ctx context.Context) outcome {
 		j.log.Warn().Err(err).Msg("journal unreadable")
 		return abandon
 	}
+	j.resultSeq = rec.lastResult
 	switch {
 	case rec.final != nil:
 		j.log.Info().Str("status", string(rec.final.Status)).Msg("action already finished; acknowledging")
@@ -185,6 +198,13 @@ func (j *job) execute(ctx context.Context) outcome {
 	// Pre-check, so that a redone action never mutates twice.
 	if out, done := j.precheck(ctx); done {
 		return out
+	}
+
+	// The partition's lease, last before Proxmox: an executor that lost it
+	// (stalled past its TTL) must not act; the new owner resumes the action.
+	if !e.holds(j.part) {
+		j.log.Warn().Int("partition", j.part).Msg("partition no longer ours; leaving the action to its owner")
+		return abandon
 	}
 
 	// Issue the mutation, exactly once.
@@ -311,8 +331,12 @@ func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
 func (j *job) started(ctx context.Context, t pve.TaskRef) outcome {
 	r := j.result(events.ResultStarted)
 	r.UPID, r.Node = t.UPID, t.Node
-	if _, err := j.e.publishResult(ctx, r); err != nil {
+	if err := j.publish(ctx, r); err != nil {
 		if ctx.Err() != nil {
+			return abandon
+		}
+		if errors.Is(err, errFenced) {
+			j.log.Warn().Err(err).Str("upid", t.UPID).Msg("another executor journalled for this guest; leaving the action to it")
 			return abandon
 		}
 		j.log.Error().Err(err).Str("upid", t.UPID).Msg("task id not journalled; waiting on the task anyway")

@@ -210,6 +210,8 @@ func (v *env) tasks(vmid int, typ string) []pvesim.TaskInfo {
 	return out
 }
 
+// consumerInfo sums the partition consumers' counters; AckFloor.Stream is
+// the highest of their ack floors.
 func (v *env) consumerInfo() *jetstream.ConsumerInfo {
 	v.t.Helper()
 	ctx := tctx(v.t)
@@ -217,18 +219,25 @@ func (v *env) consumerInfo() *jetstream.ConsumerInfo {
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	c, err := s.Consumer(ctx, consumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return &jetstream.ConsumerInfo{} // Run has not created it yet
+	sum := &jetstream.ConsumerInfo{}
+	for p := range v.b.Config().Partitions {
+		c, err := s.Consumer(ctx, fmt.Sprintf("%s-p%02d", consumer, p))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue // not owned yet
+		}
+		if err != nil {
+			v.t.Fatal(err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			v.t.Fatal(err)
+		}
+		sum.NumAckPending += info.NumAckPending
+		sum.NumRedelivered += info.NumRedelivered
+		sum.NumPending += info.NumPending
+		sum.AckFloor.Stream = max(sum.AckFloor.Stream, info.AckFloor.Stream)
 	}
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	return info
+	return sum
 }
 
 // running is an Executor running in the background.

@@ -113,7 +113,8 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	}
 	first := &fakeMsg{subject: s.Subject, data: body, seq: ack.Sequence, delivered: 1}
 
-	e.dispatch(ctx, first)
+	pt := &partition{p: 0, ctx: ctx, cancel: func() {}}
+	e.dispatch(pt, first)
 	select {
 	case <-px.issued:
 	case <-ctx.Done():
@@ -123,7 +124,7 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	// The redelivery returns at once: it does not even wait for the guest.
 	again := first.redeliver()
 	done := make(chan struct{})
-	go func() { e.handle(ctx, again); close(done) }()
+	go func() { e.handle(ctx, 0, again); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

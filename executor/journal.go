@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -52,6 +54,8 @@ type record struct {
 	final *events.Result
 	// started is the action's newest "started" result carrying a task id.
 	started *events.Result
+	// lastResult is the sequence of the guest's newest result, 0 if none.
+	lastResult uint64
 }
 
 // readRecord reads the journal for the action stored at seq. Its results
@@ -63,13 +67,18 @@ func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, se
 	// The newest action and the first result after this one are read
 	// concurrently: one round trip on the path to the mutation, not two.
 	var last uint64
-	var lastErr error
-	done := make(chan struct{})
-	go func() { defer close(done); last, lastErr = e.lastSeq(ctx, events.KindAction, vmid) }()
+	var lastErr, resErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); last, lastErr = e.lastSeq(ctx, events.KindAction, vmid) }()
+	go func() { defer wg.Done(); rec.lastResult, resErr = e.lastSeq(ctx, events.KindResult, vmid) }()
 	m, err := e.nextMsg(ctx, events.KindResult, vmid, seq+1)
-	<-done
+	wg.Wait()
 	if lastErr != nil {
 		return rec, lastErr
+	}
+	if resErr != nil {
+		return rec, resErr
 	}
 	if last > seq {
 		rec.newerAction = last
@@ -203,7 +212,7 @@ func msgID(actionID string, status events.ResultStatus) string {
 // publishResult journals a result and waits for the stream's
 // acknowledgement, retrying a few times (same msg-id, so a retry of a
 // publish that was stored but not acknowledged is deduplicated).
-func (e *Executor) publishResult(ctx context.Context, r *events.Result) (*jetstream.PubAck, error) {
+func (e *Executor) publishResult(ctx context.Context, r *events.Result, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	body, err := events.Encode(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
@@ -218,9 +227,12 @@ func (e *Executor) publishResult(ctx context.Context, r *events.Result) (*jetstr
 	subject := events.Subject(events.KindResult, e.cfg.Cluster, r.VMID)
 	delay := publishBackoff
 	for attempt := 1; ; attempt++ {
-		ack, err := e.bus.Publish(ctx, subject, body, hdr)
+		ack, err := e.bus.Publish(ctx, subject, body, hdr, opts...)
 		if err == nil {
 			return ack, nil
+		}
+		if bus.IsWrongLastSequence(err) {
+			return nil, fmt.Errorf("publish %s result: %w: %w", r.Status, errFenced, err)
 		}
 		if ctx.Err() != nil || attempt == publishAttempts {
 			return nil, fmt.Errorf("publish %s result: %w", r.Status, err)
@@ -232,6 +244,25 @@ func (e *Executor) publishResult(ctx context.Context, r *events.Result) (*jetstr
 		delay *= 2
 	}
 }
+
+// errFenced is a result refused because another result of the guest was
+// journalled since this job last read the journal: another executor (the
+// partition's new owner) is acting on the guest.
+var errFenced = errors.New("fenced by a newer result of the guest")
+
+// publish journals one of the job's results right after the guest's newest
+// result it knows of, and advances that mark.
+func (j *job) publish(ctx context.Context, r *events.Result) error {
+	ack, err := j.e.publishResult(ctx, r, jetstream.WithExpectLastSequencePerSubject(j.resultSeq))
+	if err != nil {
+		return err
+	}
+	j.resultSeq = ack.Sequence
+	return nil
+}
+
+// holds reports whether this executor still owns partition p.
+func (e *Executor) holds(p int) bool { return e.leases == nil || e.leases.Held(p) }
 
 // sleep is pve.Sleep under the name handle.go still calls it by.
 func sleep(ctx context.Context, d time.Duration) error { return pve.Sleep(ctx, d) }

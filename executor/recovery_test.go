@@ -70,7 +70,7 @@ func TestAlreadyFinishedAcknowledged(t *testing.T) {
 	v.run(executor.Config{}, nil)
 	eventually(t, "the action acknowledged", func() bool {
 		info := v.consumerInfo()
-		return info.NumAckPending == 0 && info.AckFloor.Stream >= seq
+		return info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= seq
 	})
 	if rs := v.results(101); len(rs) != 1 {
 		t.Fatalf("results: %+v", rs)

@@ -35,6 +35,7 @@ type roleFlags struct {
 	pveTimeout      time.Duration
 	concurrency     int
 	ackWait         time.Duration
+	leaseTTL        time.Duration
 	noReboot        bool
 	observeOnly     bool
 	shutdownTimeout time.Duration
@@ -56,7 +57,8 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.BoolVar(&f.pve.Insecure, "pve-insecure", false, "do not verify the Proxmox certificate (dangerous)")
 	fl.DurationVar(&f.pveTimeout, "pve-timeout", 30*time.Second, "timeout of one Proxmox API request")
 	fl.IntVar(&f.concurrency, "executor-concurrency", 64, "actions an executor runs at once")
-	fl.DurationVar(&f.ackWait, "ack-wait", 30*time.Second, "how long an action may go without a heartbeat before another executor may take it")
+	fl.DurationVar(&f.ackWait, "ack-wait", executor.DefaultAckWait, "how long an action may go without a heartbeat before another executor may take it")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor keeps its partitions before others take them over")
 	fl.BoolVar(&f.noReboot, "no-reboot", false, "never reboot guests to apply pending config (they stay pending)")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "graceful shutdown time before a guest is stopped hard")
@@ -167,7 +169,7 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 			}
 		}
 		ex, err := executor.New(executor.Config{Cluster: g.cluster, Name: "executor@" + f.name, Concurrency: f.concurrency,
-			AckWait: f.ackWait, Logger: log.With().Str("role", "executor").Logger()}, px, b)
+			AckWait: f.ackWait, LeaseTTL: f.leaseTTL, Logger: log.With().Str("role", "executor").Logger()}, px, b)
 		if err != nil {
 			return err
 		}
