@@ -8,16 +8,33 @@
 //	...
 //	err = ex.Run(ctx) // until ctx ends; then drains in-flight actions
 //
-// # Consumption
+// # Consumption and scale-out
 //
-// All executors of a cluster share one durable pull consumer
-// ([Executor.ConsumerConfig]) on the journal stream, filtered to the stored
-// action subjects pve.action.<cluster>.*.* (the stream appends a partition
-// token), with explicit acks, AckWait (InProgress every AckWait/3 while an
-// action is handled, so long tasks keep their message), MaxAckPending =
-// Config.Concurrency and unlimited redelivery. Each delivery is handled in
-// its own goroutine, so one guest's long or failing task never holds up
-// another guest.
+// Executors of a cluster form a group (package lease, group
+// "executor-<cluster>"): the stream's partitions (events.Partition of
+// cluster and vmid) are shared among the live executors, each partition
+// owned by one at a time, balanced, moving to survivors within about the
+// lease TTL when an owner dies and to a newcomer when one joins (the old
+// owner stops taking the partition's actions and finishes the in-flight
+// ones before handing it over). An owner consumes its partition through a
+// durable pull consumer <group>-pNN ([Executor.ConsumerConfig]) filtered to
+// pve.action.<cluster>.*.<NN>, with explicit acks, AckWait (InProgress
+// every AckWait/3 while an action is handled, so long tasks keep their
+// message; a dead owner's un-acknowledged actions come back after AckWait
+// to the partition's next owner), MaxAckPending = Config.Concurrency and
+// unlimited redelivery. Each delivery is handled in its own goroutine, so
+// one guest's long or failing task never holds up another guest of the same
+// partition; Config.Concurrency bounds the actions in progress in the
+// process.
+//
+// Ownership is not trusted blindly (a lease is not exclusive across a stall
+// longer than its TTL). An executor checks that it still holds the
+// action's partition right before issuing the mutation, and every result it
+// journals must directly follow the guest's newest result it has read
+// (Nats-Expected-Last-Subject-Sequence on the guest's result subject): a
+// late write of an executor that lost the partition is refused, and it
+// abandons the action to the new owner. When a lease is lost, its
+// partition's in-flight actions are cancelled at once.
 //
 // Per-guest order holds by construction: the planner keeps at most one
 // unfinished action per guest, so a guest's next action is not even in the

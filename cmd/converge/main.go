@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -55,6 +56,10 @@ type globals struct {
 	natsKey  string
 	stream   string
 	bucket   string
+	replicas int
+	// replicasEnv is CONVERGE_REPLICAS when it is not a number, reported
+	// before any command runs.
+	replicasEnv string
 }
 
 func newRoot() *cobra.Command {
@@ -79,14 +84,22 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.natsKey, "nats-key", os.Getenv("CONVERGE_NATS_KEY"), "client key for NATS TLS")
 	pf.StringVar(&g.stream, "stream", envOr("CONVERGE_STREAM", "PVE"), "JetStream stream of the journal")
 	pf.StringVar(&g.bucket, "bucket", envOr("CONVERGE_BUCKET", "converge_views"), "KV bucket of the materialised views")
+	replicas, err := strconv.Atoi(envOr("CONVERGE_REPLICAS", "1"))
+	if err != nil {
+		g.replicasEnv, replicas = os.Getenv("CONVERGE_REPLICAS"), 1
+	}
+	pf.IntVar(&g.replicas, "replicas", replicas, "replicas of the journal stream and the views bucket, 1..5; 3 on a 3-node NATS cluster (env CONVERGE_REPLICAS)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if err := g.validateOutput(); err != nil {
+			return err
+		}
+		if err := g.validateReplicas(cmd); err != nil {
 			return err
 		}
 		return events.ValidateCluster(g.cluster)
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
-		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g))
+		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g))
 	return root
 }
 
@@ -96,6 +109,16 @@ func (g *globals) logger() (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("--log-level: %w", err)
 	}
 	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func (g *globals) validateReplicas(cmd *cobra.Command) error {
+	if g.replicasEnv != "" && !cmd.Flags().Changed("replicas") {
+		return fmt.Errorf("CONVERGE_REPLICAS=%q is not a number", g.replicasEnv)
+	}
+	if g.replicas < 1 || g.replicas > 5 {
+		return fmt.Errorf("--replicas must be within 1..5, got %d", g.replicas)
+	}
+	return nil
 }
 
 func (g *globals) validateOutput() error {
@@ -109,7 +132,8 @@ func (g *globals) validateOutput() error {
 // busConfig is the NATS configuration from the global flags.
 func (g *globals) busConfig(name string, log zerolog.Logger) bus.Config {
 	return bus.Config{URLs: g.natsURL, Name: name, User: g.natsUser, Password: g.natsPass, CredsFile: g.natsCred,
-		NKeyFile: g.natsNKey, TLSCA: g.natsCA, TLSCert: g.natsCert, TLSKey: g.natsKey, Stream: g.stream, Bucket: g.bucket, Logger: log}
+		NKeyFile: g.natsNKey, TLSCA: g.natsCA, TLSCert: g.natsCert, TLSKey: g.natsKey, Stream: g.stream, Bucket: g.bucket,
+		Replicas: g.replicas, Logger: log}
 }
 
 // connect dials the NATS given by --nats, for the client commands.

@@ -81,9 +81,34 @@ type Bus struct {
 	log zerolog.Logger
 }
 
-// Connect dials NATS. Reconnects are unlimited: a role waits for the bus
-// rather than exiting, and JetStream publishes fail (and are retried by
-// their callers) while it is away.
+// Connection settings that decide how a client rides out the loss of a
+// NATS node.
+const (
+	// reconnectWait is the pause before dialling a server of the list
+	// again; the other servers are tried first.
+	reconnectWait = 250 * time.Millisecond
+	// pingInterval × maxPingsOut bounds how long a connection to a node
+	// that vanished without closing its sockets (host crash, partition)
+	// goes unnoticed: nats.go's default is 2 min × 2. A killed process is
+	// noticed at once (the kernel resets its connections).
+	pingInterval = 5 * time.Second
+	maxPingsOut  = 3
+	// asyncAckTimeout fails asynchronous publishes whose acknowledgement
+	// never comes: a stream leader that dies between storing and replying
+	// otherwise leaves the future pending forever (nats.go has no default).
+	asyncAckTimeout = 30 * time.Second
+	// noResponderWait paces Publish's retries while a stream has no leader.
+	noResponderWait = 100 * time.Millisecond
+)
+
+// Connect dials NATS. cfg.URLs may list several servers of a cluster: the
+// client connects to one, learns the others from it, and on losing it
+// reconnects to another without limit (a role waits for the bus rather
+// than exiting). Publishes made while it is away are buffered (nats.go's
+// 8 MiB reconnect buffer) and sent after the reconnect; their JetStream
+// acknowledgements may still time out, and then the caller retries (see
+// Publish). The first connect does not retry: a role started against no
+// reachable server at all exits with the error.
 func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -92,8 +117,10 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectWait(reconnectWait),
 		nats.RetryOnFailedConnect(false),
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn().Err(err).Msg("nats disconnected")
 		}),
@@ -132,7 +159,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect %s: %w", redactURLs(url), err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)

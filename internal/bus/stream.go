@@ -44,10 +44,60 @@ func nonZero(n int64) int64 {
 	return n
 }
 
+// Provisioning on a cluster waits for Raft: creating a replicated stream
+// or bucket returns once its group has elected a leader, and a cluster that
+// has just formed (or lost a node) answers "temporarily unavailable" or not
+// at all for seconds. Every role provisions at start, concurrently.
+const (
+	provisionAttempt  = 5 * time.Second
+	provisionPatience = 2 * time.Minute
+)
+
 // Provision creates or updates the journal stream and the projection
 // bucket. It is idempotent; it refuses to change the partition count of an
-// existing stream, which would move guests between partitions.
+// existing stream, which would move guests between partitions. Transient
+// failures (timeouts, 503s of a cluster without leaders) are retried for
+// up to two minutes or until ctx ends; the rest, such as a replica count
+// larger than the cluster, may be among them and show in the warnings.
 func (b *Bus) Provision(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, provisionPatience)
+	defer cancel()
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, provisionAttempt)
+		err := b.provision(actx)
+		acancel()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		b.log.Warn().Err(err).Int("attempt", attempt).Int("replicas", b.cfg.Replicas).
+			Msg("provisioning the journal failed; retrying (is the NATS cluster still electing leaders?)")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// transient reports errors that a later attempt may not meet.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
+			return false
+		}
+		return apiErr.Code == 503 // e.g. 10008 cluster temporarily unavailable, 10023 insufficient resources
+	}
+	return false
+}
+
+func (b *Bus) provision(ctx context.Context) error {
 	want := b.StreamConfig()
 	s, err := b.JS.Stream(ctx, want.Name)
 	switch {
@@ -89,9 +139,21 @@ func (b *Bus) Views(ctx context.Context) (jetstream.KeyValue, error) {
 	return b.JS.KeyValue(ctx, b.cfg.Bucket)
 }
 
-// Publish writes an event and waits for the stream's acknowledgement.
+// Publish writes an event and waits for the stream's acknowledgement, for
+// as long as ctx allows (5 s if it has no deadline).
+//
+// While a replicated stream has no leader (seconds, after its leader's node
+// is lost) nats-server answers "no responders": only the leader subscribes
+// to the stream's subjects. Publish retries those until ctx ends; nothing
+// was stored, so the retry cannot duplicate. Any other error, a timeout
+// above all, leaves it unknown whether the event was stored: callers retry
+// with a Nats-Msg-Id (jetstream.WithMsgID or the header) so that the
+// stream's dedupe window drops the second copy, or publish events that
+// are harmless twice.
 func (b *Bus) Publish(ctx context.Context, subject string, body []byte, hdr nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: subject, Data: body, Header: hdr}
+	// Caller options come last, so they can override these.
+	opts = append([]jetstream.PublishOpt{jetstream.WithRetryAttempts(1 << 20), jetstream.WithRetryWait(noResponderWait)}, opts...)
 	return b.JS.PublishMsg(ctx, msg, opts...)
 }
 
