@@ -2,12 +2,9 @@ package executor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +65,7 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Executor, error) {
 		log:      cfg.Logger.With().Str("role", "executor").Str("executor", cfg.Name).Str("cluster", cfg.Cluster).Logger(),
 		inFlight: map[string]struct{}{},
 		parts:    map[int]*partition{},
-		member:   memberID(cfg.Name),
+		member:   lease.MemberID(cfg.Name),
 		sem:      make(chan struct{}, cfg.Concurrency),
 		guests:   map[int]*guestLock{},
 	}
@@ -355,19 +352,4 @@ func (e *Executor) lockGuest(ctx context.Context, vmid int) (unlock func(), err 
 		drop()
 		return nil, ctx.Err()
 	}
-}
-
-// memberID is the executor's id in its lease group: its name made a key
-// token, and a random suffix, since two processes may share a name.
-func memberID(name string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	clean := strings.Map(func(r rune) rune {
-		switch r {
-		case '.', '*', '>', ' ', '\t':
-			return '_'
-		}
-		return r
-	}, name)
-	return clean + "-" + hex.EncodeToString(b[:])
 }

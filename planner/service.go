@@ -17,6 +17,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -41,6 +42,9 @@ type ServiceConfig struct {
 	// OnDecision, if set, is called on the planner's goroutine after each
 	// guest is planned (benchmarks and tests; it must not block).
 	OnDecision func(v *projector.View, d Decision)
+	// LeaseTTL is how long a dead planner's partitions stay its own when
+	// several planners run (default 5s; see package lease).
+	LeaseTTL time.Duration
 }
 
 // Service is the planner role.
@@ -76,6 +80,17 @@ type Service struct {
 	stale     bool
 	lastFull  time.Time
 	lastFlush time.Time
+
+	// leases shares the guests' partitions among the cluster's planners
+	// (group "planner-<cluster>"): this planner publishes actions and
+	// writes views only for guests of partitions it holds. Joined once
+	// caught up, so a restarting planner takes nothing it cannot plan yet.
+	leases   *lease.Manager
+	parts    int
+	acqMu    sync.Mutex
+	acquired []int         // partitions won, to be planned by the loop
+	acqNote  chan struct{} // signals acquired
+	leaseWG  sync.WaitGroup
 
 	mu      sync.RWMutex // guards cluster and ready, read by other goroutines
 	cluster projector.ClusterState
@@ -179,7 +194,24 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 		dirty: map[int]bool{}, written: map[int]docSig{}, mat: make(chan matBatch, 1), matErr: make(chan int, 4096), metrics: newMetrics(cfg.Registerer),
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
-		stale: true}
+		stale: true, parts: b.Config().Partitions, acqNote: make(chan struct{}, 1)}
+	s.leases, err = lease.New(lease.Config{Group: "planner-" + cfg.Cluster, Member: lease.MemberID(cfg.Name), Partitions: s.parts,
+		TTL: cfg.LeaseTTL, Replicas: b.Config().Replicas, Logger: cfg.Logger,
+		OnAcquire: func(p int) {
+			s.acqMu.Lock()
+			s.acquired = append(s.acquired, p)
+			s.acqMu.Unlock()
+			select {
+			case s.acqNote <- struct{}{}:
+			default:
+			}
+		},
+		// Nothing to drain: published actions are the executors' now, and
+		// a late publish of ours is fenced by the action subject.
+		OnRelease: func(int) {}, OnLost: func(int) {}}, js)
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -220,6 +252,7 @@ func (s *Service) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.flush(context.WithoutCancel(ctx))
+			s.leaseWG.Wait() // partitions released
 			close(s.mat)
 			select {
 			case <-matDone:
@@ -229,6 +262,8 @@ func (s *Service) Run(ctx context.Context) error {
 		case id := <-s.matErr:
 			s.dirty[id] = true
 			delete(s.written, id)
+		case <-s.acqNote:
+			s.planAcquired(ctx)
 		case m := <-msgs:
 			// Take what is already buffered too.
 			batch := []jetstream.Msg{m}
@@ -254,6 +289,13 @@ func (s *Service) Run(ctx context.Context) error {
 
 func (s *Service) catchUp(ctx context.Context) {
 	s.caughtUp = true
+	s.leaseWG.Add(1)
+	go func() {
+		defer s.leaseWG.Done()
+		if err := s.leases.Run(ctx); err != nil {
+			s.log.Error().Err(err).Msg("planner cannot join its partition group; planning nothing")
+		}
+	}()
 	s.log.Info().Uint64("seq", s.proj.LastSeq).Int("guests", len(s.proj.Views)).Msg("planner caught up; full pass")
 	s.fullPass(ctx)
 	s.mu.Lock()
@@ -389,7 +431,7 @@ func (s *Service) planGuest(ctx context.Context, v *projector.View) {
 	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
 		s.dirty[v.VMID] = true
 	}
-	if len(d.Steps) == 0 {
+	if len(d.Steps) == 0 || !s.mine(v.VMID) {
 		return
 	}
 	step := d.Steps[0]
@@ -490,7 +532,7 @@ func (s *Service) flush(ctx context.Context) {
 			break
 		}
 		v := s.proj.Views[id]
-		if v == nil {
+		if v == nil || !s.mine(id) {
 			continue
 		}
 		d, ok := s.decision[id]
@@ -518,6 +560,9 @@ func (s *Service) flush(ctx context.Context) {
 			}
 		} else {
 			delete(s.dirty, id) // a guest that never was (undecodable first event)
+		}
+		if !s.mine(id) {
+			delete(s.dirty, id) // its owner writes it; marked again if it comes here
 		}
 	}
 	batch := matBatch{docs: docs, cluster: ClusterDoc{State: cluster, Seq: s.proj.LastSeq, UpdatedAt: now, Planner: s.cfg.Name}}
@@ -567,6 +612,40 @@ func (s *Service) materialise() {
 				s.failed(p.vmid)
 			}
 		}
+	}
+}
+
+// mine reports whether this planner holds the lease of vmid's partition.
+func (s *Service) mine(vmid int) bool {
+	return s.leases.Held(events.Partition(s.cfg.Cluster, vmid, s.parts))
+}
+
+// planAcquired plans and marks for writing every guest of the partitions
+// won since the last call: their previous owner may have left work.
+func (s *Service) planAcquired(ctx context.Context) {
+	s.acqMu.Lock()
+	ps := s.acquired
+	s.acquired = nil
+	s.acqMu.Unlock()
+	if len(ps) == 0 || !s.caughtUp {
+		return
+	}
+	won := map[int]bool{}
+	for _, p := range ps {
+		won[p] = true
+	}
+	ids := make([]int, 0, len(s.proj.Views))
+	for id := range s.proj.Views {
+		if won[events.Partition(s.cfg.Cluster, id, s.parts)] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	s.log.Info().Ints("partitions", ps).Int("guests", len(ids)).Msg("planning guests of acquired partitions")
+	for _, id := range ids {
+		delete(s.written, id) // rewrite: the previous owner's document may be older
+		s.dirty[id] = true
+		s.planGuest(ctx, s.proj.Views[id])
 	}
 }
 

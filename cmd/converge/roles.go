@@ -58,7 +58,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.pveTimeout, "pve-timeout", 30*time.Second, "timeout of one Proxmox API request")
 	fl.IntVar(&f.concurrency, "executor-concurrency", 64, "actions an executor runs at once")
 	fl.DurationVar(&f.ackWait, "ack-wait", executor.DefaultAckWait, "how long an action may go without a heartbeat before another executor may take it")
-	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor keeps its partitions before others take them over")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor or planner keeps its partitions before others take them over")
 	fl.BoolVar(&f.noReboot, "no-reboot", false, "never reboot guests to apply pending config (they stay pending)")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "graceful shutdown time before a guest is stopped hard")
@@ -147,7 +147,7 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 			no := false
 			pol.RebootForPending = &no
 		}
-		svc, err := planner.NewService(planner.ServiceConfig{Cluster: g.cluster, Name: "planner@" + f.name, Policy: pol,
+		svc, err := planner.NewService(planner.ServiceConfig{Cluster: g.cluster, Name: "planner@" + f.name, Policy: pol, LeaseTTL: f.leaseTTL,
 			Registerer: reg, Logger: log.With().Str("role", "planner").Logger()}, b)
 		if err != nil {
 			return err

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -481,6 +483,22 @@ func score(id string, p int) uint64 {
 	_, _ = h.Write([]byte(strconv.Itoa(p)))
 	// A final mix: FNV's low bits alone spread short keys poorly.
 	return mix(h.Sum64())
+}
+
+// MemberID makes an instance id from a name (a host name may hold dots,
+// which are not allowed in a key token) and a random suffix, since two
+// processes may share a name.
+func MemberID(name string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	clean := strings.Map(func(r rune) rune {
+		switch r {
+		case '.', '*', '>', ' ', '\t':
+			return '_'
+		}
+		return r
+	}, name)
+	return clean + "-" + hex.EncodeToString(b[:])
 }
 
 // mix is the splitmix64 finaliser.
