@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,9 @@ import (
 
 // Bucket is the key-value bucket holding every group's leases.
 const Bucket = "converge_leases"
+
+// validToken is what a group or member may be: one KV key token.
+var validToken = regexp.MustCompile(`^[-_=a-zA-Z0-9]+$`)
 
 // Config configures a [Manager].
 type Config struct {
@@ -54,11 +58,11 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Group == "" || strings.ContainsAny(c.Group, ".*> ") {
-		return c, fmt.Errorf("lease: Config.Group %q must be a non-empty token", c.Group)
+	if !validToken.MatchString(c.Group) {
+		return c, fmt.Errorf("lease: Config.Group %q must be letters, digits, '-', '_' or '='", c.Group)
 	}
-	if c.Member == "" || strings.ContainsAny(c.Member, ".*> ") {
-		return c, fmt.Errorf("lease: Config.Member %q must be a non-empty token", c.Member)
+	if !validToken.MatchString(c.Member) {
+		return c, fmt.Errorf("lease: Config.Member %q must be letters, digits, '-', '_' or '=' (see MemberID)", c.Member)
 	}
 	if c.Partitions < 1 {
 		return c, fmt.Errorf("lease: Config.Partitions must be >= 1, got %d", c.Partitions)
@@ -485,18 +489,17 @@ func score(id string, p int) uint64 {
 	return mix(h.Sum64())
 }
 
-// MemberID makes an instance id from a name (a host name may hold dots,
-// which are not allowed in a key token) and a random suffix, since two
-// processes may share a name.
+// MemberID makes an instance id from a name (a name like
+// "executor@host.example" holds characters a key token may not; they become
+// '_') and a random suffix, since two processes may share a name.
 func MemberID(name string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	clean := strings.Map(func(r rune) rune {
-		switch r {
-		case '.', '*', '>', ' ', '\t':
-			return '_'
+		if r == '-' || r == '_' || r == '=' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
 		}
-		return r
+		return '_'
 	}, name)
 	return clean + "-" + hex.EncodeToString(b[:])
 }

@@ -220,3 +220,15 @@ func TestAssignBalancedAndStable(t *testing.T) {
 		}
 	}
 }
+
+func TestMemberIDIsAValidKeyToken(t *testing.T) {
+	for _, name := range []string{"executor@pve1.example.com", "planner@host with spaces", "ünïcode>*"} {
+		id := lease.MemberID(name)
+		if _, err := lease.New(lease.Config{Group: "executor-pve", Member: id, Partitions: 1}, bustest.New(t).JS); err != nil {
+			t.Fatalf("MemberID(%q) = %q: %v", name, id, err)
+		}
+	}
+	if _, err := lease.New(lease.Config{Group: "executor-pve", Member: "executor@pve1", Partitions: 1}, bustest.New(t).JS); err == nil {
+		t.Fatal("a member id with '@' was accepted; NATS refuses it as a key")
+	}
+}
