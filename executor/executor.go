@@ -72,6 +72,13 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Executor, error) {
 	if f, ok := px.(TaskFinder); ok {
 		e.finder = f
 	}
+	bc := b.Config()
+	e.leases, err = lease.New(lease.Config{Group: cfg.Consumer, Member: e.member, Partitions: bc.Partitions,
+		TTL: cfg.LeaseTTL, Replicas: bc.Replicas, ReleaseTimeout: max(cfg.DrainTimeout, 0) + 5*time.Second,
+		OnAcquire: e.startPartition, OnRelease: e.releasePartition, OnLost: e.losePartition, Logger: e.log}, b.JS)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
 	return e, nil
 }
 
@@ -135,13 +142,6 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.workCtx = workCtx
 
 	bc := e.bus.Config()
-	mgr, err := lease.New(lease.Config{Group: e.cfg.Consumer, Member: e.member, Partitions: bc.Partitions,
-		TTL: e.cfg.LeaseTTL, Replicas: bc.Replicas, ReleaseTimeout: max(e.cfg.DrainTimeout, 0) + 5*time.Second,
-		OnAcquire: e.startPartition, OnRelease: e.releasePartition, OnLost: e.losePartition, Logger: e.log}, e.bus.JS)
-	if err != nil {
-		return fmt.Errorf("executor: %w", err)
-	}
-	e.leases = mgr
 	e.log.Info().Str("member", e.member).Int("partitions", bc.Partitions).Int("concurrency", e.cfg.Concurrency).
 		Dur("ack_wait", e.cfg.AckWait).Bool("task_finder", e.finder != nil).Msg("executor running")
 
@@ -163,7 +163,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		case <-stopDrain:
 		}
 	}()
-	err = mgr.Run(ctx)
+	err = e.leases.Run(ctx)
 	close(stopDrain)
 	e.mu.Lock()
 	e.closed = true
@@ -286,9 +286,6 @@ func (e *Executor) stopPartition(pt *partition, abandon bool) {
 
 // Partitions returns the partitions this executor owns now.
 func (e *Executor) Partitions() []int {
-	if e.leases == nil {
-		return nil
-	}
 	return e.leases.Owned()
 }
 

@@ -94,6 +94,7 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 	fl.IntVar(&o.Partitions, "partitions", 16, "vmid partitions of the journal")
 	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
 	fl.IntVar(&o.Concurrency, "executor-concurrency", 256, "actions each executor runs at once")
+	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	return cmd

@@ -36,6 +36,10 @@ type Options struct {
 	Executors  int // default 1
 	// Concurrency of each executor (default 256).
 	Concurrency int
+	// TaskLatency is how long each simulated Proxmox task runs (default 0):
+	// with it, executors rather than the bus bound throughput, which is
+	// how scale-out is measured.
+	TaskLatency time.Duration
 	// Dir holds the journal; default a temp dir removed afterwards.
 	Dir      string
 	Progress func(phase string, done, total int)
@@ -171,6 +175,7 @@ type run struct {
 	// the latency run (unix ns), 0 before.
 	mutated    []int64
 	latencyRun atomic.Bool
+	execs      []*executor.Executor
 }
 
 const tokenID, tokenSecret = "root@pam!bench", "bench-secret"
@@ -190,6 +195,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	}
 	r.b = b
 	sim, err := pvesim.New(pvesim.Options{Nodes: 3, Guests: r.o.Guests, Tokens: map[string]string{tokenID: tokenSecret},
+		Faults: pvesim.Faults{TaskLatency: pvesim.Duration(r.o.TaskLatency)},
 		OnMutation: func(m pvesim.Mutation) {
 			if i := m.VMID - 100; r.latencyRun.Load() && i >= 0 && i < len(r.mutated) {
 				atomic.CompareAndSwapInt64(&r.mutated[i], 0, m.At.UnixNano())
@@ -252,8 +258,19 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			return err
 		}
 		start(ex.Run, rctx)
+		r.execs = append(r.execs, ex)
 	}
-	return nil
+	// Measure the steady state: every executor holding its share of the
+	// partitions (the first to start owns them all until the others join).
+	return waitFor(ctx, 2*time.Minute, "executors sharing the partitions", func() (int, int, bool) {
+		owned, balanced := 0, true
+		for _, ex := range r.execs {
+			n := len(ex.Partitions())
+			owned += n
+			balanced = balanced && n >= r.o.Partitions/len(r.execs)
+		}
+		return owned, r.o.Partitions, balanced && owned == r.o.Partitions
+	})
 }
 
 func (r *run) teardown() {
