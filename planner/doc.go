@@ -19,4 +19,15 @@
 // deterministic Nats-Msg-Id (so a restarted planner never plans twice),
 // retries failures with jittered exponential backoff tied to the desired
 // revision, and materialises views for status queries.
+//
+// Several planners may run (scale-out, or a standby). Each folds the whole
+// journal, and once caught up joins the lease group "planner-<cluster>"
+// (package lease): the guests' partitions are shared among the live
+// planners, and a planner publishes actions and writes view documents only
+// for guests of partitions it holds (checked before each publish). A
+// partition it wins, from a planner that died or gave it up, has all its
+// guests planned at once. Two planners acting on one guest during a
+// hand-over cannot both plan: the action subject's sequence fence lets only
+// one publish through, and the deterministic Nats-Msg-Id turns a replan of
+// the same step into a duplicate.
 package planner

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -113,20 +114,54 @@ func (b *Bus) provision(ctx context.Context) error {
 			return fmt.Errorf("bus: stream %s exists with transform %+v; converge wants %q (partitions are fixed at creation)",
 				want.Name, have.SubjectTransform, want.SubjectTransform.Destination)
 		}
-		if _, err := b.JS.UpdateStream(ctx, want); err != nil {
-			return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
+		// An unchanged stream is left alone: on a cluster an update is a
+		// Raft proposal, and every role of every instance provisions at
+		// start.
+		if !sameStream(have, want) {
+			if _, err := b.JS.UpdateStream(ctx, want); err != nil {
+				return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
+			}
 		}
 	}
-	if _, err := b.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kcfg := b.bucketConfig()
+	if kv, err := b.JS.KeyValue(ctx, kcfg.Bucket); err == nil {
+		if st, err := kv.Status(ctx); err == nil && sameBucket(st, kcfg) {
+			return nil
+		}
+	}
+	if _, err := b.JS.CreateOrUpdateKeyValue(ctx, kcfg); err != nil {
+		return fmt.Errorf("bus: bucket %s: %w", b.cfg.Bucket, err)
+	}
+	return nil
+}
+
+func (b *Bus) bucketConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
 		Bucket:      b.cfg.Bucket,
 		Description: "converge per-guest views, materialised from the journal",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    b.cfg.Replicas,
-	}); err != nil {
-		return fmt.Errorf("bus: bucket %s: %w", b.cfg.Bucket, err)
 	}
-	return nil
+}
+
+// sameStream compares the fields StreamConfig sets.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Retention == want.Retention && have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes && have.Discard == want.Discard &&
+		have.Duplicates == want.Duplicates && have.AllowDirect == want.AllowDirect && have.DenyDelete == want.DenyDelete &&
+		have.SubjectTransform != nil && *have.SubjectTransform == *want.SubjectTransform
+}
+
+func sameBucket(st jetstream.KeyValueStatus, want jetstream.KeyValueConfig) bool {
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return false
+	}
+	have := bs.StreamInfo().Config
+	return st.History() == int64(want.History) && have.Description == want.Description &&
+		have.Storage == want.Storage && have.Replicas == want.Replicas
 }
 
 // Stream returns the journal stream handle.
