@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,11 @@ type ServiceConfig struct {
 	// LeaseTTL is how long a dead planner's partitions stay its own when
 	// several planners run (default 5s; see package lease).
 	LeaseTTL time.Duration
+	// CheckpointInterval is how often the fold is checkpointed while it
+	// advances (default 1m; negative: never). A checkpoint is also written
+	// on shutdown; a restarted planner resumes from the newest one and
+	// folds only the tail.
+	CheckpointInterval time.Duration
 }
 
 // Service is the planner role.
@@ -91,6 +97,17 @@ type Service struct {
 	acquired []int         // partitions won, to be planned by the loop
 	acqNote  chan struct{} // signals acquired
 	leaseWG  sync.WaitGroup
+
+	// ckpt stores checkpoints (nil if the store is unavailable); resumedFrom
+	// is the checkpoint sequence this run started from, 0 for none.
+	ckpt          jetstream.ObjectStore
+	streamCreated time.Time
+	resumedFrom   uint64
+	lastCkpt      time.Time
+	lastCkptSeq   uint64
+	ckptBusy      atomic.Bool
+	ckptFailed    atomic.Bool
+	ckptWG        sync.WaitGroup
 
 	mu      sync.RWMutex // guards cluster and ready, read by other goroutines
 	cluster projector.ClusterState
@@ -185,6 +202,9 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = time.Minute
+	}
 	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, err
@@ -227,10 +247,25 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("planner: stream info: %w", err)
 	}
 	target := info.State.LastSeq
+	s.streamCreated = info.Created
+	if s.ckpt, err = OpenCheckpoints(ctx, s.bus.JS, s.bus.Config().Replicas); err != nil {
+		s.log.Warn().Err(err).Msg("checkpoints unavailable; folding the journal from the start")
+	}
+	occ := jetstream.OrderedConsumerConfig{}
+	if cp := s.loadCheckpoint(ctx, info); cp != nil {
+		s.proj.Views, s.proj.State, s.proj.LastSeq = cp.Views, cp.State, cp.Seq
+		s.mu.Lock()
+		s.resumedFrom = cp.Seq
+		s.mu.Unlock()
+		s.lastCkptSeq, s.lastCkpt = cp.Seq, s.now()
+		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cp.Seq+1
+		s.log.Info().Uint64("checkpoint_seq", cp.Seq).Time("checkpoint_at", cp.At).Int("guests", len(cp.Views)).
+			Uint64("tail", target-min(target, cp.Seq)).Msg("resuming from checkpoint")
+	}
 	// No subject filter: the projector ignores other clusters' events, and
 	// a multi-subject filter costs the server a subject-tree search per
 	// message.
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	cons, err := stream.OrderedConsumer(ctx, occ)
 	if err != nil {
 		return fmt.Errorf("planner: consumer: %w", err)
 	}
@@ -253,6 +288,14 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			s.flush(context.WithoutCancel(ctx))
 			s.leaseWG.Wait() // partitions released
+			s.ckptWG.Wait()
+			if s.caughtUp && s.proj.LastSeq > s.lastCkptSeq && s.cfg.CheckpointInterval > 0 {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				if err := s.writeCheckpoint(cctx, s.snapshot()); err != nil {
+					s.log.Warn().Err(err).Msg("checkpoint on shutdown not written; the next start folds more")
+				}
+				cancel()
+			}
 			close(s.mat)
 			select {
 			case <-matDone:
@@ -392,6 +435,38 @@ func (s *Service) tick(ctx context.Context) {
 	if now.Sub(s.lastFlush) >= s.cfg.FlushInterval {
 		s.flush(ctx)
 	}
+	s.maybeCheckpoint(ctx, now)
+}
+
+// maybeCheckpoint starts a checkpoint in the background when one is due:
+// the copy is taken here, the encoding and the write happen off the loop.
+func (s *Service) maybeCheckpoint(ctx context.Context, now time.Time) {
+	if s.ckptFailed.Swap(false) {
+		s.lastCkptSeq = 0
+	}
+	if s.cfg.CheckpointInterval < 0 || s.ckpt == nil || s.proj.LastSeq <= s.lastCkptSeq ||
+		now.Sub(s.lastCkpt) < s.cfg.CheckpointInterval || !s.ckptBusy.CompareAndSwap(false, true) {
+		return
+	}
+	cp := s.snapshot()
+	s.lastCkpt, s.lastCkptSeq = now, cp.Seq
+	s.ckptWG.Add(1)
+	go func() {
+		defer s.ckptWG.Done()
+		defer s.ckptBusy.Store(false)
+		if err := s.writeCheckpoint(ctx, cp); err != nil && ctx.Err() == nil {
+			s.log.Warn().Err(err).Msg("checkpoint not written; will retry")
+			s.ckptFailed.Store(true)
+		}
+	}()
+}
+
+// ResumedFrom is the checkpoint sequence the running planner started from,
+// 0 if it folded the journal from the start. Valid once Ready.
+func (s *Service) ResumedFrom() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.resumedFrom
 }
 
 func (s *Service) fullPass(ctx context.Context) {

@@ -1,0 +1,170 @@
+package planner
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/projector"
+)
+
+// publishWave journals desired state and observations for guests 101..110.
+func publishWave(t *testing.T, b *bus.Bus, wave int) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	for id := 101; id <= 110; id++ {
+		d := `{"vmid":` + strconv.Itoa(id) + `,"power":"running","description":"wave ` + strconv.Itoa(wave) + `"}`
+		if _, err := b.Publish(ctx, events.Subject(events.KindDesired, "pve", id), []byte(d), nil); err != nil {
+			t.Fatal(err)
+		}
+		o, _ := events.Encode(events.Observed{Meta: events.NewMeta("observer", "", now), VMID: id, Cluster: "pve", Exists: true,
+			Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d" + strconv.Itoa(wave),
+			Config: events.GuestConfig{Name: "vm", Cores: 1, MemoryMiB: 512, Tags: []string{}}, ReadAt: now, Source: events.SourceObserver})
+		if _, err := b.Publish(ctx, events.Subject(events.KindObserved, "pve", id), o, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hb, _ := events.Encode(events.Heartbeat{Meta: events.NewMeta("observer", "", now), Cluster: "pve", Reachable: true, Interval: time.Second})
+	if _, err := b.Publish(ctx, events.ClusterSubject(events.KindHeartbeat, "pve"), hb, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// foldAll folds the whole stream from the start, as replay does.
+func foldAll(t *testing.T, b *bus.Bus) *projector.Projector {
+	t.Helper()
+	ctx := context.Background()
+	s, err := b.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := s.Info(ctx)
+	p := projector.New("pve")
+	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Apply(projector.Event{Seq: seq, Subject: m.Subject, Header: m.Header, Data: m.Data, Time: m.Time})
+	}
+	return p
+}
+
+func runService(t *testing.T, b *bus.Bus, cfg ServiceConfig) (*Service, func()) {
+	t.Helper()
+	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t))
+	cfg.Policy.ObserveOnly = true // no executor here: plan, never act
+	s, err := NewService(cfg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("planner never ready")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	return s, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCheckpointResume: a planner stopped after folding writes a
+// checkpoint of the sequence it reflects; the next one resumes from it,
+// folds only the tail, and ends with exactly the views a fold of the whole
+// journal gives.
+func TestCheckpointResume(t *testing.T) {
+	b := bustest.New(t)
+	if err := b.Provision(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	publishWave(t, b, 1)
+	first, stop := runService(t, b, ServiceConfig{Name: "p1"})
+	if first.ResumedFrom() != 0 {
+		t.Fatalf("first planner resumed from %d with no checkpoint", first.ResumedFrom())
+	}
+	stop() // writes the checkpoint
+	os, err := OpenCheckpoints(context.Background(), b.JS, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.GetBytes(context.Background(), CheckpointName("pve"))
+	if err != nil {
+		t.Fatalf("no checkpoint after shutdown: %v", err)
+	}
+	var cp Checkpoint
+	if err := json.Unmarshal(raw, &cp); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Seq != 21 || len(cp.Views) != 10 {
+		t.Fatalf("checkpoint at seq %d with %d views; want 21 and 10", cp.Seq, len(cp.Views))
+	}
+
+	publishWave(t, b, 2)
+	second, stop2 := runService(t, b, ServiceConfig{Name: "p2"})
+	defer stop2()
+	if second.ResumedFrom() != cp.Seq {
+		t.Fatalf("second planner resumed from %d, want %d", second.ResumedFrom(), cp.Seq)
+	}
+	if folded := testutil.ToFloat64(second.metrics.folded); folded != 21 {
+		t.Fatalf("second planner folded %v events, want the 21 of the tail", folded)
+	}
+	want := foldAll(t, b)
+	// The loop only reads the fold now: nothing more arrives.
+	got, _ := json.Marshal(second.proj.Views)
+	gotState, _ := json.Marshal(second.proj.State)
+	wantViews, _ := json.Marshal(want.Views)
+	wantState, _ := json.Marshal(want.State)
+	if string(got) != string(wantViews) || string(gotState) != string(wantState) {
+		t.Fatalf("checkpoint + tail differs from a whole fold:\n got %s\nwant %s", got, wantViews)
+	}
+}
+
+// TestCheckpointIgnoredWhenStreamRecreated: a checkpoint of a stream that
+// has since been deleted and created again is not used, even when the new
+// stream has grown past its sequence.
+func TestCheckpointIgnoredWhenStreamRecreated(t *testing.T) {
+	b := bustest.New(t)
+	ctx := context.Background()
+	if err := b.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publishWave(t, b, 1)
+	_, stop := runService(t, b, ServiceConfig{Name: "p1"})
+	stop()
+	if err := b.JS.DeleteStream(ctx, b.Config().Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publishWave(t, b, 2)
+	publishWave(t, b, 3)
+	s, stop2 := runService(t, b, ServiceConfig{Name: "p2"})
+	defer stop2()
+	if s.ResumedFrom() != 0 {
+		t.Fatalf("resumed from %d: a checkpoint of the deleted stream was used", s.ResumedFrom())
+	}
+	want := foldAll(t, b)
+	got, _ := json.Marshal(s.proj.Views)
+	wantViews, _ := json.Marshal(want.Views)
+	if string(got) != string(wantViews) {
+		t.Fatal("views differ from a whole fold of the new stream")
+	}
+}
