@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -281,6 +282,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	matDone := make(chan struct{})
 	go func() { defer close(matDone); s.materialise() }()
+	rewriteAll := make(chan struct{}, 1)
+	go s.watchViews(ctx, rewriteAll)
 	tick := time.NewTicker(s.cfg.Tick)
 	defer tick.Stop()
 	for {
@@ -307,6 +310,14 @@ func (s *Service) Run(ctx context.Context) error {
 			delete(s.written, id)
 		case <-s.acqNote:
 			s.planAcquired(ctx)
+		case <-rewriteAll:
+			// The bucket was dropped (converge rebuild) or lost: every
+			// document this planner owns is written again from the fold.
+			clear(s.written)
+			for id := range s.proj.Views {
+				s.dirty[id] = true
+			}
+			s.log.Info().Int("guests", len(s.proj.Views)).Msg("views bucket recreated; rewriting every view")
 		case m := <-msgs:
 			// Take what is already buffered too.
 			batch := []jetstream.Msg{m}
@@ -686,6 +697,47 @@ func (s *Service) materialise() {
 				s.log.Warn().Err(err).Int("vmid", p.vmid).Msg("materialise view failed; will retry")
 				s.failed(p.vmid)
 			}
+		}
+	}
+}
+
+// viewsCheck is how often the planner checks that its views bucket is the
+// one it has been writing to.
+const viewsCheck = 2 * time.Second
+
+// watchViews notices the views bucket being deleted or replaced: it
+// recreates a missing bucket and asks the loop to rewrite every view, so
+// projections dropped while converge runs come back from the fold.
+func (s *Service) watchViews(ctx context.Context, rewriteAll chan<- struct{}) {
+	name := "KV_" + s.bus.Config().Bucket
+	var seen time.Time
+	t := time.NewTicker(viewsCheck)
+	defer t.Stop()
+	for {
+		info, err := s.js.Stream(ctx, name)
+		var created time.Time
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			s.log.Warn().Str("bucket", s.bus.Config().Bucket).Msg("views bucket missing; recreating it")
+			if err := s.bus.Provision(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn().Err(err).Msg("views bucket not recreated; will retry")
+			}
+		case err == nil:
+			created = info.CachedInfo().Created
+		}
+		if !created.IsZero() {
+			if !seen.IsZero() && !created.Equal(seen) {
+				select {
+				case rewriteAll <- struct{}{}:
+				default:
+				}
+			}
+			seen = created
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
