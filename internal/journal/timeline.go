@@ -1,0 +1,387 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/projector"
+)
+
+// Entry is one step of a guest's history. Every entry stands alone (guest,
+// cluster, sequence, time, kind), so that entries can be shipped one per
+// line to a log store.
+type Entry struct {
+	VMID    int         `json:"vmid"`
+	Cluster string      `json:"cluster"`
+	Seq     uint64      `json:"seq"`
+	Time    time.Time   `json:"time"`
+	Kind    events.Kind `json:"kind"`
+	// Who published the event: a desired event's publisher (header), the
+	// observer, planner or executor (Meta.Publisher).
+	Who           string `json:"who"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// TaskID is the Proxmox task (UPID) of a result, when there is one.
+	TaskID string `json:"task_id,omitempty"`
+	// Summary says in one line what happened.
+	Summary string `json:"summary"`
+
+	// Desired is an accepted desired state; Rejected the reason a desired
+	// event was refused, with its Body as published (cut at 4 KiB).
+	Desired  *events.Desired `json:"desired,omitempty"`
+	Rejected string          `json:"rejected,omitempty"`
+	Body     string          `json:"body,omitempty"`
+	// Observed is an observation that mattered; Changes what differs from
+	// the previous one (none for the first).
+	Observed *events.Observed `json:"observed,omitempty"`
+	Changes  []string         `json:"changes,omitempty"`
+	Action   *events.Action   `json:"action,omitempty"`
+	// Result leaves out the observation the executor read back.
+	Result *events.Result `json:"result,omitempty"`
+	// Error says why an event could not be decoded (it is still listed:
+	// it is in the journal).
+	Error string `json:"error,omitempty"`
+}
+
+const maxBody = 4096
+
+// Timeline returns the history of one guest, from since (the journal's
+// start when zero) to the guest's last event as the call began. partitions
+// is the journal's partition count; 0 reads it from the stream.
+func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster string, vmid, partitions int, since time.Time) ([]Entry, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("journal: stream %s: %w", stream, err)
+	}
+	if partitions <= 0 {
+		if partitions, err = Partitions(s.CachedInfo().Config); err != nil {
+			return nil, err
+		}
+	}
+	kinds := []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult}
+	subjects := make([]string, len(kinds))
+	// Where to stop: the newest of the guest's events now (literal
+	// subjects: each a lookup, not a search).
+	var last *jetstream.RawStreamMsg
+	for i, k := range kinds {
+		subjects[i] = events.StoredSubject(k, cluster, vmid, partitions)
+		m, err := s.GetLastMsgForSubject(ctx, subjects[i])
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal: last event on %s: %w", subjects[i], err)
+		}
+		if last == nil || m.Sequence > last.Sequence {
+			last = m
+		}
+	}
+	if last == nil || (!since.IsZero() && last.Time.Before(since)) {
+		return nil, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects}
+	if !since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	oc, err := s.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("journal: consumer: %w", err)
+	}
+	it, err := oc.Messages(jetstream.PullMaxMessages(500))
+	if err != nil {
+		return nil, fmt.Errorf("journal: consume: %w", err)
+	}
+	defer it.Stop()
+	tl := newTimeline(cluster, vmid)
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("journal: read history of %d: %w", vmid, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("journal: message without metadata: %w", err)
+		}
+		if md.Sequence.Stream > last.Sequence {
+			break
+		}
+		tl.add(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+		if md.Sequence.Stream == last.Sequence || md.NumPending == 0 {
+			break
+		}
+	}
+	return tl.entries, nil
+}
+
+// timeline builds entries from one guest's events in stream order.
+type timeline struct {
+	cluster string
+	vmid    int
+	// proj decides desired events exactly as the planner's fold does.
+	proj    *projector.Projector
+	prevObs *obsState
+	entries []Entry
+}
+
+func newTimeline(cluster string, vmid int) *timeline {
+	return &timeline{cluster: cluster, vmid: vmid, proj: projector.New(cluster)}
+}
+
+func (t *timeline) add(ev projector.Event) {
+	info, err := events.ParseSubject(ev.Subject)
+	if err != nil || info.VMID != t.vmid || info.Cluster != t.cluster {
+		return
+	}
+	e := Entry{VMID: t.vmid, Cluster: t.cluster, Seq: ev.Seq, Time: ev.Time, Kind: info.Kind}
+	switch info.Kind {
+	case events.KindDesired:
+		t.desired(&e, ev)
+	case events.KindObserved:
+		o, err := events.Decode[events.Observed](ev.Data)
+		if err != nil {
+			e.Error, e.Summary = err.Error(), "undecodable observation"
+			break
+		}
+		st := normalise(&o)
+		if t.prevObs != nil {
+			e.Changes = t.prevObs.diff(st)
+			if len(e.Changes) == 0 {
+				return // an identical poll: nothing happened
+			}
+		}
+		t.prevObs = st
+		e.Who, e.CorrelationID, e.Observed = o.Publisher, o.CorrelationID, &o
+		if e.Changes == nil {
+			e.Summary = "first seen: " + st.describe()
+		} else {
+			e.Summary = strings.Join(e.Changes, "; ")
+		}
+	case events.KindAction:
+		a, err := events.Decode[events.Action](ev.Data)
+		if err != nil {
+			e.Error, e.Summary = err.Error(), "undecodable action"
+			break
+		}
+		e.Who, e.CorrelationID, e.Action = a.Publisher, a.CorrelationID, &a
+		if e.CorrelationID == "" {
+			e.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
+		}
+		e.Summary = describeAction(&a)
+	case events.KindResult:
+		r, err := events.Decode[events.Result](ev.Data)
+		if err != nil {
+			e.Error, e.Summary = err.Error(), "undecodable result"
+			break
+		}
+		r.Observed = nil
+		e.Who, e.CorrelationID, e.TaskID, e.Result = r.Executor, r.CorrelationID, r.UPID, &r
+		if e.Who == "" {
+			e.Who = r.Publisher
+		}
+		e.Summary = describeResult(&r)
+	default:
+		return
+	}
+	t.entries = append(t.entries, e)
+}
+
+func (t *timeline) desired(e *Entry, ev projector.Event) {
+	ch := t.proj.Apply(ev)
+	v := ch.View
+	switch {
+	case v == nil:
+		e.Error, e.Summary = fmt.Sprint(ch.Err), "desired event not folded"
+	case v.Rejected != nil && v.Rejected.Seq == ev.Seq:
+		e.Who, e.Rejected = v.Rejected.Publisher, v.Rejected.Reason
+		e.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
+		e.Body = string(ev.Data[:min(len(ev.Data), maxBody)])
+		e.Summary = "REJECTED: " + v.Rejected.Reason
+	default:
+		e.Who, e.CorrelationID, e.Desired = v.Publisher, v.CorrelationID, v.Desired
+		e.Summary = DescribeDesired(v.Desired)
+	}
+}
+
+// DescribeDesired lists a desired state's managed fields in one line.
+func DescribeDesired(d *events.Desired) string {
+	if d == nil {
+		return "-"
+	}
+	var p []string
+	if d.Absent {
+		p = append(p, "absent")
+	}
+	if d.Kind != nil {
+		p = append(p, "kind="+string(*d.Kind))
+	}
+	if d.Power != nil {
+		p = append(p, "power="+string(*d.Power))
+	}
+	if d.Cores != nil {
+		p = append(p, "cores="+strconv.Itoa(*d.Cores))
+	}
+	if d.MemoryMiB != nil {
+		p = append(p, "memory_mib="+strconv.Itoa(*d.MemoryMiB))
+	}
+	if d.Name != nil {
+		p = append(p, "name="+*d.Name)
+	}
+	if d.Description != nil {
+		p = append(p, "description="+short(*d.Description))
+	}
+	if d.Tags != nil {
+		p = append(p, "tags="+strings.Join(*d.Tags, ","))
+	}
+	if d.OnBoot != nil {
+		p = append(p, "onboot="+strconv.FormatBool(*d.OnBoot))
+	}
+	if d.Clone != nil {
+		p = append(p, "clone.from="+strconv.Itoa(d.Clone.From))
+	}
+	if len(p) == 0 {
+		return "nothing managed"
+	}
+	return strings.Join(p, " ")
+}
+
+func describeAction(a *events.Action) string {
+	var b strings.Builder
+	b.WriteString(string(a.Op))
+	if len(a.Set) > 0 {
+		keys := slices.Sorted(maps.Keys(a.Set))
+		for i, k := range keys {
+			keys[i] = k + "=" + short(a.Set[k])
+		}
+		b.WriteString(" " + strings.Join(keys, " "))
+	}
+	if len(a.Delete) > 0 {
+		b.WriteString(" delete=" + strings.Join(a.Delete, ","))
+	}
+	fmt.Fprintf(&b, " on %s: %s (action %s, desired rev %d, attempt %d)", a.Node, a.Reason, a.ID, a.DesiredSeq, a.Attempt)
+	return b.String()
+}
+
+func describeResult(r *events.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", r.Op, r.Status)
+	if r.Node != "" {
+		b.WriteString(" on " + r.Node)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(&b, ": %s", r.Error)
+		if r.ErrorClass != "" {
+			fmt.Fprintf(&b, " [%s]", r.ErrorClass)
+		}
+	}
+	if r.Reason != "" {
+		b.WriteString(" (" + r.Reason + ")")
+	}
+	if r.Warnings > 0 {
+		fmt.Fprintf(&b, " with %d warning(s)", r.Warnings)
+	}
+	if len(r.TaskLog) > 0 {
+		b.WriteString("; task log: " + strings.Join(r.TaskLog, " | "))
+	}
+	fmt.Fprintf(&b, " (action %s)", r.ActionID)
+	return b.String()
+}
+
+func short(s string) string {
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// obsState is the part of an observation whose change matters to an
+// operator, normalised as the planner compares it (internal/pve): the
+// digest, read time and publisher are left out.
+type obsState struct {
+	exists            bool
+	node, kind        string
+	status, lock      string
+	template          bool
+	name, description string
+	tags              string
+	cores, memory     int
+	onboot            bool
+	pending           string
+}
+
+func normalise(o *events.Observed) *obsState {
+	st := &obsState{exists: o.Exists, node: o.Node, kind: string(o.Kind), status: o.Status, lock: o.Lock, template: o.Template,
+		name: o.Config.Name, description: pve.NormaliseDescription(o.Config.Description),
+		tags: pve.FormatTags(pve.NormaliseTags(o.Config.Tags)), cores: o.Config.Cores, memory: o.Config.MemoryMiB, onboot: o.Config.OnBoot}
+	if len(o.Pending) > 0 {
+		keys := slices.Sorted(maps.Keys(o.Pending))
+		for i, k := range keys {
+			keys[i] = k + "=" + o.Pending[k]
+		}
+		st.pending = strings.Join(keys, " ")
+	}
+	return st
+}
+
+func (s *obsState) describe() string {
+	if !s.exists {
+		return "does not exist"
+	}
+	d := fmt.Sprintf("%s on %s, %s, %d cores, %d MiB", s.kind, s.node, s.status, s.cores, s.memory)
+	if s.lock != "" {
+		d += ", locked (" + s.lock + ")"
+	}
+	if s.template {
+		d += ", template"
+	}
+	if s.pending != "" {
+		d += ", pending " + s.pending
+	}
+	return d
+}
+
+// diff lists what changed from s to n, one "field: old → new" each.
+func (s *obsState) diff(n *obsState) []string {
+	var out []string
+	add := func(field, a, b string) {
+		if a != b {
+			out = append(out, field+": "+a+" → "+b)
+		}
+	}
+	if s.exists != n.exists {
+		if n.exists {
+			return []string{"appeared: " + n.describe()}
+		}
+		return []string{"gone: the guest no longer exists"}
+	}
+	none := func(v string) string {
+		if v == "" {
+			return "none"
+		}
+		return v
+	}
+	add("node", s.node, n.node)
+	add("kind", s.kind, n.kind)
+	add("status", s.status, n.status)
+	add("lock", none(s.lock), none(n.lock))
+	add("template", strconv.FormatBool(s.template), strconv.FormatBool(n.template))
+	add("name", strconv.Quote(s.name), strconv.Quote(n.name))
+	add("description", short(s.description), short(n.description))
+	add("tags", strconv.Quote(s.tags), strconv.Quote(n.tags))
+	add("cores", strconv.Itoa(s.cores), strconv.Itoa(n.cores))
+	add("memory_mib", strconv.Itoa(s.memory), strconv.Itoa(n.memory))
+	add("onboot", strconv.FormatBool(s.onboot), strconv.FormatBool(n.onboot))
+	add("pending", none(s.pending), none(n.pending))
+	if s.description != n.description && short(s.description) == short(n.description) {
+		out = append(out, "description: changed beyond its first 37 characters")
+	}
+	return out
+}
