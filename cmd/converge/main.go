@@ -71,7 +71,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format: text, json, or jsonl (one JSON object per line; history and replay only, the other commands print one document and refuse it)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVERGE_LOG_LEVEL)")
 	pf.StringVar(&g.natsURL, "nats", os.Getenv("CONVERGE_NATS_URL"), "NATS server URLs, comma-separated (env CONVERGE_NATS_URL)")
 	pf.StringVar(&g.cluster, "cluster", envOr("CONVERGE_CLUSTER", events.DefaultCluster), "Proxmox cluster id (env CONVERGE_CLUSTER)")
@@ -93,13 +93,17 @@ func newRoot() *cobra.Command {
 		if err := g.validateOutput(); err != nil {
 			return err
 		}
+		if err := g.validateJSONL(cmd); err != nil {
+			return err
+		}
 		if err := g.validateReplicas(cmd); err != nil {
 			return err
 		}
 		return events.ValidateCluster(g.cluster)
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
-		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g))
+		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
+		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g))
 	return root
 }
 
@@ -121,12 +125,24 @@ func (g *globals) validateReplicas(cmd *cobra.Command) error {
 	return nil
 }
 
+// annotJSONL marks the commands that print a stream of records and so
+// can write them one JSON object per line (-o jsonl).
+const annotJSONL = "converge/jsonl"
+
 func (g *globals) validateOutput() error {
 	switch g.output {
-	case "text", "json":
+	case "text", "json", "jsonl":
 		return nil
 	}
-	return fmt.Errorf("-o must be text or json, got %q", g.output)
+	return fmt.Errorf("-o must be text, json or jsonl, got %q", g.output)
+}
+
+// validateJSONL refuses -o jsonl for commands that print one document.
+func (g *globals) validateJSONL(cmd *cobra.Command) error {
+	if g.output == "jsonl" && cmd.Annotations[annotJSONL] == "" {
+		return fmt.Errorf("-o jsonl (one JSON object per line) is for `converge history` and `converge replay`; %s prints one document: use -o json", cmd.CommandPath())
+	}
+	return nil
 }
 
 // busConfig is the NATS configuration from the global flags.
