@@ -36,6 +36,7 @@ type roleFlags struct {
 	concurrency     int
 	ackWait         time.Duration
 	leaseTTL        time.Duration
+	checkpointEvery time.Duration
 	noReboot        bool
 	observeOnly     bool
 	shutdownTimeout time.Duration
@@ -58,6 +59,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.pveTimeout, "pve-timeout", 30*time.Second, "timeout of one Proxmox API request")
 	fl.IntVar(&f.concurrency, "executor-concurrency", 64, "actions an executor runs at once")
 	fl.DurationVar(&f.ackWait, "ack-wait", executor.DefaultAckWait, "how long an action may go without a heartbeat before another executor may take it")
+	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", time.Minute, "how often the planner checkpoints its fold while it advances (and on shutdown); negative: never")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor or planner keeps its partitions before others take them over")
 	fl.BoolVar(&f.noReboot, "no-reboot", false, "never reboot guests to apply pending config (they stay pending)")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
@@ -147,7 +149,7 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 			no := false
 			pol.RebootForPending = &no
 		}
-		svc, err := planner.NewService(planner.ServiceConfig{Cluster: g.cluster, Name: "planner@" + f.name, Policy: pol, LeaseTTL: f.leaseTTL,
+		svc, err := planner.NewService(planner.ServiceConfig{Cluster: g.cluster, Name: "planner@" + f.name, Policy: pol, LeaseTTL: f.leaseTTL, CheckpointInterval: f.checkpointEvery,
 			Registerer: reg, Logger: log.With().Str("role", "planner").Logger()}, b)
 		if err != nil {
 			return err
