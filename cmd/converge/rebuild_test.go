@@ -110,7 +110,8 @@ func TestRebuildAndRestart(t *testing.T) {
 		t.Fatalf("rebuild exited %d: %s", code, out)
 	}
 	var rep rebuildReport
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil {
+	// The output is the JSON document, then any log lines.
+	if err := json.NewDecoder(strings.NewReader(out[strings.Index(out, "{"):])).Decode(&rep); err != nil {
 		t.Fatalf("rebuild output: %v\n%s", err, out)
 	}
 	if !rep.ViewsDropped || !rep.CheckpointDropped || !rep.Rewritten || rep.Guests < len(guests) {
