@@ -719,7 +719,7 @@ func (s *Service) watchViews(ctx context.Context, rewriteAll chan<- struct{}) {
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			s.log.Warn().Str("bucket", s.bus.Config().Bucket).Msg("views bucket missing; recreating it")
-			if err := s.bus.Provision(ctx); err != nil && ctx.Err() == nil {
+			if err := s.bus.ProvisionViews(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn().Err(err).Msg("views bucket not recreated; will retry")
 			}
 		case err == nil:

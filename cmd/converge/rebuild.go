@@ -67,7 +67,7 @@ is no checkpoint any more). With --wait, rebuild waits for the rewrite.`,
 			} else if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				return fmt.Errorf("checkpoint store: %w", err)
 			}
-			if err := b.Provision(ctx); err != nil {
+			if err := b.ProvisionViews(ctx); err != nil {
 				return fmt.Errorf("recreate views bucket: %w", err)
 			}
 			if wait > 0 {

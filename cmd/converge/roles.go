@@ -37,6 +37,9 @@ type roleFlags struct {
 	ackWait         time.Duration
 	leaseTTL        time.Duration
 	checkpointEvery time.Duration
+	retentionAge    time.Duration
+	retentionBytes  int64
+	observedTTL     time.Duration
 	noReboot        bool
 	observeOnly     bool
 	shutdownTimeout time.Duration
@@ -59,11 +62,21 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.pveTimeout, "pve-timeout", 30*time.Second, "timeout of one Proxmox API request")
 	fl.IntVar(&f.concurrency, "executor-concurrency", 64, "actions an executor runs at once")
 	fl.DurationVar(&f.ackWait, "ack-wait", executor.DefaultAckWait, "how long an action may go without a heartbeat before another executor may take it")
+	fl.DurationVar(&f.retentionAge, "retention-age", 0, "keep journal events this long (0: no age limit); set the same on every role, each provisions the stream")
+	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at most this many bytes of journal, oldest dropped first (0: no size limit)")
+	fl.DurationVar(&f.observedTTL, "observed-retention", 0, "keep observed snapshots and heartbeats this long (0: as long as the journal); each guest's newest snapshot is republished at half this term, so it never expires")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", time.Minute, "how often the planner checkpoints its fold while it advances (and on shutdown); negative: never")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor or planner keeps its partitions before others take them over")
 	fl.BoolVar(&f.noReboot, "no-reboot", false, "never reboot guests to apply pending config (they stay pending)")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 60*time.Second, "graceful shutdown time before a guest is stopped hard")
+}
+
+// retention applies the journal limits to the bus configuration of a
+// process that provisions the stream.
+func (f *roleFlags) retention(c bus.Config) bus.Config {
+	c.MaxAge, c.MaxBytes = f.retentionAge, f.retentionBytes
+	return c
 }
 
 func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
@@ -130,7 +143,7 @@ func runRoles(ctx context.Context, g *globals, f *roleFlags, which roles, b *bus
 		}
 		var err error
 		obs, err = observer.New(observer.Config{Cluster: g.cluster, Name: "observer@" + f.name, Interval: f.observeInterval,
-			ConfigRefresh: f.configRefresh, Logger: log.With().Str("role", "observer").Logger()}, px, b)
+			ConfigRefresh: f.configRefresh, ObservedTTL: f.observedTTL, Logger: log.With().Str("role", "observer").Logger()}, px, b)
 		if err != nil {
 			return err
 		}
@@ -248,7 +261,7 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 				}
 			}
 			ctx := cmd.Context()
-			b, err := bus.Connect(ctx, g.busConfig(role+"@"+f.name, log))
+			b, err := bus.Connect(ctx, f.retention(g.busConfig(role+"@"+f.name, log)))
 			if err != nil {
 				return err
 			}

@@ -105,7 +105,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		defer srv.Shutdown()
 		log.Info().Str("url", srv.ClientURL()).Str("data", dir).Msg("embedded NATS JetStream running")
 	}
-	cfg := g.busConfig("converge-up@"+f.name, log)
+	cfg := f.retention(g.busConfig("converge-up@"+f.name, log))
 	cfg.Server = srv
 	b, err := bus.Connect(ctx, cfg)
 	if err != nil {

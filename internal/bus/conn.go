@@ -38,7 +38,8 @@ type Config struct {
 	Partitions int
 	// Replicas of the stream and bucket (default 1; 3 on a cluster).
 	Replicas int
-	// MaxAge and MaxBytes bound the journal (0: unlimited).
+	// MaxAge and MaxBytes bound the journal (0: unlimited); the oldest
+	// events go first.
 	MaxAge   time.Duration
 	MaxBytes int64
 

@@ -31,6 +31,9 @@ func (b *Bus) StreamConfig() jetstream.StreamConfig {
 		Duplicates:  2 * time.Minute,
 		AllowDirect: true,
 		DenyDelete:  true,
+		// Per-message TTLs: observed snapshots and heartbeats carry a
+		// shorter term than the audit trail (Config.ObservedTTL).
+		AllowMsgTTL: true,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      events.Prefix + ".*.*.*",
 			Destination: events.Prefix + ".{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(" + strconv.Itoa(b.cfg.Partitions) + ",2,3)}}",
@@ -123,6 +126,13 @@ func (b *Bus) provision(ctx context.Context) error {
 			}
 		}
 	}
+	return b.ProvisionViews(ctx)
+}
+
+// ProvisionViews creates or updates the views bucket alone, leaving the
+// journal stream as it is (converge rebuild, a planner whose bucket was
+// dropped).
+func (b *Bus) ProvisionViews(ctx context.Context) error {
 	kcfg := b.bucketConfig()
 	if kv, err := b.JS.KeyValue(ctx, kcfg.Bucket); err == nil {
 		if st, err := kv.Status(ctx); err == nil && sameBucket(st, kcfg) {
@@ -150,7 +160,7 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
 		have.Retention == want.Retention && have.Storage == want.Storage && have.Replicas == want.Replicas &&
 		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes && have.Discard == want.Discard &&
-		have.Duplicates == want.Duplicates && have.AllowDirect == want.AllowDirect && have.DenyDelete == want.DenyDelete &&
+		have.Duplicates == want.Duplicates && have.AllowDirect == want.AllowDirect && have.DenyDelete == want.DenyDelete && have.AllowMsgTTL == want.AllowMsgTTL &&
 		have.SubjectTransform != nil && *have.SubjectTransform == *want.SubjectTransform
 }
 

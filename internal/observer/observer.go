@@ -60,6 +60,13 @@ type Config struct {
 	MaxInFlight int
 	// AckTimeout bounds the wait for a pass's acknowledgements (default 30s).
 	AckTimeout time.Duration
+	// ObservedTTL is how long the journal keeps each observed snapshot and
+	// heartbeat (a per-message TTL; 0: as long as the journal keeps
+	// anything). Polls are noise next to the audit trail of desired
+	// changes, actions and results, so they may go sooner. An unchanged
+	// snapshot is published again after ObservedTTL/2, so every guest's
+	// newest snapshot stays in the journal.
+	ObservedTTL time.Duration
 	Logger     zerolog.Logger
 	// Clock stamps reads and events (default time.Now).
 	Clock func() time.Time
@@ -105,6 +112,11 @@ func (c *Config) defaults() error {
 		c.AckTimeout = DefaultAckTimeout
 	case c.AckTimeout < 0:
 		return fmt.Errorf("observer: AckTimeout must be > 0, got %s", c.AckTimeout)
+	}
+	// A snapshot is refreshed at TTL/2 on the next pass: TTL must leave
+	// room for a few passes (and NATS counts TTLs in whole seconds).
+	if c.ObservedTTL < 0 || (c.ObservedTTL > 0 && (c.ObservedTTL < time.Second || c.ObservedTTL < 4*c.Interval)) {
+		return fmt.Errorf("observer: ObservedTTL must be 0 or at least 1s and 4 × Interval (%s), got %s", 4*c.Interval, c.ObservedTTL)
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"
 )
@@ -73,7 +75,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 			continue // keep the last published snapshot; read again next pass
 		}
 		snap := o.snapshot(l.res, l.state, now)
-		if !sameObservation(snap, o.published[snap.VMID]) {
+		if prev := o.published[snap.VMID]; !sameObservation(snap, prev) || o.expiring(prev, now) {
 			out = append(out, snap)
 		}
 	}
@@ -227,7 +229,7 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 	if err != nil {
 		return fmt.Errorf("observer: encode heartbeat: %w", err)
 	}
-	if _, err := o.bus.Publish(ctx, events.ClusterSubject(events.KindHeartbeat, o.cfg.Cluster), body, nil); err != nil {
+	if _, err := o.bus.Publish(ctx, events.ClusterSubject(events.KindHeartbeat, o.cfg.Cluster), body, nil, o.ttl()...); err != nil {
 		return fmt.Errorf("observer: publish heartbeat: %w", err)
 	}
 	return nil
@@ -250,4 +252,19 @@ func (o *Observer) noteReachability(ok bool, err error) {
 	if err != nil {
 		o.lastErr = err.Error()
 	}
+}
+
+// expiring reports whether a published snapshot is past half its TTL: it
+// is published again, so that the guest's newest observation never expires
+// from the journal.
+func (o *Observer) expiring(prev *events.Observed, now time.Time) bool {
+	return o.cfg.ObservedTTL > 0 && prev != nil && now.Sub(prev.Time) >= o.cfg.ObservedTTL/2
+}
+
+// ttl is the publish option stamping the observer's events with their term.
+func (o *Observer) ttl() []jetstream.PublishOpt {
+	if o.cfg.ObservedTTL <= 0 {
+		return nil
+	}
+	return []jetstream.PublishOpt{jetstream.WithMsgTTL(o.cfg.ObservedTTL)}
 }

@@ -63,7 +63,7 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 			continue
 		}
 		msg := &nats.Msg{Subject: events.Subject(events.KindObserved, o.cfg.Cluster, ob.VMID), Data: body}
-		fut, err := o.bus.JS.PublishMsgAsync(msg)
+		fut, err := o.bus.JS.PublishMsgAsync(msg, o.ttl()...)
 		if err != nil {
 			fail(ob, err)
 			continue
