@@ -138,7 +138,7 @@ func script(w *writer) (marks map[string]uint64) {
 	return marks
 }
 
-func TestTimeline(t *testing.T) {
+func TestHistoryTimeline(t *testing.T) {
 	w := newWriter(t)
 	marks := script(w)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -245,9 +245,9 @@ func TestTimeline(t *testing.T) {
 	}
 }
 
-// TestTimelineStopsAtItsStart: events appended while a history is read
+// TestHistoryTimelineStopsAtItsStart: events appended while a history is read
 // are not waited for, and the call returns even for a busy guest.
-func TestTimelineStopsAtItsStart(t *testing.T) {
+func TestHistoryTimelineStopsAtItsStart(t *testing.T) {
 	w := newWriter(t)
 	for i := range 50 {
 		w.observed(observed(101, t0.Add(time.Duration(i)*time.Second), "running", 1+i, "d"))
@@ -298,10 +298,10 @@ func mustJSON(t testing.TB, v any) string {
 	return string(b)
 }
 
-// TestFoldUntil: folding the stream up to a point gives exactly the
+// TestReplayFoldUntil: folding the stream up to a point gives exactly the
 // projector of the events up to it, for a sequence, a time, both, and the
 // whole stream.
-func TestFoldUntil(t *testing.T) {
+func TestReplayFoldUntil(t *testing.T) {
 	w := newWriter(t)
 	marks := script(w)
 	// More than a batch, so that batching and parallel decoding are used.
@@ -370,7 +370,7 @@ func TestFoldUntil(t *testing.T) {
 	}
 }
 
-func TestFoldUntilEmptyStream(t *testing.T) {
+func TestReplayFoldUntilEmptyStream(t *testing.T) {
 	b := bustest.New(t)
 	p, err := journal.FoldUntil(context.Background(), b.JS, "PVE", "pve", journal.Point{}, nil)
 	if err != nil || p.LastSeq != 0 || len(p.Views) != 0 {
@@ -382,7 +382,7 @@ func TestFoldUntilEmptyStream(t *testing.T) {
 	}
 }
 
-func TestPartitions(t *testing.T) {
+func TestHistoryPartitions(t *testing.T) {
 	for _, n := range []int{1, 16, 1024} {
 		cfg := jetstream.StreamConfig{Name: "PVE", SubjectTransform: &jetstream.SubjectTransformConfig{
 			Destination: fmt.Sprintf("pve.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(%d,2,3)}}", n)}}
@@ -400,7 +400,7 @@ func TestPartitions(t *testing.T) {
 	}
 }
 
-func TestParsePoint(t *testing.T) {
+func TestReplayParsePoint(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		in   string
