@@ -108,6 +108,9 @@ func TestCheckpointResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no checkpoint after shutdown: %v", err)
 	}
+	if raw, err = zstdDecoder.DecodeAll(raw, nil); err != nil {
+		t.Fatalf("checkpoint not zstd-compressed: %v", err)
+	}
 	var cp Checkpoint
 	if err := json.Unmarshal(raw, &cp); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ type ServiceConfig struct {
 	// several planners run (default 5s; see package lease).
 	LeaseTTL time.Duration
 	// CheckpointInterval is how often the fold is checkpointed while it
-	// advances (default 1m; negative: never). A checkpoint is also written
+	// advances (default 5m; negative: never). A checkpoint is also written
 	// on shutdown; a restarted planner resumes from the newest one and
 	// folds only the tail.
 	CheckpointInterval time.Duration
@@ -204,7 +204,7 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.CheckpointInterval == 0 {
-		cfg.CheckpointInterval = time.Minute
+		cfg.CheckpointInterval = 5 * time.Minute
 	}
 	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
