@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -33,25 +34,7 @@ func newWaitCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			// A guest counts only once its view reflects the newest desired
-			// revision in the journal: a view flushed before `desire` must
-			// not pass for converged.
-			want := map[int]uint64{}
-			for _, id := range ids {
-				m, err := b.LastMsg(ctx, events.KindDesired, g.cluster, id)
-				if err != nil {
-					return err
-				}
-				if m == nil {
-					return exitCode{2, fmt.Errorf("guest %d has no desired state; nothing to wait for", id)}
-				}
-				want[id] = m.Sequence
-			}
-			r, err := viewsReader(ctx, g, b)
-			if err != nil {
-				return err
-			}
-			ch, err := r.Watch(ctx)
+			want, ch, err := startWait(ctx, g, b, ids)
 			if err != nil {
 				return err
 			}
@@ -91,6 +74,59 @@ func newWaitCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
 	return cmd
+}
+
+// waitStep bounds one attempt at setting up the wait. Right after a NATS
+// node dies a request can go unanswered for good (a stream still without
+// a leader, a watch consumer placed on the dead node): without a bound it
+// would use up the whole --timeout.
+const waitStep = 10 * time.Second
+
+// startWait reads the newest desired revision of every guest and starts
+// watching the views, again if an attempt takes longer than waitStep or
+// meets a transient JetStream error.
+func startWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]uint64, <-chan *planner.GuestDoc, error) {
+	for {
+		actx, cancel := context.WithCancel(ctx)
+		timer := time.AfterFunc(waitStep, cancel)
+		want, ch, err := setUpWait(actx, g, b, ids)
+		inTime := timer.Stop()
+		if err == nil && inTime {
+			// The watch lives as long as the command.
+			context.AfterFunc(ctx, cancel)
+			return want, ch, nil
+		}
+		cancel()
+		if ctx.Err() != nil || (inTime && !bus.IsTransient(err)) {
+			return nil, nil, err
+		}
+	}
+}
+
+func setUpWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]uint64, <-chan *planner.GuestDoc, error) {
+	// A guest counts only once its view reflects the newest desired
+	// revision in the journal: a view flushed before `desire` must not
+	// pass for converged.
+	want := map[int]uint64{}
+	for _, id := range ids {
+		m, err := b.LastMsg(ctx, events.KindDesired, g.cluster, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if m == nil {
+			return nil, nil, exitCode{2, fmt.Errorf("guest %d has no desired state; nothing to wait for", id)}
+		}
+		want[id] = m.Sequence
+	}
+	r, err := viewsReader(ctx, g, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch, err := r.Watch(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return want, ch, nil
 }
 
 func current(d *planner.GuestDoc, rev uint64) bool {

@@ -71,7 +71,7 @@ func (b *Bus) Provision(ctx context.Context) error {
 		actx, acancel := context.WithTimeout(ctx, provisionAttempt)
 		err := b.provision(actx)
 		acancel()
-		if err == nil || !transient(err) || ctx.Err() != nil {
+		if err == nil || !IsTransient(err) || ctx.Err() != nil {
 			return err
 		}
 		b.log.Warn().Err(err).Int("attempt", attempt).Int("replicas", b.cfg.Replicas).
@@ -85,9 +85,12 @@ func (b *Bus) Provision(ctx context.Context) error {
 	}
 }
 
-// transient reports errors that a later attempt may not meet.
-func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+// IsTransient reports errors that a later attempt may not meet: timeouts
+// and JetStream's 503s (a cluster without a meta or stream leader for the
+// moment, too few peers online). Not-enabled errors are not among them.
+func IsTransient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return true
 	}
 	var apiErr *jetstream.APIError
