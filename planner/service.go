@@ -206,7 +206,11 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = 5 * time.Minute
 	}
-	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096))
+	// A publish lost with a dying server is never acknowledged: without a
+	// timeout its guest would await it forever, and the materialiser
+	// would block on it. Timed out, an action is re-planned (its msg-id
+	// and fence make that safe) and a view rewritten.
+	js, err := jetstream.New(b.NC, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(publishTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -252,30 +256,44 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.ckpt, err = OpenCheckpoints(ctx, s.bus.JS, s.bus.Config().Replicas); err != nil {
 		s.log.Warn().Err(err).Msg("checkpoints unavailable; folding the journal from the start")
 	}
-	occ := jetstream.OrderedConsumerConfig{}
 	if cp := s.loadCheckpoint(ctx, info); cp != nil {
 		s.proj.Views, s.proj.State, s.proj.LastSeq = cp.Views, cp.State, cp.Seq
 		s.mu.Lock()
 		s.resumedFrom = cp.Seq
 		s.mu.Unlock()
 		s.lastCkptSeq, s.lastCkpt = cp.Seq, s.now()
-		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, cp.Seq+1
 		s.log.Info().Uint64("checkpoint_seq", cp.Seq).Time("checkpoint_at", cp.At).Int("guests", len(cp.Views)).
 			Uint64("tail", target-min(target, cp.Seq)).Msg("resuming from checkpoint")
 	}
-	// No subject filter: the projector ignores other clusters' events, and
-	// a multi-subject filter costs the server a subject-tree search per
-	// message.
-	cons, err := stream.OrderedConsumer(ctx, occ)
-	if err != nil {
-		return fmt.Errorf("planner: consumer: %w", err)
-	}
 	msgs := make(chan jetstream.Msg, 1024)
-	cc, err := cons.Consume(func(m jetstream.Msg) { msgs <- m }, jetstream.PullMaxMessages(1000))
+	// consume folds on from the event after seq. No subject filter: the
+	// projector ignores other clusters' events, and a multi-subject filter
+	// costs the server a subject-tree search per message.
+	consume := func(seq uint64) (jetstream.ConsumeContext, error) {
+		occ := jetstream.OrderedConsumerConfig{}
+		if seq > 0 {
+			occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+		}
+		cons, err := stream.OrderedConsumer(ctx, occ)
+		if err != nil {
+			return nil, err
+		}
+		return cons.Consume(func(m jetstream.Msg) {
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+			}
+		}, jetstream.PullMaxMessages(1000))
+	}
+	cc, err := consume(s.proj.LastSeq)
 	if err != nil {
 		return fmt.Errorf("planner: consume: %w", err)
 	}
-	defer cc.Stop()
+	defer func() { cc.Stop() }()
+	lag := make(chan uint64, 1)
+	go watchLag(ctx, stream, lag)
+	var stalledSince time.Time
+	var stalledAt uint64
 	s.log.Info().Uint64("replay_to", target).Msg("planner folding the journal")
 	if target == 0 || s.proj.LastSeq >= target {
 		s.catchUp(ctx)
@@ -310,6 +328,28 @@ func (s *Service) Run(ctx context.Context) error {
 			delete(s.written, id)
 		case <-s.acqNote:
 			s.planAcquired(ctx)
+		case last := <-lag:
+			// An ordered consumer can stall for good when the server that
+			// held it dies (nats.go re-creates it under the same name, on
+			// the dead peer): behind the stream with no progress for a
+			// while, fold on through a new one. Events already folded are
+			// ignored if they come twice.
+			switch {
+			case last <= s.proj.LastSeq:
+				stalledSince = time.Time{}
+			case stalledSince.IsZero() || s.proj.LastSeq != stalledAt:
+				stalledSince, stalledAt = time.Now(), s.proj.LastSeq
+			case time.Since(stalledSince) >= consumerStall:
+				s.log.Warn().Uint64("folded", s.proj.LastSeq).Uint64("stream_last", last).Dur("stalled", time.Since(stalledSince)).
+					Msg("journal consumer made no progress; re-creating it")
+				if ncc, err := consume(s.proj.LastSeq); err != nil {
+					s.log.Warn().Err(err).Msg("journal consumer not re-created; will retry")
+				} else {
+					cc.Stop()
+					cc = ncc
+				}
+				stalledSince = time.Time{}
+			}
 		case <-rewriteAll:
 			// The bucket was dropped (converge rebuild) or lost: every
 			// document this planner owns is written again from the fold.
@@ -698,6 +738,42 @@ func (s *Service) materialise() {
 				s.failed(p.vmid)
 			}
 		}
+	}
+}
+
+// publishTimeout bounds the wait for an asynchronous publish's
+// acknowledgement.
+const publishTimeout = 15 * time.Second
+
+// consumerStall is how long the fold may stay behind the stream without
+// progress before its consumer is re-created; lagCheck how often the
+// stream's end is sampled.
+const (
+	consumerStall = 15 * time.Second
+	lagCheck      = 5 * time.Second
+)
+
+// watchLag samples the stream's last sequence for the stall check.
+func watchLag(ctx context.Context, stream jetstream.Stream, lag chan uint64) {
+	t := time.NewTicker(lagCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ictx, cancel := context.WithTimeout(ctx, lagCheck)
+		info, err := stream.Info(ictx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		select {
+		case <-lag: // replace an unread sample
+		default:
+		}
+		lag <- info.State.LastSeq
 	}
 }
 
