@@ -100,6 +100,7 @@ func (c *Cluster) start(i int) {
 		"--cluster-name", Name, "--cluster-listen", n.route, "--routes", strings.Join(routes, ","))
 	cmd := exec.Command(c.exe, args...)
 	cmd.Env = append(os.Environ(), "CONVERGE_RUN_MAIN=1")
+	dieWithParent(cmd)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
