@@ -51,21 +51,16 @@ func TestNATSClusterNodeLoss(t *testing.T) {
 }
 
 // TestNATSClusterStreamLeaderLoss is TestNATSClusterNodeLoss with the
-// journal stream's leader killed and the roles connected to any node. It
-// is skipped unless CONVERGE_TEST_STREAM_LEADER_LOSS=1: the planner does
-// not yet survive it reliably. Its action and view publishes are
-// asynchronous without an acknowledgement timeout (planner/service.go, the
-// jetstream.New call), so a publish lost with the dying leader leaves the
-// guest awaiting forever, or blocks view materialisation and with it the
-// whole planner; and when the planner's own connection was to the killed
-// node, nats.go's ordered consumer may re-create its consumer on the dead
-// peer (same name on every retry) and stall.
+// journal stream's leader killed and the roles connected to any node: the
+// stream has no leader for seconds, publishes in flight at the kill are
+// lost unacknowledged, and a role whose connection was to the node
+// reconnects. The planner survives it by timing out its asynchronous
+// publishes and re-creating a journal consumer that stops making progress
+// (an ordered consumer re-created right after the crash can be placed on
+// the dead node and never answer).
 func TestNATSClusterStreamLeaderLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node NATS cluster and four converge processes")
-	}
-	if os.Getenv("CONVERGE_TEST_STREAM_LEADER_LOSS") != "1" {
-		t.Skip("known planner failure modes (see the comment); CONVERGE_TEST_STREAM_LEADER_LOSS=1 runs it")
 	}
 	testNodeLoss(t, true)
 }
