@@ -67,7 +67,7 @@ type Config struct {
 	// snapshot is published again after ObservedTTL/2, so every guest's
 	// newest snapshot stays in the journal.
 	ObservedTTL time.Duration
-	Logger     zerolog.Logger
+	Logger      zerolog.Logger
 	// Clock stamps reads and events (default time.Now).
 	Clock func() time.Time
 }
