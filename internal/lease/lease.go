@@ -173,11 +173,27 @@ func (m *Manager) leaseKey(p int) string      { return m.cfg.Group + ".p." + str
 
 // Run takes part in the group until ctx ends, then releases everything.
 func (m *Manager) Run(ctx context.Context) error {
-	kv, err := Open(ctx, m.js, m.cfg.TTL, m.cfg.Replicas)
-	if err != nil {
-		return err
+	// The bucket may be unreachable for a while (a NATS cluster electing
+	// leaders after a crash): wait for it rather than give up the role.
+	delay := 250 * time.Millisecond
+	for {
+		kv, err := Open(ctx, m.js, m.cfg.TTL, m.cfg.Replicas)
+		if err == nil {
+			m.kv = kv
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		m.log.Warn().Err(err).Dur("retry_in", delay).Msg("lease bucket unavailable; retrying")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
 	}
-	m.kv = kv
+	kv := m.kv
 	if st, err := kv.Status(ctx); err == nil && st.TTL() != m.cfg.TTL {
 		m.log.Warn().Dur("bucket_ttl", st.TTL()).Dur("ttl", m.cfg.TTL).Msg("lease bucket has another TTL; it applies")
 		if st.TTL() > 0 {
