@@ -127,7 +127,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	if !e.ran.CompareAndSwap(false, true) {
 		return errors.New("executor: Run called twice")
 	}
-	s, err := e.bus.Stream(ctx)
+	s, _, err := e.bus.WaitStream(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -243,13 +243,12 @@ func NewService(cfg ServiceConfig, b *bus.Bus) (*Service, error) {
 // Run folds the journal from its start, plans every guest once caught up,
 // then plans each guest as its events arrive, until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	stream, err := s.bus.Stream(ctx)
+	stream, info, err := s.bus.WaitStream(ctx)
 	if err != nil {
-		return fmt.Errorf("planner: %w", err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("planner: stream info: %w", err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("planner: journal stream: %w", err)
 	}
 	target := info.State.LastSeq
 	s.streamCreated = info.Created

@@ -182,6 +182,35 @@ func (b *Bus) Stream(ctx context.Context) (jetstream.Stream, error) {
 	return b.JS.Stream(ctx, b.cfg.Stream)
 }
 
+// WaitStream returns the journal stream handle with its info, waiting
+// through transient failures (a NATS cluster electing leaders after a
+// crash) until ctx ends: a role starting then waits instead of exiting.
+func (b *Bus) WaitStream(ctx context.Context) (jetstream.Stream, *jetstream.StreamInfo, error) {
+	delay := 250 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
+		s, err := b.Stream(actx)
+		var info *jetstream.StreamInfo
+		if err == nil {
+			info, err = s.Info(actx)
+		}
+		cancel()
+		if err == nil {
+			return s, info, nil
+		}
+		if !IsTransient(err) || ctx.Err() != nil {
+			return nil, nil, err
+		}
+		b.log.Warn().Err(err).Dur("retry_in", delay).Msg("journal stream unavailable; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
 // Views returns the projection bucket.
 func (b *Bus) Views(ctx context.Context) (jetstream.KeyValue, error) {
 	return b.JS.KeyValue(ctx, b.cfg.Bucket)
