@@ -125,7 +125,7 @@ func TestPowerAndConfig(t *testing.T) {
 // skipped and never reaches Proxmox (invariant 2).
 func TestStaleActionSkipped(t *testing.T) {
 	v := newEnv(t)
-	for _, id := range []int{101, 102, 103, 104, 105} {
+	for _, id := range []int{101, 102, 103, 104, 105, 106, 107} {
 		v.addGuest(pvesim.GuestSpec{VMID: id})
 	}
 	desired := func(vmid int, body string) uint64 {
@@ -165,12 +165,27 @@ func TestStaleActionSkipped(t *testing.T) {
 	a104 := action(104, events.OpStart)
 	a104.BasisSeq = b3
 
+	// 106: a newer valid revision followed by an invalid one: the newest
+	// event cannot fence, the one before it does.
+	d4 := desired(106, `{"vmid":106,"power":"running"}`)
+	d5 := desired(106, `{"vmid":106,"power":"running","cores":3}`)
+	desired(106, `{"vmid":106,"power":"sideways"}`)
+	a106 := action(106, events.OpStart)
+	a106.DesiredSeq = d4
+
+	// 107: a newer observation followed by one read before the basis.
+	b4 := observed(107, now)
+	b5 := observed(107, now.Add(time.Second))
+	observed(107, now.Add(-time.Second))
+	a107 := action(107, events.OpStart)
+	a107.BasisSeq = b4
+
 	// 105: two actions; the older one is superseded by the newer.
 	old, newer := action(105, events.OpStart), action(105, events.OpStart)
 	v.publishAction(old)
 	newerSeq := v.publishAction(newer)
 
-	for _, a := range []events.Action{a101, a102, a103, a104} {
+	for _, a := range []events.Action{a101, a102, a103, a104, a106, a107} {
 		v.publishAction(a)
 	}
 	v.run(executor.Config{}, nil)
@@ -184,6 +199,8 @@ func TestStaleActionSkipped(t *testing.T) {
 		{a102, events.ResultSucceeded, ""},
 		{a103, events.ResultSkipped, "superseded by observation " + itoa(b2)},
 		{a104, events.ResultSucceeded, ""},
+		{a106, events.ResultSkipped, "superseded by desired revision " + itoa(d5)},
+		{a107, events.ResultSkipped, "superseded by observation " + itoa(b5)},
 		{old, events.ResultSkipped, "superseded by action " + itoa(newerSeq)},
 		{newer, events.ResultSucceeded, ""},
 	} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,21 +18,32 @@ import (
 // newest message of a guest subject, or the first one at or after a
 // sequence.
 
+// lastMsg returns a guest's newest event of a kind, nil if there is none.
+func (e *Executor) lastMsg(ctx context.Context, kind events.Kind, vmid int) (*jetstream.RawStreamMsg, error) {
+	m, err := e.stream.GetLastMsgForSubject(ctx, e.bus.StoredSubject(kind, e.cfg.Cluster, vmid))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last %s of %d: %w", kind, vmid, err)
+	}
+	return m, nil
+}
+
 // lastSeq returns the sequence of a guest's newest event of a kind, 0 if
 // there is none.
 func (e *Executor) lastSeq(ctx context.Context, kind events.Kind, vmid int) (uint64, error) {
-	m, err := e.stream.GetLastMsgForSubject(ctx, e.bus.StoredSubject(kind, e.cfg.Cluster, vmid))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("last %s of %d: %w", kind, vmid, err)
+	m, err := e.lastMsg(ctx, kind, vmid)
+	if m == nil {
+		return 0, err
 	}
 	return m.Sequence, nil
 }
 
 // nextMsg returns a guest's first event of a kind at or after seq, nil if
-// there is none.
+// there is none. The server finds it by scanning the stream from seq, so it
+// is kept off the common path: callers read the newest event first (an
+// index lookup) and walk only when that cannot answer.
 func (e *Executor) nextMsg(ctx context.Context, kind events.Kind, vmid int, seq uint64) (*jetstream.RawStreamMsg, error) {
 	m, err := e.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(e.bus.StoredSubject(kind, e.cfg.Cluster, vmid)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -64,25 +74,29 @@ type record struct {
 // action of a guest only after the previous one's final result).
 func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, seq uint64) (record, error) {
 	var rec record
-	// The newest action and the first result after this one are read
-	// concurrently: one round trip on the path to the mutation, not two.
+	// The newest action and the newest result are read concurrently: one
+	// round trip on the path to the mutation.
 	var last uint64
-	var lastErr, resErr error
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); last, lastErr = e.lastSeq(ctx, events.KindAction, vmid) }()
-	go func() { defer wg.Done(); rec.lastResult, resErr = e.lastSeq(ctx, events.KindResult, vmid) }()
-	m, err := e.nextMsg(ctx, events.KindResult, vmid, seq+1)
-	wg.Wait()
+	var lastErr error
+	done := make(chan struct{})
+	go func() { defer close(done); last, lastErr = e.lastSeq(ctx, events.KindAction, vmid) }()
+	lastResult, err := e.lastSeq(ctx, events.KindResult, vmid)
+	<-done
 	if lastErr != nil {
 		return rec, lastErr
 	}
-	if resErr != nil {
-		return rec, resErr
+	if err != nil {
+		return rec, err
 	}
+	rec.lastResult = lastResult
 	if last > seq {
 		rec.newerAction = last
 	}
+	if lastResult <= seq {
+		// No result since the action was stored: a first delivery.
+		return rec, nil
+	}
+	m, err := e.nextMsg(ctx, events.KindResult, vmid, seq+1)
 	for {
 		if err != nil {
 			return rec, err
@@ -101,30 +115,38 @@ func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, se
 				rec.started = &r
 			}
 		}
+		if m.Sequence >= rec.lastResult {
+			return rec, nil
+		}
 		m, err = e.nextMsg(ctx, events.KindResult, vmid, next)
 	}
 }
 
-// supersedingDesired returns the sequence of the first accepted desired
-// event of the guest after seq, 0 if there is none. A desired event the
+// supersedingDesired returns the sequence of an accepted desired event of
+// the guest after seq (the newest, when it is accepted), 0 if there is none. A desired event the
 // projector rejects (invalid body, unknown schema) changes nothing, so it
 // supersedes nothing: otherwise an invalid publish would fence every action
 // planned from the last valid revision, forever.
 func (e *Executor) supersedingDesired(ctx context.Context, vmid int, seq uint64) (uint64, error) {
-	last, err := e.lastSeq(ctx, events.KindDesired, vmid)
-	if err != nil || last <= seq {
+	last, err := e.lastMsg(ctx, events.KindDesired, vmid)
+	if err != nil || last == nil || last.Sequence <= seq {
 		return 0, err
 	}
-	for next := seq + 1; ; {
+	// The newest revision is what usually supersedes: one indexed read.
+	if acceptedDesired(last, vmid) {
+		return last.Sequence, nil
+	}
+	for next := seq + 1; next < last.Sequence; {
 		m, err := e.nextMsg(ctx, events.KindDesired, vmid, next)
 		if err != nil || m == nil {
 			return 0, err
 		}
 		next = m.Sequence + 1
-		if acceptedDesired(m, vmid) {
+		if m.Sequence < last.Sequence && acceptedDesired(m, vmid) {
 			return m.Sequence, nil
 		}
 	}
+	return 0, nil
 }
 
 // acceptedDesired mirrors the projector's acceptance of a desired event.
@@ -136,31 +158,39 @@ func acceptedDesired(m *jetstream.RawStreamMsg, vmid int) bool {
 	return err == nil
 }
 
-// supersedingObservation returns the sequence of the first observation of
-// the guest after basis that the projector would adopt over the basis (read
+// supersedingObservation returns the sequence of an observation of the
+// guest after basis (the newest, when it qualifies) that the projector would adopt over the basis (read
 // at or after it), 0 if there is none. An observation read before the basis
 // but published after it is ignored by the projector, so it must not fence
 // either: the planner would re-plan from the same basis forever.
 func (e *Executor) supersedingObservation(ctx context.Context, vmid int, basis uint64) (uint64, error) {
-	last, err := e.lastSeq(ctx, events.KindObserved, vmid)
-	if err != nil || last <= basis {
+	last, err := e.lastMsg(ctx, events.KindObserved, vmid)
+	if err != nil || last == nil || last.Sequence <= basis {
 		return 0, err
 	}
 	basisAt, err := e.readAt(ctx, basis)
 	if err != nil {
 		return 0, err
 	}
-	for next := basis + 1; ; {
+	adopted := func(m *jetstream.RawStreamMsg) bool {
+		o, err := events.Decode[events.Observed](m.Data)
+		return err == nil && !o.ReadAt.Before(basisAt)
+	}
+	// The newest observation is what usually supersedes: one indexed read.
+	if adopted(last) {
+		return last.Sequence, nil
+	}
+	for next := basis + 1; next < last.Sequence; {
 		m, err := e.nextMsg(ctx, events.KindObserved, vmid, next)
 		if err != nil || m == nil {
 			return 0, err
 		}
 		next = m.Sequence + 1
-		o, err := events.Decode[events.Observed](m.Data)
-		if err == nil && !o.ReadAt.Before(basisAt) {
+		if m.Sequence < last.Sequence && adopted(m) {
 			return m.Sequence, nil
 		}
 	}
+	return 0, nil
 }
 
 // readAt returns when the observation stored at seq (an observed event or a
