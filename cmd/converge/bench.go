@@ -29,13 +29,14 @@ saturation and at a fixed rate, a replay into fresh projections and an idle
 observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := zerolog.Nop()
-			if g.logLevel == "debug" {
-				l, err := g.logger()
-				if err != nil {
-					return err
-				}
-				log = l
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			// The roles' routine logs would drown the table: warnings and
+			// errors only, unless debugging.
+			if log.GetLevel() > zerolog.DebugLevel && log.GetLevel() < zerolog.WarnLevel {
+				log = log.Level(zerolog.WarnLevel)
 			}
 			o.Logger = log
 			tty := term.IsTerminal(int(os.Stderr.Fd()))

@@ -213,7 +213,9 @@ func (r *run) setup(ctx context.Context, dir string) error {
 		return err
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.stop = func() { cancel(); srv.Shutdown() }
+	// Roles stop before the server does: otherwise every consumer logs the
+	// server's shutdown.
+	r.stop = func() { cancel(); r.wg.Wait(); srv.Shutdown() }
 	// Each role on its own connection, as `converge up` runs them.
 	conn := func(name string) (*bus.Bus, error) { return b.Another(ctx, name) }
 	ob, err := conn("bench-observer")
@@ -408,7 +410,9 @@ func (r *run) raw(ctx context.Context) error {
 		} else if c%10000 == 0 {
 			r.o.Progress("raw consume", int(c), n)
 		}
-	}, jetstream.PullMaxMessages(1000))
+	}, jetstream.PullMaxMessages(1000), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		r.log.Warn().Err(err).Msg("raw consume")
+	}))
 	if err != nil {
 		return err
 	}
