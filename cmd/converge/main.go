@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -112,6 +113,9 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	if err != nil {
 		return zerolog.Nop(), fmt.Errorf("--log-level: %w", err)
 	}
+	// Timestamps carry milliseconds: zerolog's default field format has
+	// whole seconds, which the console writer would print as .000.
+	zerolog.TimeFieldFormat = time.RFC3339Nano
 	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).Level(lvl).With().Timestamp().Logger(), nil
 }
 
