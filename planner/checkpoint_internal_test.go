@@ -171,3 +171,61 @@ func TestCheckpointIgnoredWhenStreamRecreated(t *testing.T) {
 		t.Fatal("views differ from a whole fold of the new stream")
 	}
 }
+
+// TestViewsBehind: once the planner has folded a wave of changes and
+// ViewsBehind reports 0, every guest's view document shows its newest
+// desired revision (what `converge bench` waits on before its latency run).
+func TestViewsBehind(t *testing.T) {
+	b := bustest.New(t)
+	ctx := context.Background()
+	if err := b.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, stop := runService(t, b, ServiceConfig{Name: "p1"})
+	defer stop()
+	kv, err := b.Views(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := b.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for wave := 1; wave <= 2; wave++ {
+		publishWave(t, b, wave)
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			s.mu.RLock()
+			folded := s.proj.LastSeq >= info.State.LastSeq
+			s.mu.RUnlock()
+			if folded && s.ViewsBehind() == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("wave %d: folded %v, %d views behind", wave, folded, s.ViewsBehind())
+			}
+			time.Sleep(5 * time.Millisecond) // polling a condition
+		}
+		for id := 101; id <= 110; id++ {
+			last, err := stream.GetLastMsgForSubject(ctx, b.StoredSubject(events.KindDesired, "pve", id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := kv.Get(ctx, GuestKey("pve", id))
+			if err != nil {
+				t.Fatalf("wave %d, guest %d: %v", wave, id, err)
+			}
+			var doc GuestDoc
+			if err := json.Unmarshal(e.Value(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.View == nil || doc.View.DesiredSeq != last.Sequence {
+				t.Fatalf("wave %d, guest %d: view at desired revision %v, journal at %d", wave, id, doc.View, last.Sequence)
+			}
+		}
+	}
+}

@@ -81,12 +81,15 @@ type Service struct {
 	matErr chan int
 	// written is the signature of each guest's last materialised document:
 	// a document is rewritten only when what status shows changed.
-	written   map[int]docSig
-	dirty     map[int]bool
-	caughtUp  bool
-	stale     bool
-	lastFull  time.Time
-	lastFlush time.Time
+	written map[int]docSig
+	dirty   map[int]bool
+	// viewsDirty and viewsWriting count the views not yet written: dirty
+	// after the last flush, and handed to the materialiser (ViewsBehind).
+	viewsDirty, viewsWriting atomic.Int64
+	caughtUp                 bool
+	stale                    bool
+	lastFull                 time.Time
+	lastFlush                time.Time
 
 	// leases shares the guests' partitions among the cluster's planners
 	// (group "planner-<cluster>"): this planner publishes actions and
@@ -323,7 +326,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 			return nil
 		case id := <-s.matErr:
-			s.dirty[id] = true
+			s.markDirty(id)
 			delete(s.written, id)
 		case <-s.acqNote:
 			s.planAcquired(ctx)
@@ -354,7 +357,7 @@ func (s *Service) Run(ctx context.Context) error {
 			// document this planner owns is written again from the fold.
 			clear(s.written)
 			for id := range s.proj.Views {
-				s.dirty[id] = true
+				s.markDirty(id)
 			}
 			s.log.Info().Int("guests", len(s.proj.Views)).Msg("views bucket recreated; rewriting every view")
 		case m := <-msgs:
@@ -446,7 +449,7 @@ func (s *Service) handleEvent(ctx context.Context, ev projector.Event) {
 		if id, ok := s.awaiting[v.VMID]; ok && v.LastAction != nil && v.LastAction.ID == id {
 			delete(s.awaiting, v.VMID)
 		}
-		s.dirty[v.VMID] = true
+		s.markDirty(v.VMID)
 		if s.caughtUp {
 			s.planGuest(ctx, v)
 		}
@@ -554,7 +557,7 @@ func (s *Service) planGuest(ctx context.Context, v *projector.View) {
 		s.retries[v.VMID] = d.Status.RetryAt
 	}
 	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
-		s.dirty[v.VMID] = true
+		s.markDirty(v.VMID)
 	}
 	if len(d.Steps) == 0 || !s.mine(v.VMID) {
 		return
@@ -691,16 +694,31 @@ func (s *Service) flush(ctx context.Context) {
 		}
 	}
 	batch := matBatch{docs: docs, cluster: ClusterDoc{State: cluster, Seq: s.proj.LastSeq, UpdatedAt: now, Planner: s.cfg.Name}}
+	s.viewsWriting.Add(int64(len(docs)))
 	select {
 	case s.mat <- batch:
 	default:
 		// The materialiser is still writing the previous batch: these
 		// views stay dirty for the next flush.
+		s.viewsWriting.Add(-int64(len(docs)))
 		for id := range docs {
 			delete(s.written, id)
 			s.dirty[id] = true
 		}
 	}
+	s.viewsDirty.Store(int64(len(s.dirty)))
+}
+
+// markDirty marks a guest's view for the next flush.
+func (s *Service) markDirty(vmid int) {
+	s.dirty[vmid] = true
+	s.viewsDirty.Store(int64(len(s.dirty)))
+}
+
+// ViewsBehind is the number of guests whose view document is not yet
+// written: changed since the last flush, or being written.
+func (s *Service) ViewsBehind() int {
+	return int(s.viewsDirty.Load() + s.viewsWriting.Load())
 }
 
 // materialise encodes and writes view documents, one batch at a time, until
@@ -737,6 +755,7 @@ func (s *Service) materialise() {
 				s.failed(p.vmid)
 			}
 		}
+		s.viewsWriting.Add(-int64(len(batch.docs)))
 	}
 }
 
@@ -846,7 +865,7 @@ func (s *Service) planAcquired(ctx context.Context) {
 	s.log.Info().Ints("partitions", ps).Int("guests", len(ids)).Msg("planning guests of acquired partitions")
 	for _, id := range ids {
 		delete(s.written, id) // rewrite: the previous owner's document may be older
-		s.dirty[id] = true
+		s.markDirty(id)
 		s.planGuest(ctx, s.proj.Views[id])
 	}
 }

@@ -81,6 +81,10 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 				rep.PipelineChangesPerS, rep.StreamWritesPerChange, rep.Efficiency, det.PipelineSeconds, det.Actions, det.StreamWrites)
 			fmt.Fprintf(tw, "latency (%d changes at %d/s)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
 				det.LatencyChanges, o.Rate, rep.LatencyMs.P50, rep.LatencyMs.P90, rep.LatencyMs.P99)
+			fmt.Fprintf(tw, "  desired → action (planner)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
+				det.LatencyPlanner.P50, det.LatencyPlanner.P90, det.LatencyPlanner.P99)
+			fmt.Fprintf(tw, "  action → mutation (executor)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
+				det.LatencyExecutor.P50, det.LatencyExecutor.P90, det.LatencyExecutor.P99)
 			fmt.Fprintf(tw, "replay\t%.0f events/s\t%.2f × raw replay\t(%d events)\n",
 				rep.ReplayEventsPerS, rep.ReplayEventsPerS/rep.RawReplayMsgsPerS, det.ReplayEvents)
 			fmt.Fprintf(tw, "idle observer pass\t%.1f Proxmox calls\n", rep.PveCallsPerIdlePass)

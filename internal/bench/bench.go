@@ -9,10 +9,12 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -116,6 +118,9 @@ type Details struct {
 	Actions         int
 	StreamWrites    uint64
 	LatencyChanges  int
+	// The latency run split where the action was published: desired
+	// accepted → action (planner), action → mutation (executor, Proxmox).
+	LatencyPlanner, LatencyExecutor Latency
 	ReplayEvents    int
 	Elapsed         time.Duration
 }
@@ -176,6 +181,7 @@ type run struct {
 	mutated    []int64
 	latencyRun atomic.Bool
 	execs      []*executor.Executor
+	planner    *planner.Service
 }
 
 const tokenID, tokenSecret = "root@pam!bench", "bench-secret"
@@ -247,6 +253,7 @@ func (r *run) setup(ctx context.Context, dir string) error {
 			}
 		}()
 	}
+	r.planner = svc
 	start(r.obs.Run, octx)
 	start(svc.Run, rctx)
 	for i := 0; i < r.o.Executors; i++ {
@@ -543,12 +550,33 @@ func (r *run) countActions() int {
 // latency publishes changes at a fixed rate, each to a different guest,
 // and measures desired accepted → mutation received by the simulator.
 func (r *run) latency(ctx context.Context) error {
+	// A settled system: the throughput run's last view documents written.
+	err := waitFor(ctx, 5*time.Minute, "views written", func() (int, int, bool) {
+		n := r.planner.ViewsBehind()
+		return n, 0, n == 0
+	})
+	if err != nil {
+		return err
+	}
 	n := r.o.LatencyN
 	r.det.LatencyChanges = n
 	accepted := make([]int64, n)
 	for i := range r.mutated {
 		atomic.StoreInt64(&r.mutated[i], 0)
 	}
+	// When each change's action was published, seen on core NATS: splits
+	// the latency between the planner and the executor.
+	planned := make([]int64, n)
+	sub, err := r.b.NC.Subscribe(events.ClusterSubject(events.KindAction, events.DefaultCluster)+".*", func(m *nats.Msg) {
+		at := time.Now().UnixNano()
+		if i, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); err == nil && i >= 100 && i-100 < n {
+			atomic.CompareAndSwapInt64(&planned[i-100], 0, at)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
 	r.latencyRun.Store(true)
 	defer r.latencyRun.Store(false)
 	interval := time.Second / time.Duration(r.o.Rate)
@@ -568,7 +596,7 @@ func (r *run) latency(ctx context.Context) error {
 			r.o.Progress("latency run", i, n)
 		}
 	}
-	err := waitFor(ctx, 10*time.Minute, "latency-run mutations", func() (int, int, bool) {
+	err = waitFor(ctx, 10*time.Minute, "latency-run mutations", func() (int, int, bool) {
 		c := 0
 		for i := 0; i < n; i++ {
 			if atomic.LoadInt64(&r.mutated[i]) != 0 {
@@ -580,13 +608,11 @@ func (r *run) latency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lat := make([]float64, n)
-	for i := range lat {
-		lat[i] = max(0, float64(atomic.LoadInt64(&r.mutated[i])-accepted[i])/1e6)
-	}
-	sort.Float64s(lat)
-	pct := func(p float64) float64 { return lat[min(n-1, int(p*float64(n)))] }
-	r.rep.LatencyMs = Latency{P50: pct(0.50), P90: pct(0.90), P99: pct(0.99)}
+	r.rep.LatencyMs = percentiles(n, func(i int) int64 { return atomic.LoadInt64(&r.mutated[i]) - accepted[i] })
+	r.det.LatencyPlanner = percentiles(n, func(i int) int64 { return atomic.LoadInt64(&planned[i]) - accepted[i] })
+	r.det.LatencyExecutor = percentiles(n, func(i int) int64 {
+		return atomic.LoadInt64(&r.mutated[i]) - atomic.LoadInt64(&planned[i])
+	})
 	// Let the latency run's actions finish before the idle pass.
 	return waitFor(ctx, 10*time.Minute, "latency-run convergence", func() (int, int, bool) {
 		c := 0
@@ -597,6 +623,17 @@ func (r *run) latency(ctx context.Context) error {
 		}
 		return c, n, c == n
 	})
+}
+
+// percentiles of n durations in nanoseconds, in milliseconds.
+func percentiles(n int, ns func(i int) int64) Latency {
+	lat := make([]float64, n)
+	for i := range lat {
+		lat[i] = max(0, float64(ns(i))/1e6)
+	}
+	sort.Float64s(lat)
+	pct := func(p float64) float64 { return lat[min(n-1, int(p*float64(n)))] }
+	return Latency{P50: pct(0.50), P90: pct(0.90), P99: pct(0.99)}
 }
 
 // idle measures Proxmox calls of observer passes with nothing changed.
