@@ -121,8 +121,8 @@ type Details struct {
 	// The latency run split where the action was published: desired
 	// accepted → action (planner), action → mutation (executor, Proxmox).
 	LatencyPlanner, LatencyExecutor Latency
-	ReplayEvents    int
-	Elapsed         time.Duration
+	ReplayEvents                    int
+	Elapsed                         time.Duration
 }
 
 // Run performs a whole benchmark.
