@@ -3,6 +3,7 @@ package pve
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -170,6 +171,38 @@ func TestValueString(t *testing.T) {
 		got, ok := valueString(tc.in)
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("valueString(%#v) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// TestUnmarshalNumberEquivalent: the goccy/go-json decoder behind
+// unmarshalNumber gives exactly encoding/json's result (UseNumber) on PVE's
+// odd typing, and fails where it fails.
+func TestUnmarshalNumberEquivalent(t *testing.T) {
+	for _, in := range []string{
+		`{"cores":2,"memory":"2048","balloon":0,"cpulimit":"1.5","vcpus":1e1,"onboot":true,"agent":"1,fstrim_cloned_disks=1"}`,
+		`{"description":"a\u00e9\n b <&>","tags":"A;b","digest":"0123abcd","net0":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0"}`,
+		`{"status":"running","uptime":"123","ha":{"managed":0},"qmpstatus":"running","lock":null,"maxmem":4294967296}`,
+		`{"n":-0.0,"big":123456789012345678901234567890,"neg":-12,"exp":1.5E+3,"arr":[1,"2",{"x":null}]}`,
+		`{"x":1}{"y":2}`,
+		`{"dup":1,"dup":2}`,
+		`{"a":"\ud83d\ude00"}`,
+		`null`,
+		`{"bad":}`,
+		`{"a":1`,
+		``,
+	} {
+		var want, got map[string]any
+		d := json.NewDecoder(strings.NewReader(in))
+		d.UseNumber()
+		werr := d.Decode(&want)
+		gerr := unmarshalNumber([]byte(in), &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Errorf("%q: encoding/json error %v, goccy error %v", in, werr, gerr)
+			continue
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("%q: encoding/json %#v, goccy %#v", in, want, got)
 		}
 	}
 }
