@@ -438,11 +438,13 @@ func (s *Service) handleBatch(ctx context.Context, ms []jetstream.Msg) {
 }
 
 func (s *Service) handleEvent(ctx context.Context, ev projector.Event) {
+	// Counted once handled (folded, and its guest marked for planning and
+	// writing): a reader that sees the count sees the consequences.
+	defer s.metrics.folded.Inc()
 	ch := s.proj.Apply(ev)
 	if ch.Err != nil {
 		s.log.Warn().Err(ch.Err).Uint64("seq", ev.Seq).Str("subject", ev.Subject).Msg("event not folded")
 	}
-	s.metrics.folded.Inc()
 	switch {
 	case ch.View != nil:
 		v := ch.View
@@ -715,8 +717,9 @@ func (s *Service) markDirty(vmid int) {
 	s.viewsDirty.Store(int64(len(s.dirty)))
 }
 
-// ViewsBehind is the number of guests whose view document is not yet
-// written: changed since the last flush, or being written.
+// ViewsBehind is the number of guests of the partitions this planner holds
+// whose view document is not yet written: changed since the last flush, or
+// being written.
 func (s *Service) ViewsBehind() int {
 	return int(s.viewsDirty.Load() + s.viewsWriting.Load())
 }
