@@ -608,11 +608,17 @@ func (r *run) latency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.LatencyMs = percentiles(n, func(i int) int64 { return atomic.LoadInt64(&r.mutated[i]) - accepted[i] })
-	r.det.LatencyPlanner = percentiles(n, func(i int) int64 { return atomic.LoadInt64(&planned[i]) - accepted[i] })
-	r.det.LatencyExecutor = percentiles(n, func(i int) int64 {
-		return atomic.LoadInt64(&r.mutated[i]) - atomic.LoadInt64(&planned[i])
-	})
+	total, toAction, toMutation := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	for i := 0; i < n; i++ {
+		m := atomic.LoadInt64(&r.mutated[i])
+		total = append(total, m-accepted[i])
+		// An action the subscription missed (a slow consumer) splits nothing.
+		if p := atomic.LoadInt64(&planned[i]); p != 0 {
+			toAction, toMutation = append(toAction, p-accepted[i]), append(toMutation, m-p)
+		}
+	}
+	r.rep.LatencyMs = percentiles(total)
+	r.det.LatencyPlanner, r.det.LatencyExecutor = percentiles(toAction), percentiles(toMutation)
 	// Let the latency run's actions finish before the idle pass.
 	return waitFor(ctx, 10*time.Minute, "latency-run convergence", func() (int, int, bool) {
 		c := 0
@@ -625,11 +631,15 @@ func (r *run) latency(ctx context.Context) error {
 	})
 }
 
-// percentiles of n durations in nanoseconds, in milliseconds.
-func percentiles(n int, ns func(i int) int64) Latency {
+// percentiles of durations in nanoseconds, in milliseconds; zero for none.
+func percentiles(ns []int64) Latency {
+	n := len(ns)
+	if n == 0 {
+		return Latency{}
+	}
 	lat := make([]float64, n)
-	for i := range lat {
-		lat[i] = max(0, float64(ns(i))/1e6)
+	for i, d := range ns {
+		lat[i] = max(0, float64(d)/1e6)
 	}
 	sort.Float64s(lat)
 	pct := func(p float64) float64 { return lat[min(n-1, int(p*float64(n)))] }
