@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"unicode/utf8"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // Resource is one guest as listed by GET /cluster/resources?type=vm.
@@ -129,8 +132,8 @@ func rawValue(r json.RawMessage) any {
 // when the payload does not fit the typed shape (then the generic path
 // decides and reports).
 func decodeResourcesTyped(data []byte) ([]Resource, bool) {
-	var rows []resourceRow
-	if json.Unmarshal(data, &rows) != nil {
+	rows, err := decodeRows(data)
+	if err != nil {
 		return nil, false
 	}
 	out := make([]Resource, 0, len(rows))
@@ -153,6 +156,20 @@ func decodeResourcesTyped(data []byte) ([]Resource, bool) {
 		return out[i].Node < out[j].Node
 	})
 	return out, true
+}
+
+// decodeRows decodes rows with goccy/go-json, which reads them as
+// encoding/json does (TestDecodeRowsMatchesStd) in a third of the CPU,
+// except that it keeps invalid UTF-8 where encoding/json substitutes
+// U+FFFD: such a payload is left to encoding/json.
+func decodeRows(data []byte) ([]resourceRow, error) {
+	var rows []resourceRow
+	unmarshal := gojson.Unmarshal
+	if !utf8.Valid(data) {
+		unmarshal = json.Unmarshal
+	}
+	err := unmarshal(data, &rows)
+	return rows, err
 }
 
 // decodeRow reads a typed row with the same rules as decodeResource.

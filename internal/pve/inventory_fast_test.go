@@ -1,6 +1,7 @@
 package pve
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -49,5 +50,40 @@ func TestTypedInventoryMatchesGeneric(t *testing.T) {
 	// A row the typed shape cannot hold falls back to the generic path.
 	if _, ok := decodeResourcesTyped([]byte(`[{"type":"qemu","vmid":100,"name":7}]`)); ok {
 		t.Error("typed path should decline a numeric name")
+	}
+}
+
+// TestDecodeRowsMatchesStd: the typed path decodes rows with goccy/go-json;
+// on valid JSON it must read what encoding/json reads,
+// including its quirks (case-insensitive keys, the last of duplicate keys,
+// invalid UTF-8 replaced: decodeResourcesTyped leaves that to
+// encoding/json).
+func TestDecodeRowsMatchesStd(t *testing.T) {
+	for _, payload := range []string{
+		`[]`,
+		`null`,
+		`[{"id":"qemu/100","type":"qemu","vmid":100,"node":"pve1","name":"web","status":"running","template":0,"maxcpu":2,"maxmem":2147483648,"uptime":42,"tags":"b;A","lock":"backup","cpu":0.01,"netin":5}]`,
+		`[{"id":"lxc/101","type":"lxc","vmid":"101","node":"pve2","status":"unknown","template":"1","maxcpu":0.5,"maxmem":5.36870912e+08}]`,
+		`[{"type":"qemu","VMID":104,"Node":"pve1","NAME":"upper"}]`,
+		`[{"type":"qemu","vmid":105,"name":"first","name":"second"}]`,
+		`[{"type":"qemu","vmid":106,"name":"caf\u00e9 \ud83d\ude00 \"q\" \\ \/ \n\t"}]`,
+		"[{\"type\":\"qemu\",\"vmid\":107,\"name\":\"bad \xff utf8\"}]",
+		`[{"type":"qemu","vmid":108,"extra":{"nested":[1,{"a":null}]},"cpu":1e-3,"tags":""}]`,
+		` [ { "type" : "qemu" , "vmid" : 109 , "uptime" : -0 , "maxmem" : 1E3 } ] `,
+		`[{"type":"qemu","vmid":110,"maxcpu":null,"name":null,"template":true}]`,
+		`[{"type":"qemu","vmid":111,"name":7}]`,
+		`[{"type":"qemu","vmid":112,"vmid":[1]}]`,
+		`{"not":"an array"}`,
+	} {
+		var want []resourceRow
+		werr := json.Unmarshal([]byte(payload), &want)
+		got, gerr := decodeRows([]byte(payload))
+		if (werr == nil) != (gerr == nil) {
+			t.Errorf("%s: encoding/json error %v, goccy error %v", payload, werr, gerr)
+			continue
+		}
+		if werr == nil && !reflect.DeepEqual(want, got) {
+			t.Errorf("%s\nencoding/json %+v\ngoccy         %+v", payload, want, got)
+		}
 	}
 }
