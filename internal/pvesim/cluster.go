@@ -79,6 +79,32 @@ func (s *Sim) clusterStatus(q *req) (any, error) {
 }
 
 // rrdEntry is what pvestatd last broadcast about a guest.
+// vmResource is a guest row of GET /cluster/resources. Name, MaxCPU and
+// MaxMem are left out until the guest is known to the broadcast; lock and
+// tags when empty, as Proxmox does.
+type vmResource struct {
+	ID        string   `json:"id"`
+	Type      string   `json:"type"`
+	VMID      int      `json:"vmid"`
+	Node      string   `json:"node"`
+	Name      *string  `json:"name,omitempty"`
+	Status    string   `json:"status"`
+	Template  int      `json:"template"`
+	Lock      string   `json:"lock,omitempty"`
+	Tags      string   `json:"tags,omitempty"`
+	CPU       int      `json:"cpu"`
+	MaxCPU    *float64 `json:"maxcpu,omitempty"`
+	Mem       int64    `json:"mem"`
+	MaxMem    *int64   `json:"maxmem,omitempty"`
+	Disk      int      `json:"disk"`
+	MaxDisk   int64    `json:"maxdisk"`
+	NetIn     int      `json:"netin"`
+	NetOut    int      `json:"netout"`
+	DiskRead  int      `json:"diskread"`
+	DiskWrite int      `json:"diskwrite"`
+	Uptime    int64    `json:"uptime"`
+}
+
 type rrdEntry struct {
 	name, status   string
 	maxcpu         float64
@@ -112,7 +138,7 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	out := []map[string]any{}
+	out := []any{}
 	if typ == "" || typ == "vm" {
 		lag := s.faults.ResourcesLag > 0
 		if lag {
@@ -123,7 +149,10 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 			ids = append(ids, id)
 		}
 		sort.Ints(ids)
-		for _, id := range ids {
+		// Typed rows, not maps: at 10,000 guests a map per row made this
+		// answer the simulator's most expensive, all of it under s.mu.
+		rows := make([]vmResource, len(ids))
+		for i, id := range ids {
 			g := s.guests[id]
 			var r rrdEntry
 			if lag {
@@ -132,27 +161,20 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 				// No lag: the broadcast is the live state.
 				r = rrdEntry{name: g.displayName(), status: g.status, maxcpu: g.cpus(), maxmem: memoryMiB(g.conf) << 20, known: true}
 			}
-			e := map[string]any{
-				"id": string(g.kind) + "/" + strconv.Itoa(id), "type": string(g.kind), "vmid": id, "node": g.node,
-				"template": boolInt(g.template()), "cpu": 0, "mem": 0, "disk": 0, "maxdisk": g.disk,
-				"netin": 0, "netout": 0, "diskread": 0, "diskwrite": 0, "uptime": 0,
-			}
+			e := &rows[i]
+			*e = vmResource{ID: string(g.kind) + "/" + strconv.Itoa(id), Type: string(g.kind), VMID: id, Node: g.node,
+				Template: boolInt(g.template()), MaxDisk: g.disk,
+				// lock and tags are read live from the config, as on Proxmox.
+				Lock: g.lock(), Tags: g.conf["tags"]}
 			if r.known {
-				e["name"], e["status"], e["maxcpu"], e["maxmem"] = r.name, r.status, r.maxcpu, r.maxmem
+				e.Name, e.Status, e.MaxCPU, e.MaxMem = &r.name, r.status, &r.maxcpu, &r.maxmem
 				if r.status == "running" {
-					e["uptime"] = int64(now.Sub(g.startedAt).Seconds())
-					e["mem"] = r.maxmem / 4
+					e.Uptime = int64(now.Sub(g.startedAt).Seconds())
+					e.Mem = r.maxmem / 4
 				}
 			} else {
 				// New guests are unknown to the RRD until the next broadcast.
-				e["status"] = "unknown"
-			}
-			// lock and tags are read live from the config, as on Proxmox.
-			if l := g.lock(); l != "" {
-				e["lock"] = l
-			}
-			if t := g.conf["tags"]; t != "" {
-				e["tags"] = t
+				e.Status = "unknown"
 			}
 			out = append(out, e)
 		}
