@@ -85,6 +85,8 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 				det.LatencyPlanner.P50, det.LatencyPlanner.P90, det.LatencyPlanner.P99)
 			fmt.Fprintf(tw, "  action → mutation (executor)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
 				det.LatencyExecutor.P50, det.LatencyExecutor.P90, det.LatencyExecutor.P99)
+			fmt.Fprintf(tw, "  cost of a change\t%.2f ms CPU\t%.2f journal writes\t%.2f Proxmox calls\n",
+				float64(det.LatencyCPUPerChange.Microseconds())/1000, det.LatencyWritesPerChange, det.LatencyCallsPerChange)
 			fmt.Fprintf(tw, "replay\t%.0f events/s\t%.2f × raw replay\t(%d events)\n",
 				rep.ReplayEventsPerS, rep.ReplayEventsPerS/rep.RawReplayMsgsPerS, det.ReplayEvents)
 			fmt.Fprintf(tw, "idle observer pass\t%.1f Proxmox calls\n", rep.PveCallsPerIdlePass)

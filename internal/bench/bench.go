@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -121,8 +122,15 @@ type Details struct {
 	// The latency run split where the action was published: desired
 	// accepted → action (planner), action → mutation (executor, Proxmox).
 	LatencyPlanner, LatencyExecutor Latency
-	ReplayEvents                    int
-	Elapsed                         time.Duration
+	// What one change of the latency run cost, from its first publish to
+	// the convergence of its last change: the process's CPU time (every
+	// role, the embedded server and the simulator), journal writes and
+	// Proxmox calls.
+	LatencyCPUPerChange    time.Duration
+	LatencyWritesPerChange float64
+	LatencyCallsPerChange  float64
+	ReplayEvents           int
+	Elapsed                time.Duration
 }
 
 // Run performs a whole benchmark.
@@ -579,6 +587,11 @@ func (r *run) latency(ctx context.Context) error {
 	defer func() { _ = sub.Unsubscribe() }()
 	r.latencyRun.Store(true)
 	defer r.latencyRun.Store(false)
+	seq0, err := r.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	cpu0, calls0 := processCPU(), r.sim.Calls()
 	interval := time.Second / time.Duration(r.o.Rate)
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
@@ -620,7 +633,7 @@ func (r *run) latency(ctx context.Context) error {
 	r.rep.LatencyMs = percentiles(total)
 	r.det.LatencyPlanner, r.det.LatencyExecutor = percentiles(toAction), percentiles(toMutation)
 	// Let the latency run's actions finish before the idle pass.
-	return waitFor(ctx, 10*time.Minute, "latency-run convergence", func() (int, int, bool) {
+	err = waitFor(ctx, 10*time.Minute, "latency-run convergence", func() (int, int, bool) {
 		c := 0
 		for i := 0; i < n; i++ {
 			if atomic.LoadUint64(&r.converged[i]) >= atomic.LoadUint64(&r.target[i]) {
@@ -629,6 +642,26 @@ func (r *run) latency(ctx context.Context) error {
 		}
 		return c, n, c == n
 	})
+	if err != nil {
+		return err
+	}
+	seq1, err := r.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	r.det.LatencyCPUPerChange = (processCPU() - cpu0) / time.Duration(n)
+	r.det.LatencyWritesPerChange = float64(seq1-seq0) / float64(n)
+	r.det.LatencyCallsPerChange = float64(r.sim.Calls()-calls0) / float64(n)
+	return nil
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // percentiles of durations in nanoseconds, in milliseconds; zero for none.
