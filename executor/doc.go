@@ -79,7 +79,11 @@
 //     re-plans from what Proxmox shows; any other is "failed" with its class.
 //  6. Journal the task (invariant 3). A non-zero task is journalled as a
 //     "started" result with its UPID and node, and the stream's
-//     acknowledgement is awaited before the task is. Then the task is waited
+//     acknowledgement is awaited before the task is. A call Proxmox
+//     completed synchronously has no task and no "started": an LXC config
+//     write, and a QEMU one whose task finished within background_delay
+//     (pve.Config.ConfigTaskWait, 5 s; a failed one fails the call with the
+//     task's exit status). Then the task is waited
 //     on (InProgress heartbeats keep the message). Its exit status decides:
 //     OK is "succeeded", "WARNINGS: n" is "succeeded" with Warnings and the
 //     task log, anything else "failed" with the classified error and log.

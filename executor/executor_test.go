@@ -11,6 +11,7 @@ import (
 	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
 // checkJournalled asserts the action's results: one "started" with a UPID,
@@ -72,12 +73,20 @@ func TestPowerAndConfig(t *testing.T) {
 	}
 
 	// A running QEMU guest takes name and tags at once; cores wait for a
-	// restart (pending, not applied).
+	// restart (pending, not applied). The config task ends within
+	// background_delay: Proxmox answers without it, so there is no task
+	// to journal, only the final result.
 	set := action(101, events.OpSetConfig)
 	set.Set = map[string]string{"name": "web2", "tags": "x;y", "cores": "2"}
 	set.Digest = v.digest(qemu(101))
-	r = do(set, events.ResultSucceeded)
-	o := r.Observed
+	v.publishAction(set)
+	v.waitResult(101, set.ID, "final")
+	rs := of(v.results(101), set.ID)
+	if len(rs) != 1 || rs[0].Status != events.ResultSucceeded || rs[0].UPID != "" || rs[0].Observed == nil {
+		t.Fatalf("set_config results: %+v", rs)
+	}
+	checkMeta(t, rs[0], set)
+	o := rs[0].Observed
 	if o.Config.Name != "web2" || !slices.Equal(o.Config.Tags, []string{"x", "y"}) || o.Config.Cores != 1 {
 		t.Fatalf("applied config after set_config: %+v", o.Config)
 	}
@@ -117,6 +126,30 @@ func TestPowerAndConfig(t *testing.T) {
 	}
 	if info := v.consumerInfo(); info.NumAckPending != 0 || info.NumRedelivered != 0 {
 		t.Fatalf("consumer: %d pending, %d redelivered", info.NumAckPending, info.NumRedelivered)
+	}
+}
+
+// TestSlowConfigTask: a QEMU config task that outlasts background_delay is
+// answered with its UPID, which is journalled as "started" before the
+// final result, as for any other task.
+func TestSlowConfigTask(t *testing.T) {
+	v := newEnv(t)
+	px, err := pve.New(pve.Config{URL: v.url, TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret,
+		ConfigTaskWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.px = px
+	v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(3 * time.Second) })
+	v.addGuest(pvesim.GuestSpec{VMID: 101})
+	v.run(executor.Config{}, nil)
+	set := action(101, events.OpSetConfig)
+	set.Set = map[string]string{"description": "slow"}
+	v.publishAction(set)
+	v.waitResult(101, set.ID, "final")
+	final := checkJournalled(t, of(v.results(101), set.ID), events.ResultSucceeded)
+	if final.Observed.Config.Description != "slow" {
+		t.Fatalf("observation after the slow task: %+v", final.Observed.Config)
 	}
 }
 

@@ -27,6 +27,10 @@ import (
 )
 
 const (
+	// DefaultConfigTaskWait is Config.ConfigTaskWait's default: Proxmox
+	// counts background_delay in whole seconds from a whole-second clock,
+	// so a short wait may end almost at once.
+	DefaultConfigTaskWait = 5 * time.Second
 	// DefaultTimeout bounds one HTTP request. go-proxmox has no default at
 	// all, so a hung node would hang the caller forever. Task waiting is not
 	// bounded by it (it polls).
@@ -64,6 +68,15 @@ type Config struct {
 	Insecure bool
 	// Timeout bounds each HTTP request; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// ConfigTaskWait is how long Proxmox is asked to wait for a QEMU config
+	// write's task before answering (background_delay, whole seconds,
+	// 1–30): a write that finishes within it answers without a task, which
+	// saves the task poll, and the executor a "started" journal entry; a
+	// slower one answers with its task, as without it. A failed task then
+	// fails the request with the task's exit status. 0 means
+	// DefaultConfigTaskWait; negative never waits (every QEMU config write
+	// answers with its task). LXC config writes are synchronous anyway.
+	ConfigTaskWait time.Duration
 	// Logger receives debug logs of calls and tasks. Secrets are never logged.
 	Logger zerolog.Logger
 }
@@ -148,6 +161,21 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Timeout == 0:
 		c.Timeout = DefaultTimeout
 	}
+	switch {
+	case c.ConfigTaskWait == 0:
+		// The default stays below a short Timeout, or is dropped.
+		c.ConfigTaskWait = min(DefaultConfigTaskWait, (c.Timeout - time.Nanosecond).Truncate(time.Second))
+		if c.ConfigTaskWait < time.Second {
+			c.ConfigTaskWait = -1
+		}
+	case c.ConfigTaskWait < 0:
+		c.ConfigTaskWait = -1
+	case c.ConfigTaskWait%time.Second != 0 || c.ConfigTaskWait > 30*time.Second:
+		return c, fmt.Errorf(p+"ConfigTaskWait must be whole seconds from 1s to 30s (or negative: never wait), got %s", c.ConfigTaskWait)
+	}
+	if c.ConfigTaskWait >= c.Timeout {
+		return c, fmt.Errorf(p+"ConfigTaskWait (%s) must be shorter than Timeout (%s): Proxmox holds the request that long", c.ConfigTaskWait, c.Timeout)
+	}
 	return c, nil
 }
 
@@ -169,8 +197,8 @@ func normaliseFingerprint(s string) (string, error) {
 
 // String redacts secrets so a Config can be printed or logged.
 func (c Config) String() string {
-	return fmt.Sprintf("pve.Config{URL:%q TokenID:%q TokenSecret:%s Username:%q Password:%s Fingerprint:%q CAFile:%q Insecure:%t Timeout:%s}",
-		c.URL, c.TokenID, redact(c.TokenSecret), c.Username, redact(c.Password), c.Fingerprint, c.CAFile, c.Insecure, c.Timeout)
+	return fmt.Sprintf("pve.Config{URL:%q TokenID:%q TokenSecret:%s Username:%q Password:%s Fingerprint:%q CAFile:%q Insecure:%t Timeout:%s ConfigTaskWait:%s}",
+		c.URL, c.TokenID, redact(c.TokenSecret), c.Username, redact(c.Password), c.Fingerprint, c.CAFile, c.Insecure, c.Timeout, c.ConfigTaskWait)
 }
 
 // GoString redacts secrets for %#v too.
@@ -186,11 +214,15 @@ func redact(s string) string {
 // Client is converge's handle on one Proxmox VE cluster. It is safe for
 // concurrent use.
 type Client struct {
-	pc    *proxmox.Client
-	log   zerolog.Logger
-	url   string
-	calls atomic.Int64
-	now   func() time.Time
+	pc      *proxmox.Client
+	log     zerolog.Logger
+	url     string
+	calls   atomic.Int64
+	now     func() time.Time
+	timeout time.Duration // bounds each call, body included
+	// configWait is background_delay in seconds for QEMU config writes,
+	// 0 for none.
+	configWait int
 
 	// Ticket auth only (nil/unused with API tokens). go-proxmox's own
 	// ticket handling reads and writes its session without a lock, so we
@@ -216,7 +248,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{log: cfg.Logger, url: cfg.URL, now: time.Now}
+	c := &Client{log: cfg.Logger, url: cfg.URL, now: time.Now, timeout: cfg.Timeout, configWait: max(0, int(cfg.ConfigTaskWait/time.Second))}
 	opts := []proxmox.Option{
 		proxmox.WithHTTPClient(hc),
 		proxmox.WithUserAgent("converge"),
@@ -305,7 +337,10 @@ func newHTTPClient(cfg Config) (*http.Client, error) {
 		ForceAttemptHTTP2: false,
 		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
-	return &http.Client{Transport: &statusTransport{base: tr}, Timeout: cfg.Timeout}, nil
+	// No http.Client.Timeout: Client bounds each call with a context
+	// deadline instead. With a custom RoundTripper, net/http enforces
+	// Client.Timeout with a goroutine and a timer per request.
+	return &http.Client{Transport: &statusTransport{base: tr}}, nil
 }
 
 // fingerprintMismatchError is returned when the pinned fingerprint does not
@@ -419,7 +454,9 @@ func (c *Client) relogin(ctx context.Context, stale *session) error {
 	}
 	// The body holds the password: go-proxmox does not log /access/ticket
 	// bodies, and pxLogger drops its debug output anyway.
-	err := c.pc.Post(ctx, "/access/ticket", c.login, &out)
+	lctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := c.pc.Post(lctx, "/access/ticket", c.login, &out)
 	if err == nil && out.Ticket == "" {
 		err = errors.New("login answer carried no ticket")
 	}
@@ -454,7 +491,8 @@ func (c *Client) do(ctx context.Context, op Op, ref GuestRef, method, path strin
 	// there than anywhere else. It is asked for no result, and the body,
 	// captured by the transport, is decoded here once.
 	sink := &bodySink{}
-	rctx := context.WithValue(ctx, bodySinkKey{}, sink)
+	rctx, cancel := context.WithTimeout(context.WithValue(ctx, bodySinkKey{}, sink), c.timeout)
+	defer cancel()
 	err := c.pc.Req(rctx, method, path, data, nil)
 	if err != nil && c.login != nil && isStatus(err, http.StatusUnauthorized) {
 		// The ticket was rejected (expired, server restarted). PVE answers

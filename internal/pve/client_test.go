@@ -52,6 +52,13 @@ func TestConfigValidate(t *testing.T) {
 		{"missing CA file", func() Config { c := token("https://pve"); c.CAFile = filepath.Join(dir, "nope"); return c }(), "", "CAFile"},
 		{"CA file", func() Config { c := token("https://pve"); c.CAFile = caFile; return c }(), "https://pve/api2/json", ""},
 		{"negative timeout", func() Config { c := token("https://pve"); c.Timeout = -time.Second; return c }(), "", "Timeout"},
+		{"config wait not whole seconds", func() Config { c := token("https://pve"); c.ConfigTaskWait = 1500 * time.Millisecond; return c }(), "", "ConfigTaskWait"},
+		{"config wait over 30s", func() Config { c := token("https://pve"); c.ConfigTaskWait = 31 * time.Second; return c }(), "", "ConfigTaskWait"},
+		{"config wait not below timeout", func() Config {
+			c := token("https://pve")
+			c.ConfigTaskWait, c.Timeout = 10*time.Second, 10*time.Second
+			return c
+		}(), "", "ConfigTaskWait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.cfg.withDefaults()
@@ -77,6 +84,19 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Timeout = %s, want default", got.Timeout)
 			}
 		})
+	}
+	// background_delay: 5 s by default, in whole seconds below a short
+	// Timeout, none for a Timeout of 1s or less.
+	for _, tc := range []struct{ timeout, wait, want time.Duration }{
+		{0, 0, DefaultConfigTaskWait}, {3 * time.Second, 0, 2 * time.Second}, {1500 * time.Millisecond, 0, time.Second},
+		{time.Second, 0, -1}, {0, -time.Second, -1}, {40 * time.Second, 30 * time.Second, 30 * time.Second},
+	} {
+		c := token("https://pve")
+		c.Timeout, c.ConfigTaskWait = tc.timeout, tc.wait
+		got, err := c.withDefaults()
+		if err != nil || got.ConfigTaskWait != tc.want {
+			t.Errorf("Timeout %s, ConfigTaskWait %s: got %s (%v), want %s", tc.timeout, tc.wait, got.ConfigTaskWait, err, tc.want)
+		}
 	}
 	c := token("https://pve")
 	c.Fingerprint = fp

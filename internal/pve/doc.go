@@ -28,8 +28,10 @@
 // anything waits on it: callers journal the TaskRef first, so that a
 // resumed caller waits on the journalled task instead of issuing the call
 // again. A zero TaskRef means Proxmox completed the call synchronously (LXC
-// config PUT, a QEMU config POST that finished within PVE's background
-// delay).
+// config PUT, a QEMU config POST whose task finished within
+// background_delay, Config.ConfigTaskWait). A QEMU config write therefore
+// holds its request up to that long before a slow task's TaskRef is known:
+// a caller that dies meanwhile finds the task with [Client.FindTask].
 //
 // Nothing in this package retries a mutation, and go-proxmox's retry option
 // is never enabled (it re-sends POSTs). The only repeated request is one

@@ -6,6 +6,7 @@ import (
 
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
 // TestSimFindTask runs FindTask against the simulator's task list: the task
@@ -13,7 +14,7 @@ import (
 // guest and start second; nothing else is.
 func TestSimFindTask(t *testing.T) {
 	s := startSim(t, pvesim.Options{})
-	for _, g := range []pvesim.GuestSpec{{VMID: 100}, {VMID: 101}, {VMID: 102}, {VMID: 200, Kind: pvesim.LXC}} {
+	for _, g := range []pvesim.GuestSpec{{VMID: 100}, {VMID: 101}, {VMID: 102}, {VMID: 103}, {VMID: 200, Kind: pvesim.LXC}} {
 		if err := s.AddGuest(g); err != nil {
 			t.Fatal(err)
 		}
@@ -98,14 +99,28 @@ func TestSimFindTask(t *testing.T) {
 	if tr, found := find(ct, pve.OpUpdateConfig, planned); found {
 		t.Fatalf("an LXC config task found: %+v", tr)
 	}
-	// QEMU config writes are tasks.
-	cfgTask, err := c.UpdateConfig(ctx, vm(102), pve.ConfigChange{Set: map[string]string{"cores": "2"}})
+	// QEMU config writes are tasks. Without background_delay the write
+	// answers with it.
+	async, err := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret, ConfigTaskWait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgTask, err := async.UpdateConfig(ctx, vm(102), pve.ConfigChange{Set: map[string]string{"cores": "2"}})
 	mustWait(t, c, cfgTask, err)
 	if cfgTask.IsZero() {
 		t.Fatal("a QEMU config write without background_delay must start a task")
 	}
 	if tr, found := find(vm(102), pve.OpUpdateConfig, planned); !found || tr != cfgTask {
 		t.Fatalf("qemu config: found %+v (%v), want %+v", tr, found, cfgTask)
+	}
+	// With it (the default), a task that finished within the wait is not
+	// named in the answer, but is found: a redelivery adopts it.
+	tr, err = c.UpdateConfig(ctx, vm(103), pve.ConfigChange{Set: map[string]string{"cores": "2"}})
+	if err != nil || !tr.IsZero() {
+		t.Fatalf("qemu config within background_delay: %+v, %v", tr, err)
+	}
+	if tr, found := find(vm(103), pve.OpUpdateConfig, planned); !found || tr.IsZero() {
+		t.Fatalf("the config task of a write answered without it: %+v (%v)", tr, found)
 	}
 
 	// Proxmox unreachable: a transient error, never "not found".

@@ -84,9 +84,10 @@ var reservedKeys = map[string]bool{
 }
 
 // UpdateConfig writes a config change. QEMU uses the asynchronous POST
-// (returns a task, or a zero TaskRef when PVE finished within its
-// background delay); LXC only has the synchronous PUT (zero TaskRef). An
-// empty change sends nothing and returns a zero TaskRef.
+// with background_delay (Config.ConfigTaskWait): a zero TaskRef when the
+// task finished within it, its error when it failed, the task otherwise;
+// LXC only has the synchronous PUT (zero TaskRef). An empty change sends
+// nothing and returns a zero TaskRef.
 func (c *Client) UpdateConfig(ctx context.Context, ref GuestRef, ch ConfigChange) (TaskRef, error) {
 	body, err := configBody(ref.Kind, ch)
 	if err != nil {
@@ -96,8 +97,11 @@ func (c *Client) UpdateConfig(ctx context.Context, ref GuestRef, ch ConfigChange
 		return TaskRef{}, nil
 	}
 	method := http.MethodPost
-	if ref.Kind == KindLXC {
+	switch {
+	case ref.Kind == KindLXC:
 		method = http.MethodPut
+	case c.configWait > 0:
+		body["background_delay"] = c.configWait
 	}
 	return c.mutate(ctx, OpUpdateConfig, ref, method, ref.path()+"/config", body)
 }

@@ -83,7 +83,7 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			method: http.MethodPost, path: "/nodes/pve/qemu/100/config",
 			answer: `null`,
 			wantBody: map[string]any{"cores": "4", "tags": "prod;web", "memory": "4096", "onboot": "1",
-				"delete": "balloon,description", "digest": "0a1b2c"},
+				"delete": "balloon,description", "digest": "0a1b2c", "background_delay": "5"},
 			wantTask: TaskRef{},
 		},
 		{
@@ -93,7 +93,7 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			},
 			method: http.MethodPost, path: "/nodes/pve/qemu/100/config",
 			answer:     `"` + upid("qmconfig", "100") + `"`,
-			wantBody:   map[string]any{"cores": "2"},
+			wantBody:   map[string]any{"cores": "2", "background_delay": "5"},
 			wantTask:   TaskRef{UPID: upid("qmconfig", "100"), Node: "pve"},
 			noneInBody: []string{"digest", "delete"},
 		},
@@ -249,6 +249,15 @@ func TestMutationErrorsClassified(t *testing.T) {
 				pveError(w, 500, "checksum mismatch (file change by other user?)")
 			},
 			ClassConflict, 500, "checksum mismatch (file change by other user?)"},
+		// A task that failed within background_delay fails the request with
+		// the task's exit status; it classifies as the task would.
+		{"qemu config task failed within the wait", func(c *Client) (TaskRef, error) {
+			return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"cores": "2"}})
+		}, http.MethodPost, "/nodes/pve/qemu/100/config",
+			func(w http.ResponseWriter, _ *http.Request) {
+				pveError(w, 500, "failed to update VM 100: can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout")
+			},
+			ClassTransient, 500, "failed to update VM 100: can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"},
 		{"config digest mismatch (lxc)", func(c *Client) (TaskRef, error) {
 			return c.UpdateConfig(bg, ct200, ConfigChange{Set: map[string]string{"cores": "2"}, Digest: "old"})
 		}, http.MethodPut, "/nodes/pve/lxc/200/config",
