@@ -10,7 +10,8 @@
 // Config.Interval, and at once after [Observer.Resync]) does:
 //
 //  1. Exactly one inventory call (GET /cluster/resources?type=vm).
-//  2. Config reads (…/config?current=1 and …/pending) only for guests that
+//  2. Config reads (pve.Client.GuestConfig: …/pending, which lists applied
+//     values, pending ones and the digest) only for guests that
 //     were never read by this process, whose inventory row changed since
 //     their last successful read (status, lock, tags, name, node, kind,
 //     template, maxcpu, maxmem), that are due for Config.ConfigRefresh, or

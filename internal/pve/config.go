@@ -18,9 +18,10 @@ const (
 	DefaultMemoryMiB   = 512
 )
 
-// GuestConfig is a guest's configuration as applied (GET …/config?current=1),
-// normalised, plus what is pending (GET …/pending): values written but not
-// yet in effect, typically until the next reboot.
+// GuestConfig is a guest's configuration as applied (GET …/config?current=1,
+// or the values of GET …/pending), normalised, plus what is pending (GET
+// …/pending): values written but not yet in effect, typically until the
+// next reboot.
 type GuestConfig struct {
 	Ref    GuestRef
 	Digest string // SHA-1 of the whole config file; pass it on writes
@@ -64,24 +65,65 @@ func (g *GuestConfig) Effective(key string) (value string, ok bool) {
 	return v, ok
 }
 
-// GuestConfig reads a guest's applied config and its pending changes (two
-// calls). Read it only when the digest, lock or desired state changed.
+// GuestConfig reads a guest's applied config and its pending changes. One
+// call, GET …/pending, usually answers both: it lists every key with its
+// applied value, its pending value or deletion, and the config's digest,
+// all from one read of the config file. Only when the digest is missing
+// from it (a Proxmox that does not list it) is GET …/config?current=1 read
+// as well. Read it only when the digest, lock or desired state changed.
 func (c *Client) GuestConfig(ctx context.Context, ref GuestRef) (*GuestConfig, error) {
 	if err := ref.Validate(); err != nil {
 		return nil, &Error{Class: ClassTerminal, Op: OpReadConfig, Ref: ref, Message: err.Error(), Err: err}
 	}
 	var cfg, pending json.RawMessage
-	// current=1: without it PVE returns pending values as if applied.
-	if err := c.do(ctx, OpReadConfig, ref, http.MethodGet, ref.path()+"/config?current=1", nil, &cfg); err != nil {
-		return nil, err
-	}
 	if err := c.do(ctx, OpReadPending, ref, http.MethodGet, ref.path()+"/pending", nil, &pending); err != nil {
 		return nil, err
 	}
-	g, err := DecodeGuestConfig(ref, cfg, pending)
+	g, err := DecodePendingConfig(ref, pending)
+	if errors.Is(err, errNoDigest) {
+		// current=1: without it PVE returns pending values as if applied.
+		if err := c.do(ctx, OpReadConfig, ref, http.MethodGet, ref.path()+"/config?current=1", nil, &cfg); err != nil {
+			return nil, err
+		}
+		g, err = DecodeGuestConfig(ref, cfg, pending)
+	}
 	if err != nil {
 		return nil, &Error{Class: ClassUnknown, Op: OpReadConfig, Ref: ref, Message: err.Error(), Err: err}
 	}
+	return g, nil
+}
+
+// errNoDigest: a pending list without the config's digest cannot stand for
+// the config.
+var errNoDigest = errors.New("pending list carries no digest")
+
+// DecodePendingConfig decodes a guest's config from the data of GET
+// …/pending alone: the applied config is every key's value (as GET
+// …/config?current=1 gives it), the digest is the "digest" key's. It
+// returns errNoDigest when the list has no digest. It is exported for
+// tests over captured payloads.
+func DecodePendingConfig(ref GuestRef, pending []byte) (*GuestConfig, error) {
+	if isNull(pending) {
+		return nil, errNoDigest
+	}
+	var items []pendingItem
+	if err := unmarshalNumber(pending, &items); err != nil {
+		return nil, fmt.Errorf("decode pending: %w", err)
+	}
+	m := make(map[string]any, len(items))
+	for _, it := range items {
+		if it.Key != "" && it.Value != nil {
+			m[it.Key] = it.Value
+		}
+	}
+	if d, ok := valueString(m["digest"]); !ok || d == "" {
+		return nil, errNoDigest
+	}
+	g := newGuestConfig(ref, m)
+	if err := g.decodeFields(m); err != nil {
+		return nil, err
+	}
+	g.pendingFrom(items)
 	return g, nil
 }
 
@@ -96,6 +138,19 @@ func DecodeGuestConfig(ref GuestRef, config, pending []byte) (*GuestConfig, erro
 	if err := unmarshalNumber(config, &m); err != nil {
 		return nil, fmt.Errorf("decode config: %w", err)
 	}
+	g := newGuestConfig(ref, m)
+	if err := g.decodeFields(m); err != nil {
+		return nil, err
+	}
+	if err := g.decodePending(pending); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// newGuestConfig starts a GuestConfig from a decoded config: PVE's
+// defaults, the digest, the raw values.
+func newGuestConfig(ref GuestRef, m map[string]any) *GuestConfig {
 	g := &GuestConfig{
 		Ref:       ref,
 		Raw:       make(map[string]string, len(m)),
@@ -116,13 +171,7 @@ func DecodeGuestConfig(ref GuestRef, config, pending []byte) (*GuestConfig, erro
 		}
 		g.Raw[k] = s
 	}
-	if err := g.decodeFields(m); err != nil {
-		return nil, err
-	}
-	if err := g.decodePending(pending); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return g
 }
 
 func (g *GuestConfig) decodeFields(m map[string]any) error {
@@ -177,6 +226,12 @@ func (g *GuestConfig) decodePending(data []byte) error {
 	if err := unmarshalNumber(data, &items); err != nil {
 		return fmt.Errorf("decode pending: %w", err)
 	}
+	g.pendingFrom(items)
+	return nil
+}
+
+// pendingFrom takes the pending values and deletions of a pending list.
+func (g *GuestConfig) pendingFrom(items []pendingItem) {
 	for _, it := range items {
 		if it.Key == "" || it.Key == "digest" {
 			continue
@@ -190,7 +245,6 @@ func (g *GuestConfig) decodePending(data []byte) error {
 		}
 	}
 	sort.Strings(g.PendingDelete)
-	return nil
 }
 
 // GuestStatus is a guest's live power state (GET …/status/current).

@@ -268,21 +268,69 @@ func TestGuestConfigReadsAppliedAndPending(t *testing.T) {
 	if g.MemoryMiB != 1024 || g.Pending["memory"] != "2048" || g.Name != "db01" {
 		t.Errorf("got memory %d pending %v name %q", g.MemoryMiB, g.Pending, g.Name)
 	}
+	// A pending list without the digest cannot stand for the config: the
+	// applied config is read as well.
 	reqs := f.requests()
-	if len(reqs) != 2 || reqs[0].Query.Get("current") != "1" || reqs[1].Path != "/nodes/pve/lxc/200/pending" {
+	if len(reqs) != 2 || reqs[0].Path != "/nodes/pve/lxc/200/pending" || reqs[1].Query.Get("current") != "1" {
 		t.Errorf("requests = %+v", reqs)
+	}
+}
+
+// TestGuestConfigFromPendingAlone: Proxmox lists the digest among the
+// pending list's keys (its own printer skips it), so one read gives the
+// applied config, the pending changes and the digest, consistently.
+func TestGuestConfigFromPendingAlone(t *testing.T) {
+	const pendingList = `[
+		{"key":"digest","value":"6a1b"},
+		{"key":"name","value":"web01"},
+		{"key":"cores","value":"2","pending":"4"},
+		{"key":"memory","value":2048},
+		{"key":"onboot","value":1},
+		{"key":"tags","value":"b;a"},
+		{"key":"description","value":"hello\nworld","delete":1},
+		{"key":"net0","pending":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0"},
+		{"key":"balloon","delete":2}]`
+	f := newFake(t)
+	f.onData(http.MethodGet, "/nodes/pve/qemu/100/pending", pendingList)
+	c := f.client(t)
+	ref := GuestRef{Kind: KindQEMU, Node: "pve", VMID: 100}
+	g, err := c.GuestConfig(bg, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("%d requests, want only the pending list", n)
+	}
+	want := &GuestConfig{Ref: ref, Digest: "6a1b", Name: "web01", Description: "hello\nworld", Tags: []string{"a", "b"},
+		Cores: 2, Sockets: 1, MemoryMiB: 2048, OnBoot: true,
+		Raw: map[string]string{"name": "web01", "cores": "2", "memory": "2048", "onboot": "1", "tags": "b;a",
+			"description": "hello\nworld"},
+		Pending:       map[string]string{"cores": "4", "net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0"},
+		PendingDelete: []string{"balloon", "description"}}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("GuestConfig\n got  %+v\n want %+v", g, want)
+	}
+	// The same guest read the old way, from both answers, is the same.
+	cfg := `{"digest":"6a1b","name":"web01","cores":2,"memory":"2048","onboot":1,"tags":"b;a","description":"hello\nworld"}`
+	old, err := DecodeGuestConfig(ref, []byte(cfg), []byte(pendingList))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(old, want) {
+		t.Errorf("from config and pending\n got  %+v\n want %+v", old, want)
 	}
 }
 
 func TestGuestReadErrors(t *testing.T) {
 	f := newFake(t)
 	f.onError(http.MethodGet, "/nodes/pve/qemu/999/config", 500, "Configuration file 'nodes/pve/qemu-server/999.conf' does not exist")
+	f.onError(http.MethodGet, "/nodes/pve/qemu/999/pending", 500, "Configuration file 'nodes/pve/qemu-server/999.conf' does not exist")
 	f.onError(http.MethodGet, "/nodes/pve/qemu/999/status/current", 500, "Configuration file 'nodes/pve/qemu-server/999.conf' does not exist")
 	c := f.client(t)
 	ref := GuestRef{Kind: KindQEMU, Node: "pve", VMID: 999}
 	_, err := c.GuestConfig(bg, ref)
 	e := asError(t, err)
-	if e.Class != ClassGone || e.Status != 500 || e.Op != OpReadConfig || e.Ref != ref {
+	if e.Class != ClassGone || e.Status != 500 || e.Op != OpReadPending || e.Ref != ref {
 		t.Errorf("GuestConfig error = %+v", e)
 	}
 	if _, err := c.GuestStatus(bg, ref); Classify(err) != ClassGone {

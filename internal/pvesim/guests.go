@@ -167,6 +167,18 @@ func (s *Sim) getConfig(q *req, g *guest) (any, error) {
 	return out, nil
 }
 
+// pendingItem is an entry of GET …/pending: the applied value, the pending
+// one, a pending deletion (1).
+type pendingItem struct {
+	Key     string `json:"key"`
+	Value   any    `json:"value,omitempty"`
+	Pending any    `json:"pending,omitempty"`
+	Delete  int    `json:"delete,omitempty"`
+}
+
+// getPending lists every key of the config and of its pending section.
+// Like Proxmox (PVE::GuestHelpers::config_with_pending_array, whose printer
+// skips it), the list includes the config's digest as a key.
 func (s *Sim) getPending(q *req, g *guest) (any, error) {
 	keys := map[string]bool{}
 	for k := range g.conf {
@@ -178,17 +190,21 @@ func (s *Sim) getPending(q *req, g *guest) (any, error) {
 	for k := range g.pendingDel {
 		keys[k] = true
 	}
-	out := []map[string]any{}
+	keys["digest"] = true
+	out := make([]pendingItem, 0, len(keys))
 	for _, k := range sortedKeys(keys) {
-		e := map[string]any{"key": k}
+		e := pendingItem{Key: k}
+		if k == "digest" {
+			e.Value = g.digest
+		}
 		if v, ok := g.conf[k]; ok {
-			e["value"] = s.typed(g.kind, k, v)
+			e.Value = s.typed(g.kind, k, v)
 		}
 		if v, ok := g.pending[k]; ok {
-			e["pending"] = s.typed(g.kind, k, v)
+			e.Pending = s.typed(g.kind, k, v)
 		}
 		if g.pendingDel[k] {
-			e["delete"] = 1
+			e.Delete = 1
 		}
 		out = append(out, e)
 	}
