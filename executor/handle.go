@@ -42,17 +42,19 @@ func (e *Executor) handle(ctx context.Context, part int, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	log := e.log.With().Uint64("seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).Logger()
 	a, err := decodeAction(msg.Subject(), msg.Data(), e.cfg.Cluster)
 	if err != nil {
 		// Nothing can be done with it, now or on redelivery.
+		log := e.log.With().Uint64("seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).Logger()
 		log.Error().Err(err).Str("subject", msg.Subject()).Msg("undecodable action; terminating it")
 		if err := msg.Term(); err != nil {
 			log.Warn().Err(err).Msg("term")
 		}
 		return
 	}
-	log = log.With().Str("action_id", a.ID).Int("vmid", a.VMID).Str("op", string(a.Op)).
+	// One logger context per action, built once.
+	log := e.log.With().Uint64("seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).
+		Str("action_id", a.ID).Int("vmid", a.VMID).Str("op", string(a.Op)).
 		Str("node", a.Node).Str("correlation_id", a.CorrelationID).Logger()
 	if !e.claim(a.ID) {
 		// A redelivery of an action this process is still working on: its
@@ -461,41 +463,41 @@ func pveOp(op events.Op) pve.Op {
 }
 
 // heartbeat keeps an action's message alive with InProgress while it is
-// handled: on a timer, and on each task poll (rate-limited).
+// handled: on a timer, and on each task poll (rate-limited). A timer, not
+// a goroutine: most actions end long before the first beat.
 type heartbeat struct {
-	msg   jetstream.Msg
-	every time.Duration
-	log   zerolog.Logger
-	mu    sync.Mutex
-	last  time.Time
-	done  chan struct{}
-	wg    sync.WaitGroup
+	msg     jetstream.Msg
+	every   time.Duration
+	log     zerolog.Logger
+	mu      sync.Mutex
+	last    time.Time
+	stopped bool
+	timer   *time.Timer
 }
 
 func startHeartbeat(msg jetstream.Msg, every time.Duration, log zerolog.Logger) *heartbeat {
-	h := &heartbeat{msg: msg, every: every, log: log, last: time.Now(), done: make(chan struct{})}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-h.done:
-				return
-			case <-t.C:
-				h.touch()
-			}
-		}
-	}()
+	h := &heartbeat{msg: msg, every: every, log: log, last: time.Now()}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(every, h.tick)
+	h.mu.Unlock()
 	return h
 }
 
-// touch sends InProgress unless one went out less than every/2 ago.
+func (h *heartbeat) tick() {
+	h.touch()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.stopped {
+		h.timer.Reset(h.every)
+	}
+}
+
+// touch sends InProgress unless one went out less than every/2 ago, or the
+// heartbeat was stopped.
 func (h *heartbeat) touch() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if time.Since(h.last) < h.every/2 {
+	if h.stopped || time.Since(h.last) < h.every/2 {
 		return
 	}
 	h.last = time.Now()
@@ -504,7 +506,10 @@ func (h *heartbeat) touch() {
 	}
 }
 
+// stop ends the heartbeat: no InProgress is sent once it returns.
 func (h *heartbeat) stop() {
-	close(h.done)
-	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.timer.Stop()
 }
