@@ -19,6 +19,7 @@ import (
 func newBenchCmd(g *globals) *cobra.Command {
 	o := bench.Options{}
 	var cpuProfile string
+	var simProcess bool
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the pipeline against the raw JetStream limit, in one run",
@@ -39,6 +40,14 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 				log = log.Level(zerolog.WarnLevel)
 			}
 			o.Logger = log
+			if simProcess {
+				// As Proxmox runs elsewhere: this binary's `converge sim`.
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench: this program's path, to run the simulator: %w", err)
+				}
+				o.SimCommand = []string{exe, "sim"}
+			}
 			tty := term.IsTerminal(int(os.Stderr.Fd()))
 			last := time.Time{}
 			o.Progress = func(phase string, done, total int) {
@@ -73,8 +82,12 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 				return json.NewEncoder(out).Encode(rep)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "converge bench: %d guests, %d changes, %d executor(s), %d partitions (%s, %d CPUs, %s)\n",
-				rep.Guests, rep.Changes, o.Executors, o.Partitions, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), det.Elapsed.Round(time.Second))
+			where := "simulator in-process"
+			if simProcess {
+				where = "simulator in its own process"
+			}
+			fmt.Fprintf(tw, "converge bench: %d guests, %d changes, %d executor(s), %d partitions, %s (%s, %d CPUs, %s)\n",
+				rep.Guests, rep.Changes, o.Executors, o.Partitions, where, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), det.Elapsed.Round(time.Second))
 			fmt.Fprintf(tw, "raw JetStream\tpublish %.0f msgs/s\tconsume %.0f msgs/s\treplay %.0f msgs/s\t(%d msgs of %d B)\n",
 				rep.RawPublishMsgsPerS, rep.RawConsumeMsgsPerS, rep.RawReplayMsgsPerS, det.RawMessages, det.RawMessageBytes)
 			fmt.Fprintf(tw, "pipeline\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d actions, %d writes)\n",
@@ -85,8 +98,12 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 				det.LatencyPlanner.P50, det.LatencyPlanner.P90, det.LatencyPlanner.P99)
 			fmt.Fprintf(tw, "  action → mutation (executor)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
 				det.LatencyExecutor.P50, det.LatencyExecutor.P90, det.LatencyExecutor.P99)
-			fmt.Fprintf(tw, "  cost of a change\t%.2f ms CPU\t%.2f journal writes\t%.2f Proxmox calls\n",
-				float64(det.LatencyCPUPerChange.Microseconds())/1000, det.LatencyWritesPerChange, det.LatencyCallsPerChange)
+			cpu := fmt.Sprintf("%.2f ms CPU", float64(det.LatencyCPUPerChange.Microseconds())/1000)
+			if simProcess {
+				cpu += fmt.Sprintf(" (+%.2f simulator)", float64(det.LatencySimCPUPerChange.Microseconds())/1000)
+			}
+			fmt.Fprintf(tw, "  cost of a change\t%s\t%.2f journal writes\t%.2f Proxmox calls\n",
+				cpu, det.LatencyWritesPerChange, det.LatencyCallsPerChange)
 			fmt.Fprintf(tw, "replay\t%.0f events/s\t%.2f × raw replay\t(%d events)\n",
 				rep.ReplayEventsPerS, rep.ReplayEventsPerS/rep.RawReplayMsgsPerS, det.ReplayEvents)
 			fmt.Fprintf(tw, "idle observer pass\t%.1f Proxmox calls\n", rep.PveCallsPerIdlePass)
@@ -102,6 +119,7 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
 	fl.IntVar(&o.Concurrency, "executor-concurrency", 256, "actions each executor runs at once")
 	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
+	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as `converge sim` in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	return cmd

@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +31,7 @@ type simFlags struct {
 	tls          bool
 	pveVersion   string
 	seed         uint64
+	mutationLog  string
 }
 
 func newSimCmd(g *globals) *cobra.Command {
@@ -58,6 +61,7 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (fingerprint printed)")
 	fl.StringVar(&f.pveVersion, "pve-version", "8", "Proxmox VE version to present: 7, 8 or 9")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for injected failures and generated ids")
+	fl.StringVar(&f.mutationLog, "mutation-log", "", "write every mutating API call, as received, as a JSON line to this file (- = standard output, after the address)")
 	return cmd
 }
 
@@ -90,10 +94,15 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 	if len(tokens) == 0 {
 		tokens["root@pam!converge"] = randomSecret()
 	}
+	ml, err := openMutationLog(f.mutationLog, cmd.OutOrStdout())
+	if err != nil {
+		return err
+	}
+	defer ml.close()
 	sim, err := pvesim.New(pvesim.Options{
 		Nodes: f.nodes, Guests: f.guests, DemoTemplates: f.templates && f.guests > 0,
 		Password: f.password, Tokens: tokens, TLS: f.tls, Version: f.pveVersion, Seed: f.seed,
-		Logger: log,
+		Logger: log, OnMutation: ml.write,
 		Faults: pvesim.Faults{
 			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency),
 			FailRate: f.failRate, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),
@@ -136,10 +145,71 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 	if fl, ok := out.(*os.File); ok {
 		_ = fl.Sync()
 	}
+	ml.open()
 	log.Info().Str("url", sim.URL()).Msg("simulator running; interrupt to stop")
 	<-cmd.Context().Done()
 	log.Info().Msg("simulator stopping")
 	return nil
+}
+
+// mutationLog writes one JSON line per mutating call. It is held closed
+// until the address is printed, so that on standard output the address
+// comes first; calls meanwhile wait rather than go unlogged.
+type mutationLog struct {
+	mu   sync.Mutex
+	w    io.Writer
+	file *os.File // nil for standard output
+	buf  []byte
+}
+
+type mutationLine struct {
+	At       time.Time `json:"at"`
+	AtUnixNs int64     `json:"at_unix_ns"`
+	Method   string    `json:"method"`
+	Path     string    `json:"path"`
+	VMID     int       `json:"vmid,omitempty"`
+}
+
+// openMutationLog returns nil for no log; a nil log's methods do nothing.
+func openMutationLog(path string, stdout io.Writer) (*mutationLog, error) {
+	ml := &mutationLog{w: stdout}
+	switch path {
+	case "":
+		return nil, nil
+	case "-":
+	default:
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("--mutation-log: %w", err)
+		}
+		ml.w, ml.file = f, f
+	}
+	ml.mu.Lock()
+	return ml, nil
+}
+
+func (ml *mutationLog) open() {
+	if ml != nil {
+		ml.mu.Unlock()
+	}
+}
+
+func (ml *mutationLog) write(m pvesim.Mutation) {
+	if ml == nil {
+		return
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	b, _ := json.Marshal(mutationLine{At: m.At.UTC(), AtUnixNs: m.At.UnixNano(), Method: m.Method, Path: m.Path, VMID: m.VMID})
+	// One write per line: a reader never sees half of one.
+	ml.buf = append(append(ml.buf[:0], b...), '\n')
+	_, _ = ml.w.Write(ml.buf)
+}
+
+func (ml *mutationLog) close() {
+	if ml != nil && ml.file != nil {
+		_ = ml.file.Close()
+	}
 }
 
 func firstToken(tokens map[string]string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestSimCommand(t *testing.T) {
 	pr, pw := io.Pipe()
 	root := newRoot()
 	root.SetArgs([]string{"sim", "--listen", "127.0.0.1:0", "--nodes", "2", "--guests", "4",
-		"--token", "root@pam!ci=abc123", "--password", "pw", "-o", "json", "--log-level", "error"})
+		"--token", "root@pam!ci=abc123", "--password", "pw", "-o", "json", "--log-level", "error", "--mutation-log", "-"})
 	root.SetOut(pw)
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
@@ -32,7 +33,8 @@ func TestSimCommand(t *testing.T) {
 		Nodes    []string          `json:"nodes"`
 		Guests   int               `json:"guests"`
 	}
-	if err := json.NewDecoder(pr).Decode(&info); err != nil {
+	dec := json.NewDecoder(pr)
+	if err := dec.Decode(&info); err != nil {
 		t.Fatal(err)
 	}
 	if info.User != "root@pam" || info.Password != "pw" || info.Tokens["root@pam!ci"] != "abc123" || len(info.Nodes) != 2 || info.Guests != 6 {
@@ -44,8 +46,49 @@ func TestSimCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rs, err := cl.Resources(ctx, "vm"); err != nil || len(rs) != 6 {
+	rs, err := cl.Resources(ctx, "vm")
+	if err != nil || len(rs) != 6 {
 		t.Fatalf("resources: %d %v", len(rs), err)
+	}
+	// A mutation is logged, after the address, as one JSON line.
+	var vm *proxmox.ClusterResource
+	for _, r := range rs {
+		if r.Type == "qemu" && r.Template == 0 {
+			vm = r
+			break
+		}
+	}
+	if vm == nil {
+		t.Fatalf("no QEMU guest among %d resources", len(rs))
+	}
+	node, err := tok.Node(ctx, vm.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guest, err := node.VirtualMachine(ctx, int(vm.VMID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line struct {
+		At       time.Time `json:"at"`
+		AtUnixNs int64     `json:"at_unix_ns"`
+		Method   string    `json:"method"`
+		Path     string    `json:"path"`
+		VMID     int       `json:"vmid"`
+	}
+	// Read alongside the call: the pipe does not buffer.
+	read := make(chan error, 1)
+	go func() { read <- dec.Decode(&line) }()
+	before := time.Now()
+	if _, err := guest.Config(ctx, proxmox.VirtualMachineOption{Name: "description", Value: "logged"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if line.Method != http.MethodPost || line.VMID != int(vm.VMID) || line.Path != "/api2/json/nodes/"+vm.Node+"/qemu/"+strconv.Itoa(int(vm.VMID))+"/config" ||
+		line.AtUnixNs != line.At.UnixNano() || line.At.Before(before.Add(-time.Second)) {
+		t.Fatalf("mutation line %+v", line)
 	}
 	pw2 := proxmox.NewClient(info.URL, proxmox.WithHTTPClient(hc),
 		proxmox.WithCredentials(&proxmox.Credentials{Username: info.User, Password: info.Password}))

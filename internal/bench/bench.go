@@ -43,6 +43,11 @@ type Options struct {
 	// with it, executors rather than the bus bound throughput, which is
 	// how scale-out is measured.
 	TaskLatency time.Duration
+	// SimCommand, if set, runs the simulator in a process of its own: the
+	// command of `converge sim` (e.g. the converge binary and "sim"), to
+	// which the bench adds its flags. Otherwise it runs in the bench's
+	// process, where its guests and its garbage add to converge's.
+	SimCommand []string
 	// Dir holds the journal; default a temp dir removed afterwards.
 	Dir      string
 	Progress func(phase string, done, total int)
@@ -125,8 +130,10 @@ type Details struct {
 	// What one change of the latency run cost, from its first publish to
 	// the convergence of its last change: the process's CPU time (every
 	// role, the embedded server and the simulator), journal writes and
-	// Proxmox calls.
+	// Proxmox calls. LatencySimCPUPerChange is the simulator's, when it
+	// runs in its own process.
 	LatencyCPUPerChange    time.Duration
+	LatencySimCPUPerChange time.Duration
 	LatencyWritesPerChange float64
 	LatencyCallsPerChange  float64
 	ReplayEvents           int
@@ -139,6 +146,9 @@ func Run(ctx context.Context, o Options) (*Report, *Details, error) {
 		return nil, nil, err
 	}
 	start := time.Now()
+	// A simulator process that dies ends the run with its reason.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "converge-bench-")
@@ -148,7 +158,7 @@ func Run(ctx context.Context, o Options) (*Report, *Details, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	r := &run{o: o, log: o.Logger, rep: &Report{Guests: o.Guests, Changes: o.Changes}, det: &Details{},
+	r := &run{o: o, log: o.Logger, fail: cancel, rep: &Report{Guests: o.Guests, Changes: o.Changes}, det: &Details{},
 		converged: make([]uint64, o.Guests), target: make([]uint64, o.Guests), mutated: make([]int64, o.Guests)}
 	if err := r.setup(ctx, dir); err != nil {
 		return nil, nil, err
@@ -170,8 +180,9 @@ type run struct {
 	rep *Report
 	det *Details
 
+	fail   context.CancelCauseFunc
 	b      *bus.Bus
-	sim    *pvesim.Sim
+	sim    simulator
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	obs    *observer.Observer
@@ -208,20 +219,10 @@ func (r *run) setup(ctx context.Context, dir string) error {
 		return err
 	}
 	r.b = b
-	sim, err := pvesim.New(pvesim.Options{Nodes: 3, Guests: r.o.Guests, Tokens: map[string]string{tokenID: tokenSecret},
-		Faults: pvesim.Faults{TaskLatency: pvesim.Duration(r.o.TaskLatency)},
-		OnMutation: func(m pvesim.Mutation) {
-			if i := m.VMID - 100; r.latencyRun.Load() && i >= 0 && i < len(r.mutated) {
-				atomic.CompareAndSwapInt64(&r.mutated[i], 0, m.At.UnixNano())
-			}
-		}})
-	if err != nil {
+	if err := r.startSim(ctx); err != nil {
 		return err
 	}
-	if err := sim.Start("127.0.0.1:0"); err != nil {
-		return err
-	}
-	r.sim = sim
+	sim := r.sim
 	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: tokenSecret, Logger: r.log})
 	if err != nil {
 		return err
@@ -290,6 +291,35 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	})
 }
 
+// startSim starts the simulator with the bench's guests; the latency run
+// takes its end times from the mutations it receives.
+func (r *run) startSim(ctx context.Context) error {
+	onMutation := func(vmid int, at int64) {
+		if i := vmid - 100; r.latencyRun.Load() && i >= 0 && i < len(r.mutated) {
+			atomic.CompareAndSwapInt64(&r.mutated[i], 0, at)
+		}
+	}
+	if len(r.o.SimCommand) > 0 {
+		s, err := startExternal(ctx, r.o.SimCommand, r.o, r.log, onMutation, r.fail)
+		if err != nil {
+			return err
+		}
+		r.sim = s
+		return nil
+	}
+	sim, err := pvesim.New(pvesim.Options{Nodes: 3, Guests: r.o.Guests, Tokens: map[string]string{tokenID: tokenSecret},
+		Faults:     pvesim.Faults{TaskLatency: pvesim.Duration(r.o.TaskLatency)},
+		OnMutation: func(m pvesim.Mutation) { onMutation(m.VMID, m.At.UnixNano()) }})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		return err
+	}
+	r.sim = inProcess{sim}
+	return nil
+}
+
 func (r *run) teardown() {
 	if r.stop != nil {
 		r.stop()
@@ -326,7 +356,7 @@ func waitFor(ctx context.Context, limit time.Duration, what string, progress fun
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		case <-t.C:
 		}
 		if time.Now().After(deadline) {
@@ -591,7 +621,11 @@ func (r *run) latency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cpu0, calls0 := processCPU(), r.sim.Calls()
+	calls0, err := r.sim.Calls(ctx)
+	if err != nil {
+		return err
+	}
+	cpu0, simCPU0 := processCPU(), r.sim.CPU()
 	interval := time.Second / time.Duration(r.o.Rate)
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
@@ -650,8 +684,13 @@ func (r *run) latency(ctx context.Context) error {
 		return err
 	}
 	r.det.LatencyCPUPerChange = (processCPU() - cpu0) / time.Duration(n)
+	r.det.LatencySimCPUPerChange = (r.sim.CPU() - simCPU0) / time.Duration(n)
+	calls1, err := r.sim.Calls(ctx)
+	if err != nil {
+		return err
+	}
 	r.det.LatencyWritesPerChange = float64(seq1-seq0) / float64(n)
-	r.det.LatencyCallsPerChange = float64(r.sim.Calls()-calls0) / float64(n)
+	r.det.LatencyCallsPerChange = float64(calls1-calls0) / float64(n)
 	return nil
 }
 
@@ -686,13 +725,20 @@ func (r *run) idle(ctx context.Context) error {
 		return err
 	}
 	const passes = 3
-	before := r.sim.Calls()
+	before, err := r.sim.Calls(ctx)
+	if err != nil {
+		return err
+	}
 	for i := 0; i < passes; i++ {
 		if _, err := r.obs.Pass(ctx); err != nil {
 			return err
 		}
 	}
-	r.rep.PveCallsPerIdlePass = float64(r.sim.Calls()-before) / passes
+	after, err := r.sim.Calls(ctx)
+	if err != nil {
+		return err
+	}
+	r.rep.PveCallsPerIdlePass = float64(after-before) / passes
 	return nil
 }
 
