@@ -33,6 +33,9 @@ type Executor struct {
 	member  string           // this instance's id in the executor group
 	sem     chan struct{}    // bounds actions in progress in this process
 	ran     atomic.Bool
+	// noBatchGet: the server does not batch direct gets; read the journal
+	// one subject at a time.
+	noBatchGet atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool                // no new handlers once set

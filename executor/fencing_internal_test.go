@@ -50,7 +50,7 @@ func TestLostPartitionNeverMutates(t *testing.T) {
 	if msg.acks.Load()+msg.naks.Load()+msg.terms.Load() != 0 {
 		t.Fatal("the action was acknowledged, nak'd or terminated: it must be left for the partition's owner")
 	}
-	if rec, err := e.readRecord(ctx, 101, "a1", ack.Sequence); err != nil || rec.final != nil || rec.started != nil {
+	if rec, err := journalRecord(ctx, e, 101, "a1", ack.Sequence); err != nil || rec.final != nil || rec.started != nil {
 		t.Fatalf("journal after the fenced handler: %+v, %v", rec, err)
 	}
 }
@@ -93,5 +93,50 @@ func TestLateResultRefused(t *testing.T) {
 	}
 	if err := j2.publish(ctx, j2.result(events.ResultSucceeded)); err != nil {
 		t.Fatalf("current result refused: %v", err)
+	}
+}
+
+// journalRecord reads what the journal says about an action, as a job does.
+func journalRecord(ctx context.Context, e *Executor, vmid int, actionID string, seq uint64) (record, error) {
+	l, err := e.readLasts(ctx, vmid)
+	if err != nil {
+		return record{}, err
+	}
+	return e.readRecord(ctx, vmid, actionID, seq, seqOf(l.action), seqOf(l.result))
+}
+
+// TestReadLastsBatchedAndOneByOne: the batched read of a guest's newest
+// entries and the one-subject-at-a-time reads (servers that cannot batch)
+// agree.
+func TestReadLastsBatchedAndOneByOne(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := bustest.New(t)
+	e, err := New(Config{Name: "x", Logger: zerolog.New(zerolog.NewTestWriter(t))}, &gatedProxmox{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.stream, err = b.Stream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []events.Kind{events.KindDesired, events.KindAction, events.KindDesired, events.KindResult} {
+		if _, err := b.Publish(ctx, events.Subject(k, "pve", 101), []byte(`{"vmid":101}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batched, err := e.readLasts(ctx, 101)
+	if err != nil || e.noBatchGet.Load() {
+		t.Fatalf("batched: %v (fell back: %v)", err, e.noBatchGet.Load())
+	}
+	e.noBatchGet.Store(true)
+	single, err := e.readLasts(ctx, 101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqOf(batched.action) != 2 || seqOf(batched.result) != 4 || seqOf(batched.desired) != 3 || batched.observed != nil {
+		t.Fatalf("batched %d %d %d %v", seqOf(batched.action), seqOf(batched.result), seqOf(batched.desired), batched.observed)
+	}
+	if seqOf(single.action) != 2 || seqOf(single.result) != 4 || seqOf(single.desired) != 3 || single.observed != nil {
+		t.Fatalf("one by one %d %d %d %v", seqOf(single.action), seqOf(single.result), seqOf(single.desired), single.observed)
 	}
 }

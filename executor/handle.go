@@ -148,15 +148,16 @@ func (j *job) run(ctx context.Context) {
 // execute runs the protocol described in the package documentation.
 func (j *job) execute(ctx context.Context) outcome {
 	e, a := j.e, j.a
-	// The fence's journal reads run alongside the record's: on the usual
-	// path (a fresh, current action) the mutation then waits for one round
-	// of reads, not for each in turn. They only read; unused, they cost a
-	// little work on a redelivery.
-	fc := make(chan fenceReads, 1)
-	go func() { fc <- e.fenceReads(ctx, a) }()
+	// The guest's newest action, result, desired and observed entries in
+	// one batched read: on the usual path (a fresh, current action) the
+	// mutation waits for one round trip to the journal.
+	lasts, err := e.readLasts(ctx, a.VMID)
+	if err != nil {
+		j.log.Warn().Err(err).Msg("journal unreadable")
+		return abandon
+	}
 	// Journal: finished or started before (by us or a dead executor)?
-	rec, err := e.readRecord(ctx, a.VMID, a.ID, j.seq)
-	fr := <-fc
+	rec, err := e.readRecord(ctx, a.VMID, a.ID, j.seq, seqOf(lasts.action), seqOf(lasts.result))
 	if err != nil {
 		j.log.Warn().Err(err).Msg("journal unreadable")
 		return abandon
@@ -173,7 +174,7 @@ func (j *job) execute(ctx context.Context) outcome {
 	}
 
 	// Fence (invariant 2).
-	if reason, err := fence(rec, fr); err != nil {
+	if reason, err := fence(rec, e.fenceReads(ctx, a, lasts)); err != nil {
 		j.log.Warn().Err(err).Msg("journal unreadable")
 		return abandon
 	} else if reason != "" {
@@ -245,13 +246,12 @@ type fenceReads struct {
 	err               error
 }
 
-func (e *Executor) fenceReads(ctx context.Context, a events.Action) fenceReads {
+func (e *Executor) fenceReads(ctx context.Context, a events.Action, lasts guestLasts) fenceReads {
 	var fr fenceReads
-	done := make(chan struct{})
 	var oerr error
-	go func() { defer close(done); fr.observed, oerr = e.supersedingObservation(ctx, a.VMID, a.BasisSeq) }()
-	fr.desired, fr.err = e.supersedingDesired(ctx, a.VMID, a.DesiredSeq)
-	<-done
+	// Both usually end at the newest entry, with no further read.
+	fr.desired, fr.err = e.supersedingDesired(ctx, a.VMID, a.DesiredSeq, lasts.desired)
+	fr.observed, oerr = e.supersedingObservation(ctx, a.VMID, a.BasisSeq, lasts.observed)
 	if fr.err == nil {
 		fr.err = oerr
 	}

@@ -140,7 +140,7 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	if px.starts.Load() != 1 || first.acks.Load() != 1 {
 		t.Fatalf("%d starts, %d acks of the first delivery; want 1 and 1", px.starts.Load(), first.acks.Load())
 	}
-	rec, err := e.readRecord(ctx, 101, "a1", ack.Sequence)
+	rec, err := journalRecord(ctx, e, 101, "a1", ack.Sequence)
 	if err != nil || rec.final == nil || rec.final.Status != events.ResultSucceeded || rec.started == nil {
 		t.Fatalf("journal: %+v, %v", rec, err)
 	}

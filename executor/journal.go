@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +56,53 @@ func (e *Executor) nextMsg(ctx context.Context, kind events.Kind, vmid int, seq 
 	return m, nil
 }
 
+// guestLasts are a guest's newest journal entries of each kind an action's
+// checks read; nil where there is none.
+type guestLasts struct {
+	action, result, desired, observed *jetstream.RawStreamMsg
+}
+
+func seqOf(m *jetstream.RawStreamMsg) uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.Sequence
+}
+
+// readLasts reads a guest's newest action, result, desired and observed
+// entries in one batched request (one round trip, one consistent view of
+// the stream); from a server that cannot batch, with four concurrent reads.
+func (e *Executor) readLasts(ctx context.Context, vmid int) (guestLasts, error) {
+	kinds := [4]events.Kind{events.KindAction, events.KindResult, events.KindDesired, events.KindObserved}
+	var subjects [4]string
+	for i, k := range kinds {
+		subjects[i] = e.bus.StoredSubject(k, e.cfg.Cluster, vmid)
+	}
+	if !e.noBatchGet.Load() {
+		ms, err := e.bus.LastMsgs(ctx, subjects[:])
+		switch {
+		case err == nil:
+			return guestLasts{ms[subjects[0]], ms[subjects[1]], ms[subjects[2]], ms[subjects[3]]}, nil
+		case !errors.Is(err, bus.ErrBatchGetUnsupported):
+			return guestLasts{}, fmt.Errorf("journal of %d: %w", vmid, err)
+		}
+		e.noBatchGet.Store(true)
+		e.log.Info().Msg("the NATS server does not batch direct gets (nats-server < 2.11?); reading the journal one subject at a time")
+	}
+	var ms [4]*jetstream.RawStreamMsg
+	var errs [4]error
+	var wg sync.WaitGroup
+	for i, k := range kinds {
+		wg.Add(1)
+		go func() { defer wg.Done(); ms[i], errs[i] = e.lastMsg(ctx, k, vmid) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return guestLasts{}, err
+	}
+	return guestLasts{ms[0], ms[1], ms[2], ms[3]}, nil
+}
+
 // record is what the journal says about one action.
 type record struct {
 	// newerAction is the sequence of a later action of the guest, 0 if
@@ -68,26 +116,13 @@ type record struct {
 	lastResult uint64
 }
 
-// readRecord reads the journal for the action stored at seq. Its results
-// follow it in the stream; when a newer action of the guest exists, only
+// readRecord reads the journal for the action stored at seq, given the
+// sequences of the guest's newest action and newest result (0 for none).
+// Its results follow it in the stream; when a newer action of the guest exists, only
 // results before that action are the old one's (the planner plans the next
 // action of a guest only after the previous one's final result).
-func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, seq uint64) (record, error) {
+func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, seq, last, lastResult uint64) (record, error) {
 	var rec record
-	// The newest action and the newest result are read concurrently: one
-	// round trip on the path to the mutation.
-	var last uint64
-	var lastErr error
-	done := make(chan struct{})
-	go func() { defer close(done); last, lastErr = e.lastSeq(ctx, events.KindAction, vmid) }()
-	lastResult, err := e.lastSeq(ctx, events.KindResult, vmid)
-	<-done
-	if lastErr != nil {
-		return rec, lastErr
-	}
-	if err != nil {
-		return rec, err
-	}
 	rec.lastResult = lastResult
 	if last > seq {
 		rec.newerAction = last
@@ -127,10 +162,10 @@ func (e *Executor) readRecord(ctx context.Context, vmid int, actionID string, se
 // projector rejects (invalid body, unknown schema) changes nothing, so it
 // supersedes nothing: otherwise an invalid publish would fence every action
 // planned from the last valid revision, forever.
-func (e *Executor) supersedingDesired(ctx context.Context, vmid int, seq uint64) (uint64, error) {
-	last, err := e.lastMsg(ctx, events.KindDesired, vmid)
-	if err != nil || last == nil || last.Sequence <= seq {
-		return 0, err
+// last is the guest's newest desired event (nil for none).
+func (e *Executor) supersedingDesired(ctx context.Context, vmid int, seq uint64, last *jetstream.RawStreamMsg) (uint64, error) {
+	if last == nil || last.Sequence <= seq {
+		return 0, nil
 	}
 	// The newest revision is what usually supersedes: one indexed read.
 	if acceptedDesired(last, vmid) {
@@ -163,10 +198,10 @@ func acceptedDesired(m *jetstream.RawStreamMsg, vmid int) bool {
 // at or after it), 0 if there is none. An observation read before the basis
 // but published after it is ignored by the projector, so it must not fence
 // either: the planner would re-plan from the same basis forever.
-func (e *Executor) supersedingObservation(ctx context.Context, vmid int, basis uint64) (uint64, error) {
-	last, err := e.lastMsg(ctx, events.KindObserved, vmid)
-	if err != nil || last == nil || last.Sequence <= basis {
-		return 0, err
+// last is the guest's newest observation (nil for none).
+func (e *Executor) supersedingObservation(ctx context.Context, vmid int, basis uint64, last *jetstream.RawStreamMsg) (uint64, error) {
+	if last == nil || last.Sequence <= basis {
+		return 0, nil
 	}
 	basisAt, err := e.readAt(ctx, basis)
 	if err != nil {

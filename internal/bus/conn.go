@@ -80,6 +80,8 @@ type Bus struct {
 	JS  jetstream.JetStream
 	cfg Config
 	log zerolog.Logger
+	// lasts answers LastMsgs; shared by copies of the Bus.
+	lasts *lastsMux
 }
 
 // Connection settings that decide how a client rides out the loss of a
@@ -165,7 +167,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	return &Bus{NC: nc, JS: js, cfg: cfg, log: log}, nil
+	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}}, nil
 }
 
 // redactURLs hides passwords in URLs for error messages.
