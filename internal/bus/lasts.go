@@ -25,35 +25,45 @@ const defaultGetTimeout = 5 * time.Second
 // lastsMux routes the answers of LastMsgs requests: one wildcard inbox
 // subscription per connection, one reply subject per request.
 type lastsMux struct {
-	once    sync.Once
-	err     error
-	prefix  string
 	mu      sync.Mutex
+	sub     *nats.Subscription // nil until a subscription succeeds
+	prefix  string
 	next    uint64
 	pending map[uint64]chan *nats.Msg
 }
 
+// start subscribes the inbox once; a failed attempt is tried again by the
+// next request rather than remembered.
 func (m *lastsMux) start(nc *nats.Conn) error {
-	m.once.Do(func() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sub != nil {
+		return nil
+	}
+	if m.pending == nil {
 		m.pending = map[uint64]chan *nats.Msg{}
-		m.prefix = nc.NewInbox() + "."
-		_, m.err = nc.Subscribe(m.prefix+"*", func(msg *nats.Msg) {
-			id, err := strconv.ParseUint(msg.Subject[len(m.prefix):], 10, 64)
-			if err != nil {
-				return
+	}
+	prefix := nc.NewInbox() + "."
+	sub, err := nc.Subscribe(prefix+"*", func(msg *nats.Msg) {
+		id, err := strconv.ParseUint(msg.Subject[len(prefix):], 10, 64)
+		if err != nil {
+			return
+		}
+		m.mu.Lock()
+		ch := m.pending[id]
+		m.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- msg:
+			default: // more answers than asked for: not ours to wait on
 			}
-			m.mu.Lock()
-			ch := m.pending[id]
-			m.mu.Unlock()
-			if ch != nil {
-				select {
-				case ch <- msg:
-				default: // more answers than asked for: not ours to wait on
-				}
-			}
-		})
+		}
 	})
-	return m.err
+	if err != nil {
+		return err
+	}
+	m.sub, m.prefix = sub, prefix
+	return nil
 }
 
 func (m *lastsMux) register(capacity int) (uint64, chan *nats.Msg) {
@@ -99,7 +109,10 @@ func (b *Bus) LastMsgs(ctx context.Context, subjects []string) (map[string]*jets
 	// Each subject's message and the end-of-batch marker.
 	id, ch := b.lasts.register(len(subjects) + 1)
 	defer b.lasts.unregister(id)
-	if err := b.NC.PublishRequest("$JS.API.DIRECT.GET."+b.cfg.Stream, b.lasts.prefix+strconv.FormatUint(id, 10), req); err != nil {
+	b.lasts.mu.Lock()
+	reply := b.lasts.prefix + strconv.FormatUint(id, 10)
+	b.lasts.mu.Unlock()
+	if err := b.NC.PublishRequest("$JS.API.DIRECT.GET."+b.cfg.Stream, reply, req); err != nil {
 		return nil, fmt.Errorf("bus: batched read: %w", err)
 	}
 	out := make(map[string]*jetstream.RawStreamMsg, len(subjects))
