@@ -100,6 +100,7 @@ func (s *Sim) finish(t *task) {
 		return
 	}
 	warnings, err := t.work()
+	t.release()
 	if err == nil && s.roll(s.faults.WarnRate) {
 		warnings = append(warnings, "injected warning (pvesim warn_rate)")
 	}
@@ -133,6 +134,7 @@ func (s *Sim) stopTask(t *task) {
 	if t.abort != nil {
 		t.abort()
 	}
+	t.release()
 	t.running = false
 	t.end = time.Now()
 	t.exit = "interrupted by signal"
@@ -140,8 +142,11 @@ func (s *Sim) stopTask(t *task) {
 	close(t.done)
 }
 
+// trimTasks drops the oldest finished tasks once the log is an eighth over
+// MaxTasks, down to MaxTasks: dropping in batches keeps adding a task O(1)
+// amortised instead of a scan of the whole log each time.
 func (s *Sim) trimTasks() {
-	if len(s.tasks) <= s.opts.MaxTasks {
+	if len(s.tasks) <= s.opts.MaxTasks+s.opts.MaxTasks/8 {
 		return
 	}
 	kept := s.tasks[:0]
@@ -154,7 +159,15 @@ func (s *Sim) trimTasks() {
 		}
 		kept = append(kept, t)
 	}
+	clear(s.tasks[len(kept):]) // the dropped tasks must not stay reachable
 	s.tasks = kept
+}
+
+// release lets go of what only a running task needs: the work and abort
+// closures hold the request's parsed parameters and the guest, which the
+// task log (up to MaxTasks entries) would otherwise keep alive.
+func (t *task) release() {
+	t.work, t.abort, t.timer = nil, nil, nil
 }
 
 func (t *task) info() TaskInfo {
