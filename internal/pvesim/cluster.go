@@ -123,8 +123,9 @@ func (s *Sim) refreshRRD(now time.Time) {
 	s.rrdAt = now
 	clear(s.rrd)
 	for id, g := range s.guests {
-		s.rrd[id] = rrdEntry{name: g.displayName(), status: g.status, maxcpu: g.cpus(),
-			maxmem: memoryMiB(g.conf) << 20, known: true}
+		e := g.bcast
+		e.status = g.status
+		s.rrd[id] = e
 	}
 }
 
@@ -138,7 +139,7 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	out := []any{}
+	out := make([]any, 0, len(s.guests)+2*len(s.nodes))
 	if typ == "" || typ == "vm" {
 		lag := s.faults.ResourcesLag > 0
 		if lag {
@@ -159,10 +160,11 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 				r = s.rrd[id]
 			} else {
 				// No lag: the broadcast is the live state.
-				r = rrdEntry{name: g.displayName(), status: g.status, maxcpu: g.cpus(), maxmem: memoryMiB(g.conf) << 20, known: true}
+				r = g.bcast
+				r.status = g.status
 			}
 			e := &rows[i]
-			*e = vmResource{ID: string(g.kind) + "/" + strconv.Itoa(id), Type: string(g.kind), VMID: id, Node: g.node,
+			*e = vmResource{ID: g.resID, Type: string(g.kind), VMID: id, Node: g.node,
 				Template: boolInt(g.template()), MaxDisk: g.disk,
 				// lock and tags are read live from the config, as on Proxmox.
 				Lock: g.lock(), Tags: g.conf["tags"]}

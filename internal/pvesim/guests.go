@@ -105,9 +105,9 @@ func (s *Sim) listGuests(q *req, kind Kind, n *node) (any, error) {
 
 // statusJSON is status/current, or a list entry (list == true).
 func (s *Sim) statusJSON(g *guest, list bool) map[string]any {
-	maxmem := memoryMiB(g.conf) << 20
+	maxmem := g.bcast.maxmem
 	m := map[string]any{
-		"vmid": g.vmid, "name": g.displayName(), "status": g.status, "cpus": g.cpus(), "maxmem": maxmem,
+		"vmid": g.vmid, "name": g.bcast.name, "status": g.status, "cpus": g.bcast.maxcpu, "maxmem": maxmem,
 		"maxdisk": g.disk, "disk": 0, "cpu": 0, "mem": 0, "netin": 0, "netout": 0, "diskread": 0,
 		"diskwrite": 0, "uptime": 0,
 	}
@@ -732,7 +732,7 @@ func knownAppliance(name string) bool {
 
 func (s *Sim) newGuest(vmid int, kind Kind, nodeName string, conf map[string]string) *guest {
 	g := &guest{vmid: vmid, kind: kind, node: nodeName, status: "stopped", conf: conf,
-		pending: map[string]string{}, pendingDel: map[string]bool{}}
+		pending: map[string]string{}, pendingDel: map[string]bool{}, resID: string(kind) + "/" + strconv.Itoa(vmid)}
 	g.touch()
 	s.guests[vmid] = g
 	return g

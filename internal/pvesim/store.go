@@ -37,6 +37,12 @@ type guest struct {
 	pid        int
 	lockGen    int   // invalidates timers of earlier injected locks
 	disk       int64 // size of the volumes, recomputed on every write
+	// resID is the guest's /cluster/resources id ("qemu/100"); bcast what
+	// the resources and status answers derive from the config (name, CPUs,
+	// memory), recomputed on every write: at 10,000 guests parsing them
+	// for every row of an inventory read held s.mu for most of its time.
+	resID string
+	bcast rrdEntry
 }
 
 func (g *guest) lock() string     { return g.conf["lock"] }
@@ -79,6 +85,7 @@ func (g *guest) touch() {
 	sum := sha1.Sum([]byte(b.String()))
 	g.digest = hex.EncodeToString(sum[:])
 	g.disk = g.diskSize()
+	g.bcast = rrdEntry{name: g.displayName(), maxcpu: g.cpus(), maxmem: memoryMiB(g.conf) << 20, known: true}
 }
 
 // effective is the config with pending values applied, what GET /config
