@@ -92,8 +92,8 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 				rep.RawPublishMsgsPerS, rep.RawConsumeMsgsPerS, rep.RawReplayMsgsPerS, det.RawMessages, det.RawMessageBytes)
 			fmt.Fprintf(tw, "pipeline\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d actions, %d writes)\n",
 				rep.PipelineChangesPerS, rep.StreamWritesPerChange, rep.Efficiency, det.PipelineSeconds, det.Actions, det.StreamWrites)
-			fmt.Fprintf(tw, "latency (%d changes at %d/s)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
-				det.LatencyChanges, o.Rate, rep.LatencyMs.P50, rep.LatencyMs.P90, rep.LatencyMs.P99)
+			fmt.Fprintf(tw, "latency (%d changes at %d/s)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\t(%d garbage collections in the run)\n",
+				det.LatencyChanges, o.Rate, rep.LatencyMs.P50, rep.LatencyMs.P90, rep.LatencyMs.P99, det.LatencyGCs)
 			fmt.Fprintf(tw, "  desired → action (planner)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
 				det.LatencyPlanner.P50, det.LatencyPlanner.P90, det.LatencyPlanner.P99)
 			fmt.Fprintf(tw, "  action → mutation (executor)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
@@ -102,8 +102,8 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 			if simProcess {
 				cpu += fmt.Sprintf(" (+%.2f simulator)", float64(det.LatencySimCPUPerChange.Microseconds())/1000)
 			}
-			fmt.Fprintf(tw, "  cost of a change\t%s\t%.2f journal writes\t%.2f Proxmox calls\n",
-				cpu, det.LatencyWritesPerChange, det.LatencyCallsPerChange)
+			fmt.Fprintf(tw, "  cost of a change\t%s\t%.2f journal writes\t%.2f Proxmox calls\t%.0f KB allocated\n",
+				cpu, det.LatencyWritesPerChange, det.LatencyCallsPerChange, float64(det.LatencyAllocPerChange)/1000)
 			fmt.Fprintf(tw, "replay\t%.0f events/s\t%.2f × raw replay\t(%d events)\n",
 				rep.ReplayEventsPerS, rep.ReplayEventsPerS/rep.RawReplayMsgsPerS, det.ReplayEvents)
 			fmt.Fprintf(tw, "idle observer pass\t%.1f Proxmox calls\n", rep.PveCallsPerIdlePass)

@@ -31,7 +31,7 @@ func TestBenchSimInOwnProcess(t *testing.T) {
 		t.Fatalf("bench: %v\n%s", err, errOut.String())
 	}
 	text := out.String()
-	for _, want := range []string{"simulator in its own process", "latency (20 changes at 200/s)", "simulator)"} {
+	for _, want := range []string{"simulator in its own process", "latency (20 changes at 200/s)", "simulator)", "garbage collections in the run)", "KB allocated"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}

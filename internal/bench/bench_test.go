@@ -40,6 +40,11 @@ func TestRunSmall(t *testing.T) {
 	if det.Actions < 40 {
 		t.Errorf("%d actions for 40 guests", det.Actions)
 	}
+	// Every change of the latency run decodes, plans, journals and calls
+	// Proxmox: it cannot allocate nothing.
+	if det.LatencyAllocPerChange <= 0 {
+		t.Errorf("latency run allocated %d B per change", det.LatencyAllocPerChange)
+	}
 	// -o json carries exactly the fields of DESIGN.md §9.
 	b, _ := json.Marshal(rep)
 	var m map[string]any
