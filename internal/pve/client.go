@@ -471,6 +471,15 @@ func (c *Client) relogin(ctx context.Context, stale *session) error {
 // do sends one API call and decodes the answer's data into out (a pointer,
 // typically *json.RawMessage). Every error it returns is an *Error.
 func (c *Client) do(ctx context.Context, op Op, ref GuestRef, method, path string, body any, out *json.RawMessage) error {
+	return c.doWith(ctx, op, ref, method, path, body, func(b []byte) (err error) {
+		*out, err = envelopeData(b)
+		return err
+	})
+}
+
+// doWith is do with the decoding of a successful answer's whole body left
+// to decode (do's is envelopeData).
+func (c *Client) doWith(ctx context.Context, op Op, ref GuestRef, method, path string, body any, decode func([]byte) error) error {
 	mutation := method != http.MethodGet
 	if err := ctx.Err(); err != nil {
 		return &Error{Class: ClassTransient, Op: op, Ref: ref, Err: err} // not sent
@@ -504,7 +513,7 @@ func (c *Client) do(ctx context.Context, op Op, ref GuestRef, method, path strin
 		err = c.pc.Req(rctx, method, path, data, nil)
 	}
 	if err == nil {
-		*out, err = envelopeData(sink.body)
+		err = decode(sink.body)
 	}
 	if err != nil {
 		c.log.Debug().Str("op", string(op)).Str("method", method).Str("path", path).Err(err).Msg("pve call failed")

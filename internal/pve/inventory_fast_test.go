@@ -2,7 +2,9 @@ package pve
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +86,68 @@ func TestDecodeRowsMatchesStd(t *testing.T) {
 		}
 		if werr == nil && !reflect.DeepEqual(want, got) {
 			t.Errorf("%s\nencoding/json %+v\ngoccy         %+v", payload, want, got)
+		}
+	}
+}
+
+// TestDecodeInventoryMatchesGeneral: the streaming, yielding decoder of a
+// whole inventory answer returns what envelopeData and DecodeResources
+// return, or declines; it declines every answer either of them refuses
+// (malformed JSON included), and it takes the usual shape of an answer.
+func TestDecodeInventoryMatchesGeneral(t *testing.T) {
+	var rows []string
+	for i := 0; i < 100; i++ {
+		rows = append(rows, fmt.Sprintf(`{"id":"qemu/%d","type":"qemu","vmid":%d,"node":"pve%d","name":"vm-%d","status":"running","template":0,"maxcpu":2,"maxmem":2147483648,"uptime":42,"tags":"b;a","cpu":0.01}`, 500-i, 500-i, i%3, i))
+	}
+	usual := `{"data":[` + strings.Join(rows, ",") + `]}`
+	// The first eight are answers of the usual shape: they must be taken.
+	bodies := []string{
+		usual,
+		`{"data":[]}`,
+		` {"data" : [ {"type":"lxc","vmid":"101","node":"pve2","status":"unknown","template":"1","maxcpu":0.5,"maxmem":5.36870912e+08} ] } ` + "\n",
+		`{"data":[{"id":"node/pve1","type":"node","node":"pve1"},{"id":"qemu/102","type":"qemu","vmid":102,"node":"pve1","hastate":"started","pool":"prod","template":false}]}`,
+		`{"data":[{"type":"qemu","VMID":104,"Node":"pve1","NAME":"upper"}]}`,
+		`{"data":[{"type":"qemu","vmid":105,"name":"first","name":"second"}]}`,
+		"{\"data\":[{\"type\":\"qemu\",\"vmid\":107,\"name\":\"bad \xff utf8\"}]}",
+		`{"success":1,"data":[{"type":"qemu","vmid":108,"extra":{"nested":[1,{"a":null}]}}],"message":"x"}`,
+		`{"data":[{"type":"qemu","vmid":111,"name":7}]}`, // the typed shape declines: the general path decides
+		`{"data":[{"type":"qemu","vmid":100}],"data":[{"type":"qemu","vmid":101}]}`,
+		`{"Data":[{"type":"qemu","vmid":100}]}`,
+		`{"data":null}`,
+		`{"data":{"type":"qemu"}}`,
+		`{"success":1}`,
+		`[{"type":"qemu","vmid":100}]`,
+		`null`,
+		``,
+		`{`,
+		`{"data":[{"type":"qemu","vmid":100}]`,
+		`{"data":[{"type":"qemu","vmid":100},]}`,
+		`{"data":[{"type":"qemu","vmid":100}]}garbage`,
+		`{"data":[{"type":"qemu","vmid":100}]} {"data":[]}`,
+		`{"data":[{"type":"qemu","vmid":01}]}`,
+		`{"data":[{"type":"qemu","vmid":100,"name":"bad escape \q"}]}`,
+		"{\"data\":[{\"type\":\"qemu\",\"vmid\":100,\"name\":\"\x01\"}]}",
+		`{"data":[{"type":"qemu","vmid":100}],}`,
+	}
+	for i, b := range bodies {
+		got, ok := decodeInventory([]byte(b), nil)
+		raw, err := envelopeData([]byte(b))
+		var want []Resource
+		if err == nil {
+			want, err = DecodeResources(raw)
+		}
+		if !ok {
+			if i < 8 {
+				t.Errorf("%.120s: declined an answer of the usual shape", b)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%.120s: accepted what the general path refuses (%v)", b, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%.120s\nstreaming %+v\ngeneral   %+v", b, got, want)
 		}
 	}
 }
