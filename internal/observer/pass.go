@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pace"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -59,7 +60,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	st.Reachable = true
 	o.noteReachability(true, nil)
 
-	guests := o.plan(inv, readAt)
+	guests := o.plan(inv, readAt, pace.Default(ctx))
 	st.Guests = len(guests)
 	o.lastCount = len(guests)
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt)
@@ -96,10 +97,12 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 // plan matches the inventory against what is remembered and decides which
 // configs to read. Guests no longer listed are forgotten here; disappeared
 // reports them.
-func (o *Observer) plan(inv []pve.Resource, readAt time.Time) []listed {
+// plan is paced by p (package pace): a pass is background work.
+func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []listed {
 	out := make([]listed, 0, len(inv))
 	seen := make(map[int]bool, len(inv))
 	for _, r := range inv {
+		p.Step()
 		if seen[r.VMID] {
 			o.log.Warn().Int("vmid", r.VMID).Str("node", r.Node).Msg("inventory lists a vmid twice; keeping the first row")
 			continue
