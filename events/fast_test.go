@@ -40,15 +40,15 @@ func schemaDecode(body []byte) (*Desired, error) {
 func genBody(t *rapid.T) []byte {
 	pick := func(label string, xs ...string) string { return rapid.SampledFrom(xs).Draw(t, label) }
 	fields := map[string]string{
-		"vmid":        pick("vmid", "101", "100", "99", "999999999", "1000000000", "1e2", "101.0", `"101"`, "null", "-5"),
+		"vmid":        pick("vmid", "101", "100", "99", "999999999", "1000000000", "1e2", "101.0", `"101"`, "null", "-5", "-0", "99999999999999999999", "true"),
 		"kind":        pick("kind", `"qemu"`, `"lxc"`, `"QEMU"`, `"vm"`, "1", "null"),
 		"power":       pick("power", `"running"`, `"stopped"`, `"on"`, `""`, "true"),
 		"cores":       pick("cores", "1", "4", "0", "8192", "8193", "2.5", "4.0", `"4"`, "null"),
 		"memory_mib":  pick("mem", "16", "15", "2048", "268435456", "268435457", "1e3"),
-		"name":        pick("name", `"web-1"`, `"a.b"`, `"-x"`, `"x-"`, `"a..b"`, `""`, `"é"`, `"`+strings.Repeat("a", 256)+`"`, "7"),
-		"description": pick("desc", `"hello"`, `""`, `"two\nlines"`, `"`+strings.Repeat("é", 8192)+`"`, `"`+strings.Repeat("x", 8193)+`"`, "[]"),
+		"name":        pick("name", `"web-1"`, `"web\u002d1"`, `"web\/1"`, `"a.b"`, `"-x"`, `"x-"`, `"a..b"`, `""`, `"é"`, `"`+strings.Repeat("a", 256)+`"`, "7"),
+		"description": pick("desc", `"hello"`, `""`, `"two\nlines"`, `"a\"b\\c"`, `"caf\u00e9 \ud83d\ude00"`, "\"bad \xff utf8\"", "\"caf\u00e9 raw\"", `"`+strings.Repeat("é", 8192)+`"`, `"`+strings.Repeat("x", 8193)+`"`, "[]"),
 		"tags":        pick("tags", `[]`, `["a"]`, `["a","B+c.d-e"]`, `["-a"]`, `["a b"]`, `[1]`, `"a"`, `[null]`, `["`+strings.Repeat("t", 129)+`"]`),
-		"onboot":      pick("onboot", "true", "false", "1", `"true"`),
+		"onboot":      pick("onboot", "true", "false", "1", `"true"`, "null"),
 		"absent":      pick("absent", "true", "false", "0"),
 		"clone":       pick("clone", `{"from":9000}`, `{"from":9000,"node":"pve1","full":true,"storage":"local-lvm"}`, `{}`, `{"from":9000,"x":1}`, `{"from":9000,"node":"-bad"}`, `{"from":"9000"}`, `{"from":9000,"storage":"1x"}`),
 	}
