@@ -736,7 +736,10 @@ func (r *run) latency(ctx context.Context) error {
 // as testing.B does before each benchmark, so that a phase pays for its own
 // garbage and not its predecessor's. What a phase allocates itself is
 // collected when the runtime decides, inside the measurement (the latency
-// run reports how many collections fell in it).
+// run reports how many collections fell in it). The freed memory is left to
+// the runtime's scavenger: returning it all first (debug.FreeOSMemory)
+// cost more in page faults during the run than the scavenger does
+// (docs/benchmarks.md).
 func settle() { runtime.GC() }
 
 // gcCounters reads the completed garbage collections and the bytes
