@@ -18,7 +18,12 @@
 // action fenced by the guest's last action sequence and with a
 // deterministic Nats-Msg-Id (so a restarted planner never plans twice),
 // retries failures with jittered exponential backoff tied to the desired
-// revision, and materialises views for status queries.
+// revision, and materialises views for status queries. It plans a guest as
+// each of its events is folded, except while it is more than a thousand
+// events behind the journal (a burst of desired changes): then it folds
+// first and plans each touched guest once, on its newest desired state,
+// when it is close behind again or after at most half a second, so that
+// it does not act on a state the journal already supersedes.
 //
 // Several planners may run (scale-out, or a standby). Each folds the whole
 // journal, and once caught up joins the lease group "planner-<cluster>"
