@@ -160,5 +160,8 @@ func Decode[T any](body []byte) (T, error) {
 	if err := gojson.Unmarshal(body, &v); err != nil {
 		return v, fmt.Errorf("events: decode %T: %w", v, err)
 	}
+	if d, ok := any(&v).(detacher); ok {
+		d.detach()
+	}
 	return v, nil
 }
