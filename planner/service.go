@@ -416,13 +416,15 @@ func toEvent(m jetstream.Msg) (projector.Event, bool) {
 	return projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp}, true
 }
 
-func (s *Service) handle(ctx context.Context, m jetstream.Msg) {
+// handle folds one message; behind defers its guest's planning
+// (handleEventDeferring).
+func (s *Service) handle(ctx context.Context, m jetstream.Msg, behind bool) {
 	ev, ok := toEvent(m)
 	if !ok {
 		s.log.Error().Str("subject", m.Subject()).Msg("planner: message without metadata")
 		return
 	}
-	s.handleEvent(ctx, ev)
+	s.handleEventDeferring(ctx, ev, behind)
 }
 
 // handleBatch folds buffered messages; while catching up it decodes them in
@@ -431,12 +433,7 @@ func (s *Service) handleBatch(ctx context.Context, ms []jetstream.Msg) {
 	if s.caughtUp {
 		behind := pendingAfter(ms[len(ms)-1]) > behindBy
 		for _, m := range ms {
-			ev, ok := toEvent(m)
-			if !ok {
-				s.log.Error().Str("subject", m.Subject()).Msg("planner: message without metadata")
-				continue
-			}
-			s.handleEventDeferring(ctx, ev, behind)
+			s.handle(ctx, m, behind)
 		}
 		if !behind || s.now().Sub(s.deferredSince) >= maxDefer {
 			s.planDeferred(ctx)
@@ -460,9 +457,7 @@ func (s *Service) handleBatch(ctx context.Context, ms []jetstream.Msg) {
 // changes, a planner catching up on a busy journal), it folds first and
 // plans each touched guest once, on its newest desired state: acting on a
 // state the journal already supersedes costs Proxmox a mutation that the
-// next one undoes (at 10 changes per guest in a burst, 2.2 actions per
-// guest instead of 1). maxDefer bounds the wait when the planner stays
-// behind.
+// next one undoes. maxDefer bounds the wait when the planner stays behind.
 const (
 	behindBy = 1000
 	maxDefer = 500 * time.Millisecond
