@@ -130,6 +130,18 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
 		}),
+		// Asynchronous errors (a slow consumer dropping messages, a
+		// permission denied) are otherwise silent in nats.go.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+				if msgs, bytes, perr := sub.Pending(); perr == nil {
+					ev = ev.Int("pending_msgs", msgs).Int("pending_bytes", bytes)
+				}
+			}
+			ev.Msg("nats asynchronous error")
+		}),
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
