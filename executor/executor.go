@@ -246,6 +246,7 @@ func (e *Executor) consume(ctx context.Context, pt *partition) (jetstream.Consum
 		// Short pull requests: a request that stops making progress under load
 		// is replaced within seconds rather than after the 30 s default.
 		jetstream.PullExpiry(5*time.Second),
+		jetstream.PullHeartbeat(bus.ConsumeHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			e.log.Warn().Err(err).Int("partition", pt.p).Msg("consume")
 		}))

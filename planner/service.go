@@ -291,7 +291,12 @@ func (s *Service) Run(ctx context.Context) error {
 			case msgs <- m:
 			case <-ctx.Done():
 			}
-		}, jetstream.PullMaxMessages(1000))
+		}, jetstream.PullMaxMessages(1000), jetstream.PullHeartbeat(bus.ConsumeHeartbeat),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if ctx.Err() == nil { // the server going away at shutdown is no news
+					s.log.Warn().Err(err).Msg("journal consumer")
+				}
+			}))
 	}
 	cc, err := consume(s.proj.LastSeq)
 	if err != nil {

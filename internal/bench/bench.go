@@ -474,7 +474,7 @@ func (r *run) raw(ctx context.Context) error {
 		} else if c%10000 == 0 {
 			r.o.Progress("raw consume", int(c), n)
 		}
-	}, jetstream.PullMaxMessages(1000), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(1000), jetstream.PullHeartbeat(bus.ConsumeHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		r.log.Warn().Err(err).Msg("raw consume")
 	}))
 	if err != nil {
@@ -496,7 +496,7 @@ func (r *run) raw(ctx context.Context) error {
 		if c := cnt.Add(1); c == int64(n) {
 			close(got)
 		}
-	}, jetstream.PullMaxMessages(1000))
+	}, jetstream.PullMaxMessages(1000), jetstream.PullHeartbeat(bus.ConsumeHeartbeat))
 	if err != nil {
 		return err
 	}
@@ -842,7 +842,7 @@ func (r *run) replay(ctx context.Context) error {
 		if last {
 			close(done)
 		}
-	}, jetstream.PullMaxMessages(1000))
+	}, jetstream.PullMaxMessages(1000), jetstream.PullHeartbeat(bus.ConsumeHeartbeat))
 	if err != nil {
 		return err
 	}

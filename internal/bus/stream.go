@@ -48,6 +48,18 @@ func nonZero(n int64) int64 {
 	return n
 }
 
+// ConsumeHeartbeat is the idle heartbeat every long-lived pull consumer
+// (planner, executors, projection rebuilds, timelines, bench) asks for. A
+// pull consumer learns that the server no longer holds its pull request
+// only when two heartbeats go missing, and then pulls again (an ordered
+// consumer recreates itself at its cursor). nats.go's defaults (5 s for an
+// ordered consumer, half the 30 s expiry for a durable one) made such a
+// loss stall a consumer for 10–30 s: the bench saw it about once in ten
+// runs, with messages pending and no request waiting on the server. The
+// cost is two small messages a second per idle consumer; a handler that
+// blocks longer than two heartbeats costs one spare pull request.
+const ConsumeHeartbeat = time.Second
+
 // Provisioning on a cluster waits for Raft: creating a replicated stream
 // or bucket returns once its group has elected a leader, and a cluster that
 // has just formed (or lost a node) answers "temporarily unavailable" or not

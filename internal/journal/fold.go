@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -79,7 +80,7 @@ func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster stri
 			done = true
 			finish()
 		}
-	}, jetstream.PullMaxMessages(foldBatch))
+	}, jetstream.PullMaxMessages(foldBatch), jetstream.PullHeartbeat(bus.ConsumeHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("journal: consume: %w", err)
 	}

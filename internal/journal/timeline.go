@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/projector"
 )
@@ -96,7 +97,7 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 	if err != nil {
 		return nil, fmt.Errorf("journal: consumer: %w", err)
 	}
-	it, err := oc.Messages(jetstream.PullMaxMessages(500))
+	it, err := oc.Messages(jetstream.PullMaxMessages(500), jetstream.PullHeartbeat(bus.ConsumeHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("journal: consume: %w", err)
 	}
