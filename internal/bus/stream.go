@@ -57,7 +57,8 @@ func nonZero(n int64) int64 {
 // loss stall a consumer for 10–30 s: the bench saw it about once in ten
 // runs, with messages pending and no request waiting on the server. The
 // cost is two small messages a second per idle consumer; a handler that
-// blocks longer than two heartbeats costs one spare pull request.
+// blocks longer than two heartbeats costs a spare pull request (an
+// ordered consumer: its re-creation at the cursor, which loses nothing).
 const ConsumeHeartbeat = time.Second
 
 // Provisioning on a cluster waits for Raft: creating a replicated stream
