@@ -64,7 +64,7 @@ func (a *Action) detach() {
 func (r *Result) detach() {
 	r.Meta.detach()
 	for _, s := range []*string{&r.ActionID, &r.Cluster, (*string)(&r.Op), (*string)(&r.Status), &r.UPID, &r.Node,
-		&r.Error, &r.ErrorClass, &r.Reason, &r.Executor} {
+		&r.Error, (*string)(&r.ErrorClass), &r.Reason, &r.Executor} {
 		own(s)
 	}
 	ownAll(r.TaskLog)

@@ -1,7 +1,13 @@
 // Package events is converge's public event contract (DESIGN.md §3): the
 // desired, observed, action and result events, heartbeats and control
-// requests, their JSON encoding, validation, NATS subjects and headers.
-// Other Go services import it to publish desired state.
+// requests, their JSON encoding, validation, NATS subjects and headers,
+// the classes of failed actions ([ErrorClass]) and the normalisation of
+// managed values ([NormaliseTags], [NormaliseDescription], [FormatTags],
+// [FormatBool]). Other Go services import it to publish desired state.
+//
+// It imports no other converge package and no NATS client: [DesiredMessage]
+// builds a validated [Message] (subject, [Header], body) that any client
+// publishes with one call (see [Message]).
 //
 // # Subjects
 //

@@ -2,8 +2,9 @@ package events
 
 import (
 	"fmt"
-	gojson "github.com/goccy/go-json"
 	"time"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // GuestConfig is the managed part of a guest's config, normalised so that
@@ -123,12 +124,12 @@ type Result struct {
 	Status   ResultStatus `json:"status"`
 	UPID     string       `json:"upid,omitempty"`
 	Node     string       `json:"node,omitempty"`
-	// Error and ErrorClass (internal/pve's classes: transient, locked,
-	// already-done, gone, terminal, conflict, unauthorized, unknown).
-	Error      string   `json:"error,omitempty"`
-	ErrorClass string   `json:"error_class,omitempty"`
-	Warnings   int      `json:"warnings,omitempty"`
-	TaskLog    []string `json:"task_log,omitempty"`
+	// Error is the failure as Proxmox or the executor told it; ErrorClass
+	// what it means for what comes next.
+	Error      string     `json:"error,omitempty"`
+	ErrorClass ErrorClass `json:"error_class,omitempty"`
+	Warnings   int        `json:"warnings,omitempty"`
+	TaskLog    []string   `json:"task_log,omitempty"`
 	// Reason says why an action was skipped or already done.
 	Reason   string    `json:"reason,omitempty"`
 	Observed *Observed `json:"observed,omitempty"`

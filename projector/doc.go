@@ -1,6 +1,9 @@
-// Package projector folds converge's events into per-guest views (desired,
-// observed, in-flight action, last result, retry state) and cluster state
-// (observer heartbeats), and materialises the views for queries.
+// Package projector folds converge's events into per-guest views (desired
+// state, newest observation, in-flight action, last result, retry state)
+// and the cluster's state (observer heartbeats, resync requests). It
+// imports only events. The planner plans from its views; package views
+// writes them as documents for queries; `converge replay` and the audit
+// read side fold the journal with it.
 //
 // # Determinism
 //
@@ -9,7 +12,8 @@
 // the clock. The same events in the same order give the same views, so
 // replaying the journal rebuilds exactly what the live planner holds
 // (DESIGN.md §4, invariant 5). Anything that depends on the current time,
-// such as a silent observer, is decided by [Assess] at query time.
+// such as a silent observer, is decided by planner.Plan, which is given
+// the time.
 //
 // # Rules
 //
@@ -20,5 +24,20 @@
 //   - An action is in flight from its publication until a final result
 //     with its id; results embed a fresh observation.
 //   - Failures count against the desired revision they were planned from;
-//     a new revision starts from zero.
+//     a new revision starts from zero. A terminal or unauthorized failure
+//     (events.ErrorClass.Terminal) is not retried.
+//   - Events already folded (by sequence) and other clusters' events are
+//     ignored, so a batch may be delivered twice.
+//
+// # Snapshots
+//
+// [Projector.Snapshot] copies the fold as of its last sequence; [Restore]
+// continues from one. Snapshots are versioned ([SnapshotVersion]): a
+// snapshot of another version is refused, and the journal folded from
+// the start instead. The planner checkpoints them.
+//
+// # Decoding
+//
+// [Predecode] decodes a batch of events on several goroutines before they
+// are folded in order (decoding is pure; folding stays sequential).
 package projector

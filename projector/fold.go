@@ -4,17 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/pve"
 )
 
 // Event is one stored journal entry.
 type Event struct {
 	Seq     uint64
 	Subject string
-	Header  nats.Header
+	Header  events.Header
 	Data    []byte
 	// Time is the stream's receive time.
 	Time time.Time
@@ -222,7 +219,7 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range []*string{&r.Publisher, &r.Cluster, &r.Node, (*string)(&r.Op), (*string)(&r.Status), &r.Executor, &r.ErrorClass} {
+	for _, s := range []*string{&r.Publisher, &r.Cluster, &r.Node, (*string)(&r.Op), (*string)(&r.Status), &r.Executor, (*string)(&r.ErrorClass)} {
 		p.intern(s)
 	}
 	if r.Observed != nil {
@@ -258,7 +255,7 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	case events.ResultFailed:
 		v.Failures++
 		v.LastFailureAt, v.LastError, v.LastErrorKind = r.Time, r.Error, r.ErrorClass
-		v.Terminal = r.ErrorClass == pve.ClassTerminal.String() || r.ErrorClass == pve.ClassUnauthorized.String()
+		v.Terminal = r.ErrorClass.Terminal()
 	}
 	return nil
 }

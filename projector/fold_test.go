@@ -259,7 +259,7 @@ func TestFailuresAndTerminal(t *testing.T) {
 			}
 			fail("f-1")
 			fail("f-2")
-			if v.Failures != 2 || v.LastError != c.class+" failure" || v.LastErrorKind != c.class || !v.LastFailureAt.Equal(at(5)) {
+			if v.Failures != 2 || v.LastError != c.class+" failure" || string(v.LastErrorKind) != c.class || !v.LastFailureAt.Equal(at(5)) {
 				t.Fatalf("failures %d error %q class %q at %s", v.Failures, v.LastError, v.LastErrorKind, v.LastFailureAt)
 			}
 			if v.Terminal != c.terminal {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/projector"
 )
@@ -27,15 +25,15 @@ func body(v any) []byte {
 	return b
 }
 
-func hdr(kv ...string) nats.Header {
-	h := nats.Header{}
+func hdr(kv ...string) events.Header {
+	h := events.Header{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		h.Set(kv[i], kv[i+1])
 	}
 	return h
 }
 
-func desiredEv(seq uint64, vmid int, data string, h nats.Header) projector.Event {
+func desiredEv(seq uint64, vmid int, data string, h events.Header) projector.Event {
 	return projector.Event{Seq: seq, Subject: events.Subject(events.KindDesired, "pve", vmid), Header: h, Data: []byte(data), Time: at(int(seq))}
 }
 
@@ -60,7 +58,7 @@ func actionEv(seq uint64, a events.Action) projector.Event {
 
 func result(vmid int, actionID string, status events.ResultStatus, class string, when time.Time) events.Result {
 	r := events.Result{Meta: events.NewMeta("executor", "c", when), ActionID: actionID, VMID: vmid, Cluster: "pve",
-		Op: events.OpStart, Status: status, ErrorClass: class}
+		Op: events.OpStart, Status: status, ErrorClass: events.ErrorClass(class)}
 	if status == events.ResultStarted || status == events.ResultSucceeded {
 		r.UPID = "UPID:pve1:0000ABCD:00000001:00000000:qmstart:" + fmt.Sprint(vmid) + ":root@pam:"
 	}

@@ -47,11 +47,11 @@ type View struct {
 
 	// Failures of actions planned for DesiredSeq, the last one's time and
 	// error; Terminal when the last failure will not go away by retrying.
-	Failures      int       `json:"failures,omitempty"`
-	LastFailureAt time.Time `json:"last_failure_at,omitzero"`
-	LastError     string    `json:"last_error,omitempty"`
-	LastErrorKind string    `json:"last_error_class,omitempty"`
-	Terminal      bool      `json:"terminal,omitempty"`
+	Failures      int               `json:"failures,omitempty"`
+	LastFailureAt time.Time         `json:"last_failure_at,omitzero"`
+	LastError     string            `json:"last_error,omitempty"`
+	LastErrorKind events.ErrorClass `json:"last_error_class,omitempty"`
+	Terminal      bool              `json:"terminal,omitempty"`
 
 	// Seq is the sequence of the last event that changed this view.
 	Seq uint64 `json:"seq"`

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+
+	"github.com/converge-pve/converge/events"
 )
 
 // Defaults PVE applies to absent keys. LXC cores default to "no limit"
@@ -27,8 +29,8 @@ type GuestConfig struct {
 	Digest string // SHA-1 of the whole config file; pass it on writes
 
 	Name        string   // QEMU name / LXC hostname
-	Description string   // NormaliseDescription applied
-	Tags        []string // ParseTags applied
+	Description string   // events.NormaliseDescription applied
+	Tags        []string // events.ParseTags applied
 	Cores       int      // QEMU default 1; LXC 0 = not limited
 	Sockets     int      // QEMU default 1; LXC 0 (n/a)
 	MemoryMiB   int      // default 512
@@ -180,8 +182,8 @@ func (g *GuestConfig) decodeFields(m map[string]any) error {
 		nameKey = "hostname"
 	}
 	g.Name = str(m[nameKey])
-	g.Description = NormaliseDescription(str(m["description"]))
-	g.Tags = ParseTags(str(m["tags"]))
+	g.Description = events.NormaliseDescription(str(m["description"]))
+	g.Tags = events.ParseTags(str(m["tags"]))
 	g.Lock = str(m["lock"])
 	var err error
 	if g.OnBoot, err = ParseBool(m["onboot"]); err != nil {

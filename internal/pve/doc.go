@@ -14,7 +14,7 @@
 // values are not drift, they wait for a reboot. Read a guest's config only
 // when its digest, lock or desired state changed. [Client.GuestStatus] reads
 // the live power state. Values are normalised on the way in (see
-// [ParseTags], [NormaliseDescription], [ParseMemoryMiB], [ParseBool],
+// [events.ParseTags], [events.NormaliseDescription], [ParseMemoryMiB], [ParseBool],
 // [ParseInt]; absent keys take PVE's defaults), so a round trip through
 // Proxmox never looks like a change. [GuestConfig.Managed] and
 // [GuestConfig.ManagedPending] give the managed part as events carry it:

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/converge-pve/converge/events"
 	proxmox "github.com/luthermonson/go-proxmox"
 )
 
@@ -60,22 +61,32 @@ const (
 	ClassUnauthorized
 )
 
-var classNames = [...]string{
-	ClassUnknown:      "unknown",
-	ClassTransient:    "transient",
-	ClassLocked:       "locked",
-	ClassAlreadyDone:  "already-done",
-	ClassGone:         "gone",
-	ClassTerminal:     "terminal",
-	ClassConflict:     "conflict",
-	ClassUnauthorized: "unauthorized",
+// classNames are the classes as events carry them (events.ErrorClass).
+var classNames = [...]events.ErrorClass{
+	ClassUnknown:      events.ClassUnknown,
+	ClassTransient:    events.ClassTransient,
+	ClassLocked:       events.ClassLocked,
+	ClassAlreadyDone:  events.ClassAlreadyDone,
+	ClassGone:         events.ClassGone,
+	ClassTerminal:     events.ClassTerminal,
+	ClassConflict:     events.ClassConflict,
+	ClassUnauthorized: events.ClassUnauthorized,
 }
 
 func (c Class) String() string {
 	if c >= 0 && int(c) < len(classNames) {
-		return classNames[c]
+		return string(classNames[c])
 	}
 	return "class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Event is the class as a result event records it (events.ErrorClass);
+// out-of-range values are events.ClassUnknown.
+func (c Class) Event() events.ErrorClass {
+	if c >= 0 && int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return events.ClassUnknown
 }
 
 // Retryable reports whether repeating the call later (after backoff, and for

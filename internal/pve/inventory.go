@@ -13,6 +13,7 @@ import (
 
 	gojson "github.com/goccy/go-json"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pace"
 )
 
@@ -30,7 +31,7 @@ type Resource struct {
 	Status    string // running, stopped, unknown, …
 	Template  bool
 	Lock      string   // "" when unlocked
-	Tags      []string // normalised set (ParseTags)
+	Tags      []string // normalised set (events.ParseTags)
 	MaxCPU    int      // rounded up for fractional LXC cpulimit
 	MaxMemMiB int64
 	Uptime    int64 // seconds
@@ -250,7 +251,7 @@ func decodeRows(data []byte) ([]resourceRow, error) {
 // decodeRow reads a typed row with the same rules as decodeResource.
 func decodeRow(kind Kind, row *resourceRow) (Resource, error) {
 	r := Resource{Kind: kind, Node: row.Node, Name: row.Name, Status: row.Status, Lock: row.Lock,
-		Tags: ParseTags(row.Tags), HAState: row.HAState, Pool: row.Pool}
+		Tags: events.ParseTags(row.Tags), HAState: row.HAState, Pool: row.Pool}
 	vmid, err := ParseInt(rawValue(row.VMID))
 	if err != nil {
 		return r, err
@@ -290,7 +291,7 @@ func decodeResource(kind Kind, it map[string]any) (Resource, error) {
 		Name:    str(it["name"]),
 		Status:  str(it["status"]),
 		Lock:    str(it["lock"]),
-		Tags:    ParseTags(str(it["tags"])),
+		Tags:    events.ParseTags(str(it["tags"])),
 		HAState: str(it["hastate"]),
 		Pool:    str(it["pool"]),
 	}

@@ -28,8 +28,8 @@ func pveKey(kind Kind, key string) string {
 func (g *GuestConfig) Managed() events.GuestConfig {
 	return events.GuestConfig{
 		Name:        g.Name,
-		Description: NormaliseDescription(g.Description),
-		Tags:        NormaliseTags(g.Tags),
+		Description: events.NormaliseDescription(g.Description),
+		Tags:        events.NormaliseTags(g.Tags),
 		Cores:       g.Cores,
 		MemoryMiB:   g.MemoryMiB,
 		OnBoot:      g.OnBoot,
@@ -46,11 +46,11 @@ func (g *GuestConfig) Managed() events.GuestConfig {
 func (g *GuestConfig) ManagedPending() map[string]string {
 	applied := map[string]string{
 		"name":        g.Name,
-		"description": NormaliseDescription(g.Description),
-		"tags":        FormatTags(g.Tags),
+		"description": events.NormaliseDescription(g.Description),
+		"tags":        events.FormatTags(g.Tags),
 		"cores":       strconv.Itoa(g.Cores),
 		"memory":      strconv.Itoa(g.MemoryMiB),
-		"onboot":      boolDigit(g.OnBoot),
+		"onboot":      events.FormatBool(g.OnBoot),
 	}
 	var out map[string]string
 	for _, k := range managedKeys {
@@ -80,9 +80,9 @@ func (g *GuestConfig) ManagedPending() map[string]string {
 func normalisePending(key, raw string) string {
 	switch key {
 	case "description":
-		return NormaliseDescription(raw)
+		return events.NormaliseDescription(raw)
 	case "tags":
-		return FormatTags(ParseTags(raw))
+		return events.FormatTags(events.ParseTags(raw))
 	case "cores":
 		if n, err := ParseInt(raw); err == nil {
 			return strconv.FormatInt(n, 10)
@@ -93,7 +93,7 @@ func normalisePending(key, raw string) string {
 		}
 	case "onboot":
 		if b, err := ParseBool(raw); err == nil {
-			return boolDigit(b)
+			return events.FormatBool(b)
 		}
 	}
 	return strings.TrimSpace(raw)
@@ -114,12 +114,4 @@ func managedDefault(kind Kind, key string) string {
 		return "0"
 	}
 	return ""
-}
-
-// boolDigit renders a boolean as PVE stores it.
-func boolDigit(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

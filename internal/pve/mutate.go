@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/converge-pve/converge/events"
 )
 
 // TaskRef identifies the Proxmox task a mutation started. Journal it before
@@ -120,7 +122,7 @@ func configBody(kind Kind, ch ConfigChange) (map[string]any, error) {
 		}
 		switch k {
 		case "tags":
-			v = FormatTags(ParseTags(v))
+			v = events.FormatTags(events.ParseTags(v))
 		case "memory":
 			if v != "" {
 				mib, err := ParseMemoryMiB(v)

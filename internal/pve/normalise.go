@@ -5,72 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
 	gojson "github.com/goccy/go-json"
 )
 
-// Normalisers turn Proxmox's many spellings of one value into one, so that a
-// round trip through Proxmox is never reported as drift. They are pure.
-
-// NormaliseDescription trims trailing whitespace: QEMU trims it on read, LXC
-// keeps a trailing "\n". An empty result means "no description" (PVE drops
-// the key for "").
-func NormaliseDescription(s string) string {
-	return strings.TrimRight(s, " \t\r\n")
-}
-
-// ParseTags reads a PVE tags value. Hand-written configs may separate with
-// ',' as well as ';' or whitespace; PVE's default tag-style lower-cases,
-// dedups and sorts. The result is sorted, lower-cased, duplicate-free and
-// never nil.
-func ParseTags(s string) []string {
-	fields := strings.FieldsFunc(s, func(r rune) bool {
-		return r == ',' || r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
-	})
-	return NormaliseTags(fields)
-}
-
-// NormaliseTags lower-cases, dedups and sorts tags, splitting any element
-// that holds separators; empty elements are dropped. Never nil.
-func NormaliseTags(tags []string) []string {
-	set := make(map[string]struct{}, len(tags))
-	for _, t := range tags {
-		for _, f := range strings.FieldsFunc(t, func(r rune) bool {
-			return r == ',' || r == ';' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
-		}) {
-			set[strings.ToLower(f)] = struct{}{}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for t := range set {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// TagsEqual compares tag lists as case-insensitive sets.
-func TagsEqual(a, b []string) bool {
-	na, nb := NormaliseTags(a), NormaliseTags(b)
-	if len(na) != len(nb) {
-		return false
-	}
-	for i := range na {
-		if na[i] != nb[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// FormatTags renders tags the way PVE stores them: normalised, ';'-joined.
-// "" means "no tags" (clear them with delete=tags, never tags="").
-func FormatTags(tags []string) string {
-	return strings.Join(NormaliseTags(tags), ";")
-}
+// Parsers of Proxmox's wire values (numbers as JSON numbers, strings or
+// scientific notation; booleans in every spelling PVE accepts; memory as a
+// property string). The normalisers of managed values (tags, description)
+// are package events': observer, executor and planner share them.
 
 // ParseFloat reads a JSON number (json.Number, float64, any int type) or a
 // numeric string, including scientific notation ("2.048e+03").

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -104,7 +105,7 @@ func TestSimRoundTripIsNotDrift(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if gc.Description != pve.NormaliseDescription(desc) || !pve.TagsEqual(gc.Tags, pve.NormaliseTags(tags)) ||
+				if gc.Description != events.NormaliseDescription(desc) || events.FormatTags(gc.Tags) != events.FormatTags(tags) ||
 					gc.MemoryMiB != 2048 || gc.Cores != 3 || !gc.OnBoot || gc.HasPending() {
 					t.Fatalf("%s read back: %+v", ref, gc)
 				}

@@ -1,0 +1,58 @@
+package projector
+
+import (
+	"fmt"
+)
+
+// SnapshotVersion changes whenever the layout of View or ClusterState
+// does: an older snapshot is then refused, and the journal folded from the
+// start instead.
+const SnapshotVersion = 1
+
+// Snapshot is a projector's fold as of a journal sequence: a planner
+// checkpoints it, and a restarted one restores it and folds only the
+// events after Seq. It is plain data (JSON).
+type Snapshot struct {
+	Version int           `json:"version"`
+	Cluster string        `json:"cluster"`
+	Seq     uint64        `json:"seq"`
+	State   ClusterState  `json:"state"`
+	Views   map[int]*View `json:"views"`
+}
+
+// Snapshot copies the fold, so that it can be encoded while folding goes
+// on. Views are copied one level deep: the events they point to are never
+// mutated after folding (View.Clone).
+func (p *Projector) Snapshot() *Snapshot {
+	views := make(map[int]*View, len(p.Views))
+	for id, v := range p.Views {
+		views[id] = v.Clone()
+	}
+	return &Snapshot{Version: SnapshotVersion, Cluster: p.Cluster, Seq: p.LastSeq, State: p.State, Views: views}
+}
+
+// Restore returns a projector that continues from s, for cluster. It
+// refuses a snapshot of another version or cluster, or one whose views do
+// not match their keys.
+func Restore(s *Snapshot, cluster string) (*Projector, error) {
+	switch {
+	case s == nil:
+		return nil, fmt.Errorf("projector: no snapshot")
+	case s.Version != SnapshotVersion:
+		return nil, fmt.Errorf("projector: snapshot version %d, want %d", s.Version, SnapshotVersion)
+	case s.Cluster != cluster:
+		return nil, fmt.Errorf("projector: snapshot of cluster %q, want %q", s.Cluster, cluster)
+	}
+	p := New(cluster)
+	for id, v := range s.Views {
+		if v == nil || v.VMID != id || v.Cluster != cluster {
+			return nil, fmt.Errorf("projector: snapshot holds an inconsistent view for vmid %d", id)
+		}
+		p.Views[id] = v
+	}
+	p.State, p.LastSeq = s.State, s.Seq
+	if p.State.Cluster == "" {
+		p.State.Cluster = cluster
+	}
+	return p, nil
+}
