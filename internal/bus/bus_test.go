@@ -75,7 +75,7 @@ func TestProvisionAndPartitionTransform(t *testing.T) {
 		t.Fatalf("LastMsg of an unknown guest: %+v %v", none, err)
 	}
 	// Re-provisioning with another partition count is refused.
-	other, err := bus.Connect(ctx, bus.Config{Server: bustest.Server(t, b), Partitions: 32})
+	other, err := bus.Connect(ctx, bus.Config{InProcess: bustest.Server(t, b), Partitions: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

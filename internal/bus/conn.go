@@ -2,77 +2,15 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
-
-// Config describes how to reach NATS and which JetStream resources to use.
-type Config struct {
-	// URLs is a comma-separated list of server URLs (env CONVERGE_NATS_URL).
-	URLs string
-	// Server, if set, is an embedded server to connect to in-process.
-	Server *server.Server
-	// Name is the client connection name, shown in server monitoring.
-	Name string
-
-	User, Password string
-	Token          string
-	CredsFile      string // JWT + nkey seed, as issued by nsc
-	NKeyFile       string // nkey seed file
-	TLSCA          string
-	TLSCert        string
-	TLSKey         string
-
-	// Stream is the journal stream's name (default "PVE").
-	Stream string
-	// Bucket is the projection KV bucket (default "converge_views").
-	Bucket string
-	// Partitions of the vmid space (default 16), fixed at stream creation.
-	Partitions int
-	// Replicas of the stream and bucket (default 1; 3 on a cluster).
-	Replicas int
-	// MaxAge and MaxBytes bound the journal (0: unlimited); the oldest
-	// events go first.
-	MaxAge   time.Duration
-	MaxBytes int64
-
-	Logger zerolog.Logger
-}
-
-func (c *Config) defaults() error {
-	if c.Stream == "" {
-		c.Stream = "PVE"
-	}
-	if c.Bucket == "" {
-		c.Bucket = "converge_views"
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 16
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	switch {
-	case c.Partitions < 1 || c.Partitions > 1024:
-		return fmt.Errorf("bus: Config.Partitions must be within 1..1024, got %d", c.Partitions)
-	case c.Replicas < 1 || c.Replicas > 5:
-		return fmt.Errorf("bus: Config.Replicas must be within 1..5, got %d", c.Replicas)
-	case c.URLs == "" && c.Server == nil:
-		return errors.New("bus: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
-	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return errors.New("bus: a TLS client certificate needs both cert and key")
-	case c.CredsFile != "" && c.NKeyFile != "":
-		return errors.New("bus: use a creds file or an nkey file, not both")
-	}
-	return nil
-}
 
 // Bus is a connection with its JetStream context and resources.
 type Bus struct {
@@ -80,8 +18,14 @@ type Bus struct {
 	JS  jetstream.JetStream
 	cfg Config
 	log zerolog.Logger
-	// lasts answers LastMsgs; shared by copies of the Bus.
+	// lasts answers LastMsgs; sc caches the journal stream's handle.
 	lasts *lastsMux
+	sc    *streamCache
+}
+
+type streamCache struct {
+	mu sync.Mutex
+	s  jetstream.Stream
 }
 
 // Connection settings that decide how a client rides out the loss of a
@@ -166,8 +110,8 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 	}
 	url := cfg.URLs
-	if cfg.Server != nil {
-		opts = append(opts, nats.InProcessServer(cfg.Server))
+	if cfg.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(cfg.InProcess))
 		url = ""
 	}
 	nc, err := nats.Connect(strings.ReplaceAll(url, " ", ""), opts...)
@@ -179,7 +123,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}}, nil
+	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}, sc: &streamCache{}}, nil
 }
 
 // redactURLs hides passwords in URLs for error messages.

@@ -1,7 +1,13 @@
-// Package bus is converge's NATS JetStream plumbing: the connection
-// (URL list, user/password, token, creds file, nkey, TLS), the embedded
-// nats-server with JetStream under a data directory, and idempotent
-// provisioning of the journal stream and the projection bucket.
+// Package bus is converge's NATS JetStream plumbing: the connection (URL
+// list or an in-process embedded server, user/password, token, creds
+// file, nkey, TLS), idempotent provisioning of the journal stream and the
+// views bucket, and the implementations of the narrow interfaces the roles
+// use instead of a connection: the journal's roles of package journal
+// (Reader, Appender, AsyncAppender, Follower, Consumer, Latest), the view
+// store of package views ([ViewStore]), the lease store of package lease
+// ([Bus.LeaseStore]), the planner's checkpoint store ([Checkpoints]) and
+// live subscriptions for the control router ([Bus.Subscribe]). It does not
+// link nats-server: the embedded server is package natsserver's.
 //
 // # The journal
 //
@@ -15,15 +21,17 @@
 // it would move guests between partitions.
 //
 // Publishing always goes to the plain subject; consumers and direct reads
-// use stored subjects ([events.StoredFilter]).
+// use stored subjects ([events.StoredSubject], [events.StoredFilter]).
+// Fenced publishes that the stream refuses (10071, or 10164 on a
+// replicated stream) are journal.ErrFenced.
 //
-// # Projections
+// # Views
 //
-// The KV bucket (default "converge_views") holds materialised per-guest
-// views so that status queries never replay the journal.
+// The KV bucket (default "converge_views") holds the per-guest documents
+// the planner writes, so that status queries never replay the journal.
 //
 // # Testing
 //
-// [StartEmbedded] with a temp dir and port -1 gives each test its own
-// server; it is the same server `converge up` runs.
+// Package bustest gives each test an embedded server (package natsserver)
+// in a temp dir and a provisioned Bus on it.
 package bus

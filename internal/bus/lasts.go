@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +26,10 @@ const defaultGetTimeout = 5 * time.Second
 // lastsMux routes the answers of LastMsgs requests: one wildcard inbox
 // subscription per connection, one reply subject per request.
 type lastsMux struct {
+	// unsupported: the server does not batch direct gets; Lasts reads
+	// one subject at a time.
+	unsupported atomic.Bool
+
 	mu      sync.Mutex
 	sub     *nats.Subscription // nil until a subscription succeeds
 	prefix  string

@@ -85,7 +85,7 @@ func TestLastMsgsUnsupported(t *testing.T) {
 	if _, err := b.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "NODIRECT", Subjects: []string{"nodirect.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := bus.Connect(ctx, bus.Config{Server: bustest.Server(t, b), Stream: "NODIRECT"})
+	other, err := bus.Connect(ctx, bus.Config{InProcess: bustest.Server(t, b), Stream: "NODIRECT"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/internal/natsserver"
 )
 
 // TestProvisionLeavesUnchangedAlone checks that the server hands back the
@@ -13,7 +15,7 @@ import (
 // role starting against a provisioned cluster proposes no update, and that
 // a changed setting is still applied.
 func TestProvisionLeavesUnchangedAlone(t *testing.T) {
-	s, err := StartEmbedded(EmbeddedOptions{DataDir: t.TempDir()})
+	s, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +23,7 @@ func TestProvisionLeavesUnchangedAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	connect := func(maxAge time.Duration) *Bus {
-		b, err := Connect(ctx, Config{Server: s, MaxAge: maxAge, Logger: zerolog.Nop()})
+		b, err := Connect(ctx, Config{InProcess: s, MaxAge: maxAge, Logger: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,6 @@
 // Package lease shares a fixed set of partitions among the live instances
-// of a role (executors, planners) through a JetStream key-value bucket, so
+// of a role (executors, planners) through a key-value [Store] (in
+// production the JetStream bucket [Bucket], see bus.Bus.LeaseStore), so
 // that each partition has at most one owner at a time.
 //
 // # Contract
@@ -8,15 +9,17 @@
 // round (Config.Renew, default TTL/5) a manager:
 //
 //   - rewrites its membership key <group>.m.<member>;
-//   - lists the live members (keys the bucket's MaxAge of TTL has not yet
-//     expired) and computes each partition's preferred owner with [Assign]
+//   - lists the live members (keys the store's TTL has not yet expired)
+//     and computes each partition's preferred owner with [Assign]
 //     (rendezvous hashing bounded to floor(partitions/members) each, or one
 //     more), so
 //     ownership is balanced and moves little when members come and go;
 //   - renews each lease it holds with a compare-and-set on the lease key's
-//     revision (kv.Update); a failed renewal means the lease was lost
+//     revision ([Store].Update); a refused renewal means the lease was lost
 //     (expired while this process stalled, or taken): Config.OnLost is
-//     called and the partition's work must stop at once;
+//     called and the partition's work must stop at once; a renewal that
+//     cannot reach the store keeps the lease until it is stale (TTL minus
+//     one round after its last renewal), and then it is lost too;
 //   - releases a lease whose preferred owner is now another live member:
 //     Config.OnRelease is called (in its own goroutine, so renewals go on
 //     while the partition drains), and once it returns the lease key is
@@ -24,10 +27,10 @@
 //     on its next round;
 //   - claims each free partition it prefers, and any partition left free
 //     for longer than TTL whatever the ranking (its preferred owner is not
-//     claiming it), with kv.Create, which only one claimant can win;
+//     claiming it), with [Store].Create, which only one claimant can win;
 //     Config.OnAcquire is called for each lease won.
 //
-// A lease key that is not renewed vanishes after TTL (the bucket's MaxAge),
+// A lease key that is not renewed vanishes after TTL (the store's TTL),
 // so a dead member's partitions are claimed by a survivor within about
 // TTL + Renew. [Manager.Held] says whether a lease is held and was renewed
 // within TTL minus one round: callers check it right before a side effect
@@ -38,4 +41,12 @@
 // for the same partition. Run returns when its context ends, after
 // releasing every lease (OnRelease is called for each and awaited up to
 // Config.ReleaseTimeout) and deleting its membership key.
+//
+// # Time
+//
+// A manager reads the time and waits (rounds, Held, staleness, the
+// retries while the store cannot be opened, ReleaseTimeout, timeouts of
+// the deletes on the way out) only through Config.Clock. With a fake clock
+// (package clocktest) and the in-memory store of package leasetest, a
+// group of managers runs as a script, without waiting for real time.
 package lease

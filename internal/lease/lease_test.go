@@ -60,7 +60,7 @@ func (w *world) start(t *testing.T, srvBus *bus.Bus, id string) *member {
 			w.lost[id] = append(w.lost[id], p)
 			w.mu.Unlock()
 		},
-	}, b.JS)
+	}, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,11 +166,11 @@ func TestLostLeaseStopsWork(t *testing.T) {
 	a := w.start(t, srv, "a")
 	eventually(t, 20*time.Second, "a owns everything", balanced(w, "a"))
 	// Another process takes partition 3 (as if a had stalled past its TTL).
-	kv, err := lease.Open(context.Background(), srv.JS, time.Second, 1)
+	store, err := srv.LeaseStore(context.Background(), time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(context.Background(), "executor-test.p.3", []byte("intruder")); err != nil {
+	if _, err := store.Put(context.Background(), "executor-test.p.3", []byte("intruder")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "a loses partition 3", func() bool {
@@ -224,11 +224,11 @@ func TestAssignBalancedAndStable(t *testing.T) {
 func TestMemberIDIsAValidKeyToken(t *testing.T) {
 	for _, name := range []string{"executor@pve1.example.com", "planner@host with spaces", "ünïcode>*"} {
 		id := lease.MemberID(name)
-		if _, err := lease.New(lease.Config{Group: "executor-pve", Member: id, Partitions: 1}, bustest.New(t).JS); err != nil {
+		if _, err := lease.New(lease.Config{Group: "executor-pve", Member: id, Partitions: 1}, bustest.New(t).LeaseStore); err != nil {
 			t.Fatalf("MemberID(%q) = %q: %v", name, id, err)
 		}
 	}
-	if _, err := lease.New(lease.Config{Group: "executor-pve", Member: "executor@pve1", Partitions: 1}, bustest.New(t).JS); err == nil {
+	if _, err := lease.New(lease.Config{Group: "executor-pve", Member: "executor@pve1", Partitions: 1}, bustest.New(t).LeaseStore); err == nil {
 		t.Fatal("a member id with '@' was accepted; NATS refuses it as a key")
 	}
 }

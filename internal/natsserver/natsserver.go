@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// EmbeddedOptions configure the in-process nats-server.
-type EmbeddedOptions struct {
+// Options configure the in-process nats-server.
+type Options struct {
 	// DataDir holds JetStream's files. Required: the journal must survive
 	// restarts.
 	DataDir string
@@ -46,19 +46,19 @@ type ClusterOptions struct {
 	Routes []string
 }
 
-// StartEmbedded starts nats-server with JetStream and waits until it
+// Start starts nats-server with JetStream and waits until it
 // accepts connections. A cluster node accepts connections before the
 // cluster has elected its JetStream meta leader; JetStream requests fail
 // until then (seconds: Raft election timeouts).
-func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+func Start(o Options) (*server.Server, error) {
 	if o.DataDir == "" {
-		return nil, fmt.Errorf("bus: EmbeddedOptions.DataDir is required")
+		return nil, fmt.Errorf("natsserver: Options.DataDir is required")
 	}
 	opts := &server.Options{}
 	if o.ConfigFile != "" {
 		fo, err := server.ProcessConfigFile(o.ConfigFile)
 		if err != nil {
-			return nil, fmt.Errorf("bus: nats config %s: %w", o.ConfigFile, err)
+			return nil, fmt.Errorf("natsserver: nats config %s: %w", o.ConfigFile, err)
 		}
 		opts = fo
 	}
@@ -94,7 +94,7 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: nats-server: %w", err)
+		return nil, fmt.Errorf("natsserver: nats-server: %w", err)
 	}
 	if o.Logger != nil {
 		s.SetLoggerV2(natsLogger{o.Logger.With().Str("component", "nats-server").Logger()}, opts.Debug, false, false)
@@ -102,7 +102,7 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("bus: nats-server did not become ready on %s:%d", host, port)
+		return nil, fmt.Errorf("natsserver: nats-server did not become ready on %s:%d", host, port)
 	}
 	return s, nil
 }
@@ -110,11 +110,11 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 func splitListen(hostport, flag string) (string, int, error) {
 	h, p, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", 0, fmt.Errorf("bus: %s %q: %w", flag, hostport, err)
+		return "", 0, fmt.Errorf("natsserver: %s %q: %w", flag, hostport, err)
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port < -1 || port > 65535 {
-		return "", 0, fmt.Errorf("bus: %s %q: bad port", flag, hostport)
+		return "", 0, fmt.Errorf("natsserver: %s %q: bad port", flag, hostport)
 	}
 	return h, port, nil
 }
@@ -122,15 +122,15 @@ func splitListen(hostport, flag string) (string, int, error) {
 // applyCluster sets the route listener and routes. A JetStream cluster
 // needs unique server names and a cluster name (nats-server refuses to
 // start JetStream clustered otherwise).
-func applyCluster(opts *server.Options, o EmbeddedOptions) error {
+func applyCluster(opts *server.Options, o Options) error {
 	c := o.Cluster
 	switch {
 	case c.Name == "":
-		return fmt.Errorf("bus: a cluster node needs a cluster name")
+		return fmt.Errorf("natsserver: a cluster node needs a cluster name")
 	case o.Name == "":
-		return fmt.Errorf("bus: a cluster node needs a server name of its own")
+		return fmt.Errorf("natsserver: a cluster node needs a server name of its own")
 	case len(c.Routes) == 0:
-		return fmt.Errorf("bus: cluster %s: no routes", c.Name)
+		return fmt.Errorf("natsserver: cluster %s: no routes", c.Name)
 	}
 	h, p, err := splitListen(c.Listen, "--cluster-listen")
 	if err != nil {
@@ -138,7 +138,7 @@ func applyCluster(opts *server.Options, o EmbeddedOptions) error {
 	}
 	if p <= 0 {
 		// The other nodes route to this port: it must be known up front.
-		return fmt.Errorf("bus: --cluster-listen %q: the route port must be fixed", c.Listen)
+		return fmt.Errorf("natsserver: --cluster-listen %q: the route port must be fixed", c.Listen)
 	}
 	if h == "" {
 		h = "127.0.0.1"
@@ -147,7 +147,7 @@ func applyCluster(opts *server.Options, o EmbeddedOptions) error {
 	for _, r := range c.Routes {
 		u, err := url.Parse(strings.TrimSpace(r))
 		if err != nil || u.Host == "" || (u.Scheme != "nats-route" && u.Scheme != "nats") || u.Port() == "" {
-			return fmt.Errorf("bus: route %q: want nats-route://host:port", r)
+			return fmt.Errorf("natsserver: route %q: want nats-route://host:port", r)
 		}
 		routes = append(routes, u)
 	}

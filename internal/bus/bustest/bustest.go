@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/natsserver"
 )
 
 var (
@@ -20,7 +21,7 @@ var (
 // New starts a server for the test and returns a provisioned bus on it.
 func New(t testing.TB) *bus.Bus {
 	t.Helper()
-	s, err := bus.StartEmbedded(bus.EmbeddedOptions{DataDir: t.TempDir()})
+	s, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func Connect(t testing.TB, s *server.Server) *bus.Bus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.Connect(ctx, bus.Config{Server: s, Name: t.Name(), Logger: zerolog.Nop()})
+	b, err := bus.Connect(ctx, bus.Config{InProcess: s, Name: t.Name(), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

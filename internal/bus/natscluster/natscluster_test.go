@@ -19,6 +19,7 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/natscluster"
+	"github.com/converge-pve/converge/internal/natsserver"
 )
 
 // TestMain lets this test binary stand in for `converge nats-node` (which
@@ -53,8 +54,8 @@ func natsNode(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := zerolog.New(os.Stderr).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-	s, err := bus.StartEmbedded(bus.EmbeddedOptions{DataDir: *store, Listen: *listen, Name: *name, Logger: &log,
-		Cluster: &bus.ClusterOptions{Name: *cluster, Listen: *clusterListen, Routes: strings.Split(*routes, ",")}})
+	s, err := natsserver.Start(natsserver.Options{DataDir: *store, Listen: *listen, Name: *name, Logger: &log,
+		Cluster: &natsserver.ClusterOptions{Name: *cluster, Listen: *clusterListen, Routes: strings.Split(*routes, ",")}})
 	if err != nil {
 		return err
 	}
