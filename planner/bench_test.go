@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus/bustest"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -48,65 +46,64 @@ func BenchmarkPlanConverged(b *testing.B) {
 	}
 }
 
-// BenchmarkPlannerMemory measures the planner's heap per guest: a service
-// that folded, for each of 100,000 guests, a desired event, an observation,
-// an action and its final result (with an embedded read-back), planned
-// every guest and materialised every view. Reported as B/guest.
+// BenchmarkPlannerMemory measures the planner's heap per guest: an engine
+// that folded, for each of 100,000 guests, a desired event, an
+// observation, an action and its final result (with an embedded
+// read-back), planned every guest and handed out every document. Reported
+// as B/guest.
 func BenchmarkPlannerMemory(b *testing.B) {
 	const guests = 100000
 	for b.Loop() {
-		bs := bustest.New(b)
-		svc, err := NewService(ServiceConfig{Name: "bench"}, bs)
+		e, err := NewEngine(Config{Name: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		ctx := context.Background()
 		seq := uint64(0)
 		next := func() uint64 { seq++; return seq }
-		svc.proj.Apply(projector.Event{Seq: next(), Subject: "pve.heartbeat.pve", Data: mustJSON(events.Heartbeat{Meta: events.NewMeta("o", "", t0), Cluster: "pve", Reachable: true})})
-		svc.caughtUp, svc.stale = true, false
-		svc.now = func() time.Time { return t0 }
+		hb := projector.Event{Seq: next(), Subject: "pve.heartbeat.pve", Data: mustJSON(events.Heartbeat{Meta: events.NewMeta("o", "", t0), Cluster: "pve", Reachable: true})}
+		e.Begin(hb.Seq, t0)
+		e.Fold([]projector.Event{hb}, 0, t0)
+		e.Tick(t0) // observations fresh: the stale flip replans
+		_ = e.Ready()
 		for vmid := 100; vmid < 100+guests; vmid++ {
 			o := events.Observed{Meta: events.NewMeta("observer@host", "", t0), VMID: vmid, Cluster: "pve", Exists: true,
 				Node: "pve1", Kind: events.QEMU, Status: "running", Digest: "0123456789abcdef0123456789abcdef01234567",
 				Config: events.GuestConfig{Name: fmt.Sprintf("vm-%d", vmid), Description: "web frontend", Tags: []string{"prod", "web"}, Cores: 2, MemoryMiB: 2048},
 				ReadAt: t0, Source: events.SourceObserver}
 			ds := next()
-			svc.proj.Apply(projector.Event{Seq: ds, Subject: events.Subject(events.KindDesired, "pve", vmid) + ".1",
-				Data: []byte(fmt.Sprintf(`{"vmid":%d,"power":"running","cores":2,"memory_mib":2048,"description":"web frontend","tags":["prod","web"]}`, vmid))})
-			svc.proj.Apply(projector.Event{Seq: next(), Subject: events.Subject(events.KindObserved, "pve", vmid) + ".1", Data: mustJSON(o)})
+			d := projector.Event{Seq: ds, Subject: events.Subject(events.KindDesired, "pve", vmid) + ".1",
+				Data: []byte(fmt.Sprintf(`{"vmid":%d,"power":"running","cores":2,"memory_mib":2048,"description":"web frontend","tags":["prod","web"]}`, vmid))}
+			ob := projector.Event{Seq: next(), Subject: events.Subject(events.KindObserved, "pve", vmid) + ".1", Data: mustJSON(o)}
 			a := events.Action{Meta: events.NewMeta("planner@host", fmt.Sprintf("desired-pve-%d-%d", vmid, ds), t0),
 				ID: fmt.Sprintf("pve-%d-%d-1", vmid, ds), VMID: vmid, Cluster: "pve", Node: "pve1", Kind: events.QEMU,
 				Op: events.OpSetConfig, Set: map[string]string{"description": "web frontend"}, Reason: "config drift: description",
 				DesiredSeq: ds, BasisSeq: ds + 1, Attempt: 1}
-			svc.proj.Apply(projector.Event{Seq: next(), Subject: events.Subject(events.KindAction, "pve", vmid) + ".1", Data: mustJSON(a)})
+			ac := projector.Event{Seq: next(), Subject: events.Subject(events.KindAction, "pve", vmid) + ".1", Data: mustJSON(a)}
 			o.Source, o.ReadAt = events.SourceExecutor, t0.Add(time.Second)
 			r := events.Result{Meta: a.Meta, ActionID: a.ID, VMID: vmid, Cluster: "pve", Op: a.Op, Status: events.ResultSucceeded,
 				UPID: fmt.Sprintf("UPID:pve1:%08X:00001234:6B000000:qmconfig:%d:root@pam!converge:", vmid, vmid), Node: "pve1",
 				Observed: &o, Executor: "executor@host"}
-			v := svc.proj.Apply(projector.Event{Seq: next(), Subject: events.Subject(events.KindResult, "pve", vmid) + ".1", Data: mustJSON(r)}).View
-			svc.dirty[vmid] = true
-			svc.planGuest(ctx, v)
+			re := projector.Event{Seq: next(), Subject: events.Subject(events.KindResult, "pve", vmid) + ".1", Data: mustJSON(r)}
+			e.Fold([]projector.Event{d, ob, ac, re}, 0, t0)
 		}
-		go svc.materialise()
-		svc.flush(ctx)
-		close(svc.mat)
-		<-svc.js.PublishAsyncComplete()
-		svc.settle(ctx)
+		// Every document handed out, as the loop's writer takes them.
+		for at := t0; e.Dirty() > 0; {
+			at = at.Add(DefaultFlushInterval)
+			e.Tick(at)
+			_ = e.Ready()
+		}
 		runtime.GC()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		perGuest := float64(after.HeapAlloc-before.HeapAlloc) / guests
-		if n := len(svc.proj.Views); n != guests {
+		if n := e.Guests(); n != guests {
 			b.Fatalf("%d views", n)
 		}
-		for _, d := range svc.decision {
-			if d.Status.Kind != Converged {
-				b.Fatalf("not converged: %+v", d.Status)
-			}
+		if c := e.Counts(); c[Converged] != guests {
+			b.Fatalf("not every guest converged: %v", c)
 		}
 		b.ReportMetric(perGuest, "B/guest")
 		if path := os.Getenv("CONVERGE_HEAP_PROFILE"); path != "" {
@@ -115,7 +112,7 @@ func BenchmarkPlannerMemory(b *testing.B) {
 				f.Close()
 			}
 		}
-		runtime.KeepAlive(svc)
+		runtime.KeepAlive(e)
 	}
 }
 

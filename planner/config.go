@@ -3,60 +3,82 @@ package planner
 import (
 	"fmt"
 	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
 )
 
-// Policy are the planner's knobs. Zero fields take the defaults of
+// Policy are the knobs of Plan. Zero fields take the defaults of
 // [DefaultPolicy]; [Policy.Validate] fills and checks them in one place.
+// The running planner publishes the policy it plans with in its cluster
+// document, so that a dry run (`converge plan`) decides as it does.
 type Policy struct {
 	// ObserverTimeout: with no heartbeat for this long the observations are
-	// stale and every guest is blocked. Default 3 × 10 s observe interval.
-	ObserverTimeout time.Duration
+	// stale and every guest is blocked.
+	ObserverTimeout time.Duration `json:"observer_timeout_ns"`
 	// RebootForPending reboots a running guest whose desired config only
 	// sits in Proxmox's pending section (cores, for example, never
 	// hotplug). Only when the desired power is "running": converge does not
-	// reboot guests whose power it does not manage. Default true, as
-	// Terraform's bpg provider does.
-	RebootForPending *bool
+	// reboot guests whose power it does not manage.
+	RebootForPending *bool `json:"reboot_for_pending"`
 	// ShutdownTimeout bounds a graceful shutdown before it is forced.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `json:"shutdown_timeout_ns"`
 	// BackoffBase and BackoffMax bound retry delays after failures:
 	// base × 2^(n-1), capped, with ±25 % jitter. A new desired revision
 	// starts again from the base.
-	BackoffBase, BackoffMax time.Duration
+	BackoffBase time.Duration `json:"backoff_base_ns"`
+	BackoffMax  time.Duration `json:"backoff_max_ns"`
 	// ObserveOnly plans and reports but never acts.
-	ObserveOnly bool
+	ObserveOnly bool `json:"observe_only,omitempty"`
 }
 
-// DefaultPolicy returns the defaults, each with its reason above.
+// Policy defaults, each with its reason.
+const (
+	// DefaultObserverTimeout is three missed passes of the observer's
+	// default 10 s interval: one slow pass is not an outage.
+	DefaultObserverTimeout = 30 * time.Second
+	// DefaultShutdownTimeout gives guests a minute to shut down cleanly,
+	// as Proxmox's own shutdown dialog does, before they are stopped hard.
+	DefaultShutdownTimeout = 60 * time.Second
+	// DefaultBackoffBase retries a transient failure soon, and
+	// DefaultBackoffMax keeps a lasting one from costing Proxmox more than
+	// a call every five minutes.
+	DefaultBackoffBase = time.Second
+	DefaultBackoffMax  = 5 * time.Minute
+	// DefaultRebootForPending follows Terraform's bpg provider: pending
+	// changes of a guest whose power converge manages are applied by a
+	// reboot.
+	DefaultRebootForPending = true
+)
+
+// DefaultPolicy returns the defaults above.
 func DefaultPolicy() Policy {
-	t := true
+	reboot := DefaultRebootForPending
 	return Policy{
-		ObserverTimeout:  30 * time.Second,
-		RebootForPending: &t,
-		ShutdownTimeout:  60 * time.Second,
-		BackoffBase:      time.Second,
-		BackoffMax:       5 * time.Minute,
+		ObserverTimeout:  DefaultObserverTimeout,
+		RebootForPending: &reboot,
+		ShutdownTimeout:  DefaultShutdownTimeout,
+		BackoffBase:      DefaultBackoffBase,
+		BackoffMax:       DefaultBackoffMax,
+	}
+}
+
+// orDefault sets a zero *v to def.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 
 // Validate fills zero fields with defaults and checks the rest.
 func (p *Policy) Validate() error {
 	d := DefaultPolicy()
-	if p.ObserverTimeout == 0 {
-		p.ObserverTimeout = d.ObserverTimeout
-	}
-	if p.RebootForPending == nil {
-		p.RebootForPending = d.RebootForPending
-	}
-	if p.ShutdownTimeout == 0 {
-		p.ShutdownTimeout = d.ShutdownTimeout
-	}
-	if p.BackoffBase == 0 {
-		p.BackoffBase = d.BackoffBase
-	}
-	if p.BackoffMax == 0 {
-		p.BackoffMax = d.BackoffMax
-	}
+	orDefault(&p.ObserverTimeout, d.ObserverTimeout)
+	orDefault(&p.RebootForPending, d.RebootForPending)
+	orDefault(&p.ShutdownTimeout, d.ShutdownTimeout)
+	orDefault(&p.BackoffBase, d.BackoffBase)
+	orDefault(&p.BackoffMax, d.BackoffMax)
 	switch {
 	case p.ObserverTimeout < 0:
 		return fmt.Errorf("planner.Policy.ObserverTimeout must be > 0, got %v", p.ObserverTimeout)
@@ -92,4 +114,84 @@ func (p Policy) Backoff(vmid, n int) time.Duration {
 	x ^= x >> 31
 	f := 0.75 + float64(x%1000)/2000
 	return time.Duration(float64(d) * f)
+}
+
+// Config configures an [Engine]. Zero fields take the defaults below;
+// [Config.Validate] fills and checks them.
+type Config struct {
+	// Cluster is the Proxmox cluster whose events the engine folds
+	// (default events.DefaultCluster).
+	Cluster string
+	// Name identifies the planner as the publisher of its actions
+	// (default "planner").
+	Name string
+	// Partitions is the journal's partition count, which leases are held
+	// for (default 16, the stream's default).
+	Partitions int
+	Policy     Policy
+	// FullPassInterval replans every guest this often, on top of planning
+	// each guest when its events arrive.
+	FullPassInterval time.Duration
+	// FlushInterval is how often changed view documents are handed out.
+	FlushInterval time.Duration
+	// CheckpointInterval is how often the fold is handed out as a
+	// checkpoint while it advances (negative: never).
+	CheckpointInterval time.Duration
+	// DecodeWorkers decode a batch in parallel while the engine catches
+	// up (nothing is planned then); 1 decodes as it folds.
+	DecodeWorkers int
+	// Owner says which partitions this planner holds; nil holds all.
+	Owner Owner
+	// OnDecision, if set, is called after each guest is planned
+	// (benchmarks and tests; it must not block).
+	OnDecision func(v *projector.View, d Decision)
+}
+
+// Engine defaults, each with its reason.
+const (
+	// DefaultFullPassInterval catches what no event announces (a retry
+	// whose guest got no event, a view whose basis aged) within a minute.
+	DefaultFullPassInterval = time.Minute
+	// DefaultFlushInterval keeps `converge status` and `wait` a quarter
+	// second behind the planner at most, without rewriting documents per
+	// event.
+	DefaultFlushInterval = 250 * time.Millisecond
+	// DefaultCheckpointInterval bounds what a restarted planner folds to
+	// five minutes of journal, for one object-store write per interval.
+	DefaultCheckpointInterval = 5 * time.Minute
+	// DefaultPartitions is the journal stream's default partition count.
+	DefaultPartitions = 16
+)
+
+// DefaultConfig returns the defaults above.
+func DefaultConfig() Config {
+	return Config{Cluster: events.DefaultCluster, Name: "planner", Partitions: DefaultPartitions, Policy: DefaultPolicy(),
+		FullPassInterval: DefaultFullPassInterval, FlushInterval: DefaultFlushInterval,
+		CheckpointInterval: DefaultCheckpointInterval, DecodeWorkers: 1}
+}
+
+// Validate fills zero fields with defaults and checks the rest.
+func (c *Config) Validate() error {
+	d := DefaultConfig()
+	orDefault(&c.Cluster, d.Cluster)
+	if err := events.ValidateCluster(c.Cluster); err != nil {
+		return fmt.Errorf("planner.Config.Cluster: %w", err)
+	}
+	orDefault(&c.Name, d.Name)
+	orDefault(&c.Partitions, d.Partitions)
+	orDefault(&c.FullPassInterval, d.FullPassInterval)
+	orDefault(&c.FlushInterval, d.FlushInterval)
+	orDefault(&c.CheckpointInterval, d.CheckpointInterval)
+	orDefault(&c.DecodeWorkers, d.DecodeWorkers)
+	switch {
+	case c.Partitions < 1 || c.Partitions > 1024:
+		return fmt.Errorf("planner.Config.Partitions must be within 1..1024, got %d", c.Partitions)
+	case c.FullPassInterval < 0:
+		return fmt.Errorf("planner.Config.FullPassInterval must be > 0, got %v", c.FullPassInterval)
+	case c.FlushInterval < 0:
+		return fmt.Errorf("planner.Config.FlushInterval must be > 0, got %v", c.FlushInterval)
+	case c.DecodeWorkers < 1:
+		return fmt.Errorf("planner.Config.DecodeWorkers must be >= 1, got %d", c.DecodeWorkers)
+	}
+	return c.Policy.Validate()
 }

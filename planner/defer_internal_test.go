@@ -1,34 +1,14 @@
 package planner
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus/bustest"
 	"github.com/converge-pve/converge/projector"
 )
 
-// fakeMsg is a journal message as the ordered consumer delivers it: what
-// toEvent and pendingAfter read, nothing else.
-type fakeMsg struct {
-	jetstream.Msg
-	subject string
-	data    []byte
-	md      jetstream.MsgMetadata
-}
-
-func (m *fakeMsg) Subject() string                           { return m.subject }
-func (m *fakeMsg) Data() []byte                              { return m.data }
-func (m *fakeMsg) Headers() nats.Header                      { return nil }
-func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) { return &m.md, nil }
-
-// TestBehindPlansEachGuestOnceOnItsNewestDesired: a caught-up planner that
+// TestBehindPlansEachGuestOnceOnItsNewestDesired: a caught-up engine that
 // finds itself more than behindBy events behind the journal folds a batch
 // without planning, and plans each touched guest once, on its newest
 // desired revision, once a batch leaves it close behind (after that
@@ -39,46 +19,45 @@ func TestBehindPlansEachGuestOnceOnItsNewestDesired(t *testing.T) {
 		seq  uint64
 	}
 	var plans []plan
-	svc, err := NewService(ServiceConfig{Name: "t", Policy: Policy{ObserveOnly: true},
-		OnDecision: func(v *projector.View, _ Decision) { plans = append(plans, plan{v.VMID, v.DesiredSeq}) }}, bustest.New(t))
+	e, err := NewEngine(Config{Name: "t", Policy: Policy{ObserveOnly: true},
+		OnDecision: func(v *projector.View, _ Decision) { plans = append(plans, plan{v.VMID, v.DesiredSeq}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.now = func() time.Time { return t0 }
-	svc.caughtUp = true
+	e.Begin(0, t0) // an empty journal: caught up at once
 	seq := uint64(0)
-	desired := func(vmid int, pending uint64) jetstream.Msg {
+	desired := func(vmid int) projector.Event {
 		seq++
-		return &fakeMsg{subject: events.Subject(events.KindDesired, "pve", vmid) + ".1",
-			data: []byte(fmt.Sprintf(`{"vmid":%d,"description":"rev %d"}`, vmid, seq)),
-			md:   jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: seq}, NumPending: pending, Timestamp: t0}}
+		return projector.Event{Seq: seq, Subject: events.Subject(events.KindDesired, "pve", vmid) + ".1",
+			Data: []byte(fmt.Sprintf(`{"vmid":%d,"description":"rev %d"}`, vmid, seq)), Time: t0}
 	}
-	ctx := context.Background()
+	// fold is one batch as the loop hands it over: pending is how many
+	// events the journal held after the batch's last.
+	fold := func(pending uint64, evs ...projector.Event) { e.Fold(evs, pending, t0) }
 
 	// Far behind: three revisions of 101 and two of 102 fold, nothing is planned.
-	svc.handleBatch(ctx, []jetstream.Msg{desired(101, 5000), desired(102, 5000), desired(101, 5000)})
-	svc.handleBatch(ctx, []jetstream.Msg{desired(102, 4000), desired(101, behindBy+1)})
+	fold(5000, desired(101), desired(102), desired(101))
+	fold(behindBy+1, desired(102), desired(101))
 	if len(plans) != 0 {
 		t.Fatalf("planned while %d behind: %+v", behindBy+1, plans)
 	}
 	// Close behind again: the batch is planned as it folds, then the
 	// deferred guests, each once, on its newest revision, first touched first.
-	svc.handleBatch(ctx, []jetstream.Msg{desired(103, behindBy)})
+	fold(behindBy, desired(103))
 	want := []plan{{103, 6}, {101, 5}, {102, 4}}
 	if fmt.Sprint(plans) != fmt.Sprint(want) {
 		t.Fatalf("plans %+v, want %+v", plans, want)
 	}
 	// Caught up: every event is planned as it folds.
 	plans = nil
-	svc.handleBatch(ctx, []jetstream.Msg{desired(101, 1), desired(101, 0)})
+	fold(0, desired(101), desired(101))
 	if want := []plan{{101, 7}, {101, 8}}; fmt.Sprint(plans) != fmt.Sprint(want) {
 		t.Fatalf("caught up: plans %+v, want %+v", plans, want)
 	}
 	// Behind for longer than maxDefer: the deferred guests are planned anyway.
 	plans = nil
-	svc.handleBatch(ctx, []jetstream.Msg{desired(104, 9000)})
-	svc.now = func() time.Time { return t0.Add(maxDefer) }
-	svc.handleBatch(ctx, []jetstream.Msg{desired(105, 9000)})
+	fold(9000, desired(104))
+	e.Fold([]projector.Event{desired(105)}, 9000, t0.Add(maxDefer))
 	if want := []plan{{104, 9}, {105, 10}}; fmt.Sprint(plans) != fmt.Sprint(want) {
 		t.Fatalf("behind past maxDefer: plans %+v, want %+v", plans, want)
 	}

@@ -1,38 +1,64 @@
-// Package planner decides what converge does to each guest.
+// Package planner decides what converge does to each guest. It is pure: it
+// imports only events and projector, does no I/O, reads no clock, logs
+// nothing and starts no goroutine.
 //
-// [Plan] is pure: from a guest's [projector.View], the cluster's
-// observation state, a [Policy] and the current time it returns a
-// [Decision] — the guest's status and the minimal ordered actions that
-// would bring Proxmox to the desired state, each with a human-readable
-// reason. It does no I/O, reads no clock and logs nothing, so it can be
+// # Plan
+//
+// [Plan] takes a guest's [projector.View], the cluster's observation
+// state, a [Policy] and the current time, and returns a [Decision]: the
+// guest's [Status] and the minimal ordered [Step]s that would bring
+// Proxmox to the desired state, each with a human-readable reason. It is
 // property-tested and used for dry runs (`converge plan`).
 //
 // Plan never acts on a guest without desired state (invariant 7), never
 // while Proxmox is unreachable or the observer is silent (invariant 6:
 // status blocked, never "gone"), never while an action is in flight, never
 // on a locked guest (it waits), never from a rejected desired event, and
-// never stops a guest whose desired power is running.
+// never stops a guest whose desired power is running. Retries back off
+// exponentially with deterministic jitter ([Policy.Backoff]), keyed to
+// the desired revision: a new revision starts again.
 //
-// [Service] runs Plan: it folds the journal with package projector, keeps
-// at most one action in flight per guest, publishes the first planned
-// action fenced by the guest's last action sequence and with a
-// deterministic Nats-Msg-Id (so a restarted planner never plans twice),
-// retries failures with jittered exponential backoff tied to the desired
-// revision, and materialises views for status queries. It plans a guest as
-// each of its events is folded, except while it is more than a thousand
-// events behind the journal (a burst of desired changes): then it folds
-// first and plans each touched guest once, on its newest desired state,
-// when it is close behind again or after at most half a second, so that
-// it does not act on a state the journal already supersedes.
+// # Engine
 //
-// Several planners may run (scale-out, or a standby). Each folds the whole
-// journal, and once caught up joins the lease group "planner-<cluster>"
-// (package lease): the guests' partitions are shared among the live
-// planners, and a planner publishes actions and writes view documents only
-// for guests of partitions it holds (checked before each publish). A
-// partition it wins, from a planner that died or gave it up, has all its
-// guests planned at once. Two planners acting on one guest during a
-// hand-over cannot both plan: the action subject's sequence fence lets only
-// one publish through, and the deterministic Nats-Msg-Id turns a replan of
-// the same step into a duplicate.
+// [Engine] is the planner as a state machine, in the manner of etcd raft's
+// Ready/Advance: its inputs are journal events ([Engine.Fold]), ticks
+// ([Engine.Tick]), lease changes ([Engine.Acquired]; the partitions held
+// are asked of an [Owner]) and what became of its own output
+// ([Engine.Published], [Engine.PublishFailed], [Engine.Unwritten],
+// [Engine.CheckpointWritten]); its output is a [Ready] the caller (the I/O
+// loop, internal/planloop) takes with [Engine.Ready] and carries out.
+// Scenario tests (testdata/*.txtar) drive it with scripted inputs and
+// check its Ready, in microseconds.
+//
+// # Ordering rules
+//
+//  1. At most one action per guest is in flight: once an action is handed
+//     out, the guest is not planned again until that action is folded
+//     from the journal (and then its final result), or its publish is
+//     reported failed.
+//  2. Fence before publish: every [Publish] carries the sequence of the
+//     guest's newest action as the engine folded it (ExpectLastSeq) and a
+//     deterministic id (cluster, vmid, desired revision, the revision's
+//     action count). The loop publishes it with
+//     Nats-Expected-Last-Subject-Sequence and Nats-Msg-Id, so a planner
+//     whose fold is behind (another planner acted, or it restarted) cannot
+//     publish a second action, and a replan of the same step is a
+//     duplicate.
+//  3. A publish refused by its fence frees the guest and replans it at
+//     once from the fold; any other failure frees it to be replanned on its
+//     next event or pass.
+//  4. A guest is planned again when one of its events is folded, when its
+//     retry falls due (Tick), when observations turn stale or fresh, on a
+//     resync request and every FullPassInterval (every guest), and when its
+//     partition is won.
+//  5. Caught up first: nothing is planned until the fold reaches where the
+//     journal ended at [Engine.Begin]; then every guest is planned once.
+//     More than a thousand events behind (a burst), folding comes first and
+//     each touched guest is planned once on its newest desired state, when
+//     the engine is close behind again or after at most half a second.
+//  6. Documents are handed out only for guests whose status changed and
+//     whose partition this planner holds, at most a thousand per flush;
+//     what the writer could not take is handed out again later.
+//  7. A checkpoint (the fold as a projector.Snapshot) is handed out at
+//     most every CheckpointInterval when the fold advanced, one at a time.
 package planner

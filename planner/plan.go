@@ -8,54 +8,8 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/projector"
 )
-
-// StatusKind is a guest's state as converge reports it.
-type StatusKind string
-
-// Guest states (DESIGN.md §3).
-const (
-	Converged StatusKind = "converged"
-	Pending   StatusKind = "pending"
-	Acting    StatusKind = "acting"
-	Error     StatusKind = "error"
-	Blocked   StatusKind = "blocked"
-	Rejected  StatusKind = "rejected"
-	Unmanaged StatusKind = "unmanaged"
-)
-
-// Status is a guest's state with the reason for it.
-type Status struct {
-	Kind   StatusKind `json:"state"`
-	Reason string     `json:"reason,omitempty"`
-	// Drift lists the differences between desired and observed.
-	Drift []string `json:"drift,omitempty"`
-	// RetryAt is when a failed guest is tried again.
-	RetryAt time.Time `json:"retry_at,omitzero"`
-}
-
-// Step is one planned action, before the service gives it an id.
-type Step struct {
-	Op      events.Op         `json:"op"`
-	Set     map[string]string `json:"set,omitempty"`
-	Delete  []string          `json:"delete,omitempty"`
-	Timeout time.Duration     `json:"timeout_ns,omitempty"`
-	Reason  string            `json:"reason"`
-}
-
-// Decision is Plan's answer for one guest: its status and the ordered
-// actions still needed. The service acts on Steps[0] only; the rest say
-// what will follow.
-type Decision struct {
-	Status Status `json:"status"`
-	Steps  []Step `json:"steps,omitempty"`
-}
-
-func decide(kind StatusKind, format string, a ...any) Decision {
-	return Decision{Status: Status{Kind: kind, Reason: fmt.Sprintf(format, a...)}}
-}
 
 // Plan decides a guest's status and next actions. It is pure.
 func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) Decision {
@@ -129,7 +83,7 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		}
 		// A digest conflict is answered by re-planning from the fresh read
 		// the result carried, not by waiting.
-		if v.LastErrorKind != pve.ClassConflict.String() {
+		if v.LastErrorKind != events.ClassConflict {
 			at := v.LastFailureAt.Add(p.Backoff(v.VMID, v.Failures))
 			if now.Before(at) {
 				dec.Status.RetryAt = at
@@ -171,10 +125,10 @@ func managedFields(d *events.Desired, o *events.Observed) []field {
 		add("name", "name", *d.Name, o.Config.Name)
 	}
 	if d.Description != nil {
-		add("description", "description", pve.NormaliseDescription(*d.Description), pve.NormaliseDescription(o.Config.Description))
+		add("description", "description", events.NormaliseDescription(*d.Description), events.NormaliseDescription(o.Config.Description))
 	}
 	if d.Tags != nil {
-		add("tags", "tags", pve.FormatTags(pve.NormaliseTags(*d.Tags)), pve.FormatTags(pve.NormaliseTags(o.Config.Tags)))
+		add("tags", "tags", events.FormatTags(*d.Tags), events.FormatTags(o.Config.Tags))
 	}
 	if d.Cores != nil {
 		add("cores", "cores", strconv.Itoa(*d.Cores), strconv.Itoa(o.Config.Cores))
@@ -183,16 +137,9 @@ func managedFields(d *events.Desired, o *events.Observed) []field {
 		add("memory", "memory_mib", strconv.Itoa(*d.MemoryMiB), strconv.Itoa(o.Config.MemoryMiB))
 	}
 	if d.OnBoot != nil {
-		add("onboot", "onboot", boolStr(*d.OnBoot), boolStr(o.Config.OnBoot))
+		add("onboot", "onboot", events.FormatBool(*d.OnBoot), events.FormatBool(o.Config.OnBoot))
 	}
 	return fs
-}
-
-func boolStr(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }
 
 func show(s string) string {

@@ -4,28 +4,30 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/views"
 )
 
 // Server holds what the handlers need.
 type Server struct {
-	Cluster  string
-	Views    views.Reader
-	JS       jetstream.JetStream
-	NC       *nats.Conn
-	Gatherer prometheus.Gatherer
+	Cluster string
+	Views   views.Reader
+	// Journal publishes desired state posted over HTTP.
+	Journal journal.Appender
+	// Connected, if set, reports whether the process reaches NATS.
+	Connected func() bool
+	Gatherer  prometheus.Gatherer
 	// Ready, if set, reports whether the roles of this process are ready.
 	Ready  func() error
 	Logger zerolog.Logger
@@ -46,7 +48,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.NC != nil && !s.NC.IsConnected() {
+	if s.Connected != nil && !s.Connected() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "not connected to NATS"})
 		return
 	}
@@ -125,12 +127,18 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	seq, err := events.PublishDesiredBody(ctx, s.JS, vmid, body, events.PublishOptions{Cluster: s.Cluster, Publisher: pub,
+	m, err := events.DesiredBodyMessage(vmid, body, events.PublishOptions{Cluster: s.Cluster, Publisher: pub,
 		CorrelationID: r.Header.Get("X-Correlation-Id")})
 	if err != nil {
-		problem(w, http.StatusServiceUnavailable, err.Error(), nil)
+		problem(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
+	ack, err := s.Journal.Append(ctx, m, journal.Expect{})
+	if err != nil {
+		problem(w, http.StatusServiceUnavailable, fmt.Sprintf("publish desired %d: %v", vmid, err), nil)
+		return
+	}
+	seq := ack.Seq
 	s.Logger.Info().Int("vmid", vmid).Uint64("seq", seq).Str("publisher", pub).Msg("desired state accepted over HTTP")
 	writeJSON(w, http.StatusAccepted, map[string]any{"vmid": vmid, "cluster": s.Cluster, "seq": seq})
 }

@@ -57,8 +57,12 @@ func newFixture(t *testing.T) *fixture {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_test_total", Help: "A test counter."})
 	reg.MustRegister(c)
 	c.Add(3)
-	s := &api.Server{Cluster: "pve", Views: views.Reader{KV: kv, Cluster: "pve"}, JS: b.JS, NC: b.NC, Gatherer: reg,
-		Logger: zerolog.Nop()}
+	store, err := b.ViewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &api.Server{Cluster: "pve", Views: views.Reader{Store: store, Cluster: "pve"}, Journal: b, Connected: b.NC.IsConnected,
+		Gatherer: reg, Logger: zerolog.Nop()}
 	return &fixture{ctx: ctx, bus: b, kv: kv, stream: stream, server: s, h: s.Handler()}
 }
 
@@ -149,7 +153,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	f.server.NC = nc
+	f.server.Connected = nc.IsConnected
 	h = f.server.Handler()
 	if code, m := get(); code != http.StatusServiceUnavailable || !strings.Contains(m["reason"], "not connected to NATS") {
 		t.Fatalf("disconnected: %d %v", code, m)
@@ -208,7 +212,7 @@ func TestPostDesiredAccepted(t *testing.T) {
 			}
 			// The event folds as a valid desired state.
 			p := projector.New("pve")
-			p.Apply(projector.Event{Seq: m.Sequence, Subject: m.Subject, Header: m.Header, Data: m.Data, Time: m.Time})
+			p.Apply(projector.Event{Seq: m.Sequence, Subject: m.Subject, Header: events.Header(m.Header), Data: m.Data, Time: m.Time})
 			if v := p.Views[c.vmid]; v == nil || v.Rejected != nil || v.DesiredSeq != got.Seq || v.Publisher != c.publisher {
 				t.Errorf("folded view %+v", v)
 			}
@@ -274,13 +278,13 @@ func TestPostDesiredRejected(t *testing.T) {
 	}
 }
 
-func (f *fixture) putDoc(t *testing.T, d planner.GuestDoc) {
+func (f *fixture) putDoc(t *testing.T, d views.GuestDoc) {
 	t.Helper()
 	b, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.kv.Put(f.ctx, planner.GuestKey(d.View.Cluster, d.View.VMID), b); err != nil {
+	if _, err := f.kv.Put(f.ctx, views.GuestKey(d.View.Cluster, d.View.VMID), b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -306,9 +310,9 @@ type summaryJSON struct {
 	} `json:"last_action"`
 }
 
-func guestDocs() []planner.GuestDoc {
+func guestDocs() []views.GuestDoc {
 	act := &events.Action{ID: "pve-101-5-1", VMID: 101, Cluster: "pve", Op: events.OpStart, Reason: "desired running", DesiredSeq: 5}
-	return []planner.GuestDoc{
+	return []views.GuestDoc{
 		{View: &projector.View{VMID: 300, Cluster: "pve", Rejected: &projector.Rejection{Seq: 9, Reason: "invalid desired event: cores: must be at least 1, got 0"}},
 			Status: planner.Status{Kind: planner.Rejected, Reason: "cores: must be at least 1, got 0"}, UpdatedAt: t0},
 		{View: &projector.View{VMID: 101, Cluster: "pve", Desired: &events.Desired{VMID: 101, Power: ptr(events.PowerRunning)}, DesiredSeq: 5,
@@ -332,7 +336,7 @@ func TestGuests(t *testing.T) {
 	for _, d := range guestDocs() {
 		f.putDoc(t, d)
 	}
-	if _, err := f.kv.Put(f.ctx, planner.ClusterKey("pve"), []byte(`{"seq":3}`)); err != nil {
+	if _, err := f.kv.Put(f.ctx, views.ClusterKey("pve"), []byte(`{"seq":3}`)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,31 +2,39 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
-	"github.com/nats-io/nats.go"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/journal"
 )
 
 // PublishResync journals a resync request and returns its sequence.
-func PublishResync(ctx context.Context, b *bus.Bus, cluster, publisher string) (uint64, error) {
-	body, err := events.Encode(events.Control{Meta: events.NewMeta(publisher, "", time.Now()), Command: events.CommandResync})
+func PublishResync(ctx context.Context, j journal.Appender, cluster, publisher string, now time.Time) (uint64, error) {
+	body, err := events.Encode(events.Control{Meta: events.NewMeta(publisher, "", now), Command: events.CommandResync})
 	if err != nil {
 		return 0, err
 	}
-	ack, err := b.Publish(ctx, events.ClusterSubject(events.KindControl, cluster), body, nil)
+	ack, err := j.Append(ctx, events.Message{Subject: events.ClusterSubject(events.KindControl, cluster), Data: body}, journal.Expect{})
 	if err != nil {
 		return 0, fmt.Errorf("publish resync: %w", err)
 	}
-	return ack.Sequence, nil
+	return ack.Seq, nil
+}
+
+// Subscriber delivers the messages published on a subject as they are
+// published (core NATS on the process's connection: bus.Bus.Subscribe).
+type Subscriber interface {
+	Subscribe(subject string, fn func(events.Message)) (unsubscribe func() error, err error)
 }
 
 // Handlers are the reactions of one process to control requests.
@@ -34,91 +42,116 @@ type Handlers struct {
 	Resync func()
 }
 
-// Run routes control requests for a cluster to the handlers until ctx
-// ends. nc must be a connection of its own: watermill drains the
-// connection it subscribes on when it closes.
-func Run(ctx context.Context, nc *nats.Conn, cluster string, h Handlers, log zerolog.Logger) error {
+// Topics of the router.
+const (
+	topicControl = "control"
+	topicPoison  = "poison"
+)
+
+// Router routes one process's control requests and poisoned messages.
+type Router struct {
+	cluster string
+	h       Handlers
+	log     zerolog.Logger
+	pubsub  *gochannel.GoChannel
+	router  *message.Router
+	poison  prometheus.Counter
+}
+
+// New builds a router for cluster. reg, if set, receives the router's
+// metrics (watermill's handler and subscriber metrics, and
+// converge_poisoned_total).
+func New(cluster string, h Handlers, log zerolog.Logger, reg prometheus.Registerer) (*Router, error) {
 	logger := zerologAdapter{log: log.With().Str("component", "control").Logger()}
-	sub, err := wmnats.NewSubscriberWithNatsConn(nc, wmnats.SubscriberSubscriptionConfig{
-		Unmarshaler:      rawUnmarshaler{},
-		JetStream:        wmnats.JetStreamConfig{Disabled: true}, // live requests; the journal has them too
-		SubscribeTimeout: 10 * time.Second,
-		CloseTimeout:     5 * time.Second,
-	}, logger)
-	if err != nil {
-		return fmt.Errorf("control: subscriber: %w", err)
+	r := &Router{cluster: cluster, h: h, log: log,
+		pubsub: gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 64}, logger),
+		poison: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_poisoned_total",
+			Help: "Messages that could not be decoded or handled (control requests, journal events, actions)."})}
+	var err error
+	if r.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, logger); err != nil {
+		return nil, fmt.Errorf("control: router: %w", err)
 	}
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, logger)
+	poisonMW, err := middleware.PoisonQueue(r.pubsub, topicPoison)
 	if err != nil {
-		return fmt.Errorf("control: router: %w", err)
+		return nil, fmt.Errorf("control: poison queue: %w", err)
 	}
-	r.AddMiddleware(middleware.Recoverer, middleware.CorrelationID)
-	r.AddConsumerHandler("control", events.ClusterSubject(events.KindControl, cluster), sub, func(m *message.Message) error {
-		c, err := events.Decode[events.Control](m.Payload)
-		if err != nil {
-			log.Warn().Err(err).Msg("undecodable control request ignored")
-			return nil
+	r.router.AddMiddleware(middleware.Recoverer, middleware.CorrelationID, poisonMW)
+	if reg != nil {
+		reg.MustRegister(r.poison)
+		metrics.NewPrometheusMetricsBuilder(reg, "converge", "control").AddPrometheusRouterMetrics(r.router)
+	}
+	r.router.AddConsumerHandler("control", topicControl, r.pubsub, r.handleControl)
+	r.router.AddConsumerHandler("poison", topicPoison, r.pubsub, r.handlePoison)
+	return r, nil
+}
+
+// errUndecodable sends a control request to the poison queue.
+var errUndecodable = errors.New("undecodable control request")
+
+func (r *Router) handleControl(m *message.Message) error {
+	c, err := events.Decode[events.Control](m.Payload)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUndecodable, err)
+	}
+	switch c.Command {
+	case events.CommandResync:
+		r.log.Info().Str("publisher", c.Publisher).Msg("resync requested")
+		if r.h.Resync != nil {
+			r.h.Resync()
 		}
-		switch c.Command {
-		case events.CommandResync:
-			log.Info().Str("publisher", c.Publisher).Msg("resync requested")
-			if h.Resync != nil {
-				h.Resync()
+	default:
+		r.log.Warn().Str("command", c.Command).Msg("unknown control command ignored")
+	}
+	return nil
+}
+
+// handlePoison records a poisoned message: a log line with why, and the
+// metric. The journal keeps the message itself.
+func (r *Router) handlePoison(m *message.Message) error {
+	r.poison.Inc()
+	r.log.Warn().Str("reason", m.Metadata.Get(middleware.ReasonForPoisonedKey)).Str("source", m.Metadata.Get("source")).
+		Str("subject", m.Metadata.Get("subject")).Str("seq", m.Metadata.Get("seq")).Msg("poisoned message")
+	return nil
+}
+
+// Poison reports a message that could not be decoded or handled elsewhere
+// in the process (a journal event the planner cannot fold, an action the
+// executor terminates): it goes through the router's poison queue.
+func (r *Router) Poison(source, subject string, seq uint64, reason error) {
+	m := message.NewMessage(watermill.NewUUID(), nil)
+	m.Metadata.Set(middleware.ReasonForPoisonedKey, reason.Error())
+	m.Metadata.Set("source", source)
+	m.Metadata.Set("subject", subject)
+	m.Metadata.Set("seq", fmt.Sprint(seq))
+	if err := r.pubsub.Publish(topicPoison, m); err != nil {
+		r.log.Warn().Err(err).Str("subject", subject).Msg("poisoned message not recorded")
+	}
+}
+
+// Run subscribes to the cluster's control subject on sub and routes
+// requests until ctx ends.
+func (r *Router) Run(ctx context.Context, sub Subscriber) error {
+	unsubscribe, err := sub.Subscribe(events.ClusterSubject(events.KindControl, r.cluster), func(m events.Message) {
+		id := m.Header.Get("Nats-Msg-Id")
+		if id == "" {
+			id = watermill.NewUUID()
+		}
+		wm := message.NewMessage(id, m.Data)
+		for k, v := range m.Header {
+			if len(v) > 0 {
+				wm.Metadata.Set(k, v[0])
 			}
-		default:
-			log.Warn().Str("command", c.Command).Msg("unknown control command ignored")
 		}
-		return nil
+		if err := r.pubsub.Publish(topicControl, wm); err != nil {
+			r.log.Warn().Err(err).Msg("control request dropped")
+		}
 	})
-	return r.Run(ctx)
-}
-
-// rawUnmarshaler takes any NATS message as a watermill message: control
-// requests are plain JSON published by any client, not watermill-framed.
-type rawUnmarshaler struct{}
-
-func (rawUnmarshaler) Unmarshal(m *nats.Msg) (*message.Message, error) {
-	// Requests are journalled with a JetStream publish, whose reply subject
-	// awaits the stream's PubAck. watermill acks by answering the reply
-	// subject, which would reach the publisher first and corrupt its ack:
-	// this local copy of the message must not answer anyone.
-	m.Reply = ""
-	id := m.Header.Get("Nats-Msg-Id")
-	if id == "" {
-		id = watermill.NewUUID()
+	if err != nil {
+		return fmt.Errorf("control: subscribe: %w", err)
 	}
-	msg := message.NewMessage(id, m.Data)
-	for k, v := range m.Header {
-		if len(v) > 0 {
-			msg.Metadata.Set(k, v[0])
-		}
-	}
-	return msg, nil
+	defer func() { _ = unsubscribe() }()
+	return r.router.Run(ctx)
 }
 
-// zerologAdapter routes watermill's logs to zerolog, Info demoted to Debug
-// (watermill is chatty per message).
-type zerologAdapter struct {
-	log    zerolog.Logger
-	fields watermill.LogFields
-}
-
-func (a zerologAdapter) ev(e *zerolog.Event, fields watermill.LogFields) *zerolog.Event {
-	for k, v := range a.fields {
-		e = e.Interface(k, v)
-	}
-	for k, v := range fields {
-		e = e.Interface(k, v)
-	}
-	return e
-}
-
-func (a zerologAdapter) Error(msg string, err error, f watermill.LogFields) {
-	a.ev(a.log.Error().Err(err), f).Msg(msg)
-}
-func (a zerologAdapter) Info(msg string, f watermill.LogFields)  { a.ev(a.log.Debug(), f).Msg(msg) }
-func (a zerologAdapter) Debug(msg string, f watermill.LogFields) { a.ev(a.log.Debug(), f).Msg(msg) }
-func (a zerologAdapter) Trace(msg string, f watermill.LogFields) { a.ev(a.log.Trace(), f).Msg(msg) }
-func (a zerologAdapter) With(f watermill.LogFields) watermill.LoggerAdapter {
-	return zerologAdapter{log: a.log, fields: a.fields.Add(f)}
-}
+// Running is closed once the router runs.
+func (r *Router) Running() chan struct{} { return r.router.Running() }

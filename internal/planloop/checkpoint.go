@@ -1,39 +1,27 @@
-package planner
+package planloop
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/goccy/go-json"
 	"github.com/klauspost/compress/zstd"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/projector"
 )
 
-// CheckpointBucket is the object store holding planner checkpoints.
-const CheckpointBucket = "converge_checkpoints"
-
-// checkpointVersion changes whenever the projector's view layout does: an
-// older checkpoint is then ignored and the journal folded from the start.
-const checkpointVersion = 1
-
-// Checkpoint is the planner's fold as of a stream sequence: a restarted
-// planner loads it and folds only the events after Seq.
+// Checkpoint is a planner's fold as of a journal sequence
+// (projector.Snapshot) and which journal it is of: a restarted planner
+// loads it and folds only the events after Seq.
 type Checkpoint struct {
-	Version int    `json:"version"`
-	Cluster string `json:"cluster"`
-	Stream  string `json:"stream"`
+	projector.Snapshot
+	Stream string `json:"stream"`
 	// StreamCreated tells a stream from one deleted and created again
 	// under the same name, whose sequences mean other events.
-	StreamCreated time.Time               `json:"stream_created"`
-	Seq           uint64                  `json:"seq"`
-	At            time.Time               `json:"at"`
-	State         projector.ClusterState  `json:"state"`
-	Views         map[int]*projector.View `json:"views"`
+	StreamCreated time.Time `json:"stream_created"`
+	At            time.Time `json:"at"`
 }
 
 var (
@@ -45,36 +33,23 @@ var (
 // CheckpointName is the object name of a cluster's checkpoint.
 func CheckpointName(cluster string) string { return "planner-" + cluster }
 
-// OpenCheckpoints creates or opens the checkpoint object store.
-func OpenCheckpoints(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.ObjectStore, error) {
-	os, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: CheckpointBucket,
-		Description: "converge planner checkpoints", Replicas: max(replicas, 1), Storage: jetstream.FileStorage})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		os, err = js.ObjectStore(ctx, CheckpointBucket)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoints: %w", err)
-	}
-	return os, nil
+// checkpoint writes a snapshot the engine handed out, off the loop; the
+// outcome goes back to the engine through ckptErr.
+func (l *Loop) checkpoint(ctx context.Context, s *projector.Snapshot) {
+	l.ckptWG.Add(1)
+	go func() {
+		defer l.ckptWG.Done()
+		err := l.writeCheckpoint(ctx, s)
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn().Err(err).Msg("checkpoint not written; will retry")
+		}
+		l.ckptErr <- err
+	}()
 }
 
-// snapshot copies the fold for encoding off the planning loop. Views are
-// copied one level deep: the events they point to are never mutated after
-// folding (projector.View.Clone).
-func (s *Service) snapshot() *Checkpoint {
-	views := make(map[int]*projector.View, len(s.proj.Views))
-	for id, v := range s.proj.Views {
-		views[id] = v.Clone()
-	}
-	return &Checkpoint{Version: checkpointVersion, Cluster: s.cfg.Cluster, Stream: s.bus.Config().Stream,
-		StreamCreated: s.streamCreated, Seq: s.proj.LastSeq, At: s.now().UTC(), State: s.proj.State, Views: views}
-}
-
-// writeCheckpoint encodes and stores cp.
-func (s *Service) writeCheckpoint(ctx context.Context, cp *Checkpoint) error {
-	if s.ckpt == nil {
-		return errors.New("no checkpoint store")
-	}
+// writeCheckpoint encodes and stores a snapshot.
+func (l *Loop) writeCheckpoint(ctx context.Context, s *projector.Snapshot) error {
+	cp := Checkpoint{Snapshot: *s, Stream: l.cfg.Stream, StreamCreated: l.stream.Created, At: l.clk.Now().UTC()}
 	body, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
@@ -82,67 +57,81 @@ func (s *Service) writeCheckpoint(ctx context.Context, cp *Checkpoint) error {
 	// Views repeat the same field names and values guest after guest:
 	// compressed, a 10,000-guest checkpoint is a tenth of its JSON.
 	packed := zstdEncoder.EncodeAll(body, nil)
-	if _, err := s.ckpt.Put(ctx, jetstream.ObjectMeta{Name: CheckpointName(s.cfg.Cluster)}, bytes.NewReader(packed)); err != nil {
+	if err := l.ckpts.Put(ctx, CheckpointName(l.eng.Config().Cluster), packed); err != nil {
 		return fmt.Errorf("store checkpoint: %w", err)
 	}
-	s.log.Info().Uint64("seq", cp.Seq).Int("guests", len(cp.Views)).Int("json_bytes", len(body)).Int("stored_bytes", len(packed)).
+	l.log.Info().Uint64("seq", cp.Seq).Int("guests", len(cp.Views)).Int("json_bytes", len(body)).Int("stored_bytes", len(packed)).
 		Msg("checkpoint written")
 	return nil
 }
 
 // loadCheckpoint returns the stored checkpoint if it can be resumed from
-// on this stream: same cluster and stream, taken within the stream's
+// on this journal: same cluster and stream, taken within the stream's
 // current range (not from before a purge or retention cut, nor from a
 // stream since recreated). nil means fold from the start.
-func (s *Service) loadCheckpoint(ctx context.Context, info *jetstream.StreamInfo) *Checkpoint {
-	if s.ckpt == nil {
+func (l *Loop) loadCheckpoint(ctx context.Context) *Checkpoint {
+	if !l.ckptOK {
 		return nil
 	}
-	body, err := s.ckpt.GetBytes(ctx, CheckpointName(s.cfg.Cluster))
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		s.log.Info().Msg("no checkpoint; folding the journal from the start")
+	body, err := l.ckpts.Get(ctx, CheckpointName(l.eng.Config().Cluster))
+	switch {
+	case err != nil:
+		l.log.Warn().Err(err).Msg("checkpoint unreadable; folding the journal from the start")
+		return nil
+	case body == nil:
+		l.log.Info().Msg("no checkpoint; folding the journal from the start")
 		return nil
 	}
-	if err != nil {
-		s.log.Warn().Err(err).Msg("checkpoint unreadable; folding the journal from the start")
+	cp, why := decodeCheckpoint(body)
+	if why == "" {
+		why = l.usable(cp)
+	}
+	if why != "" {
+		l.log.Warn().Str("reason", why).Msg("checkpoint not usable; folding the journal from the start")
 		return nil
 	}
+	return cp
+}
+
+// decodeCheckpoint reads a stored checkpoint (zstd-compressed JSON, or
+// plain JSON from before compression); why says what is wrong with it.
+func decodeCheckpoint(body []byte) (cp *Checkpoint, why string) {
 	if bytes.HasPrefix(body, zstdMagic) {
+		var err error
 		if body, err = zstdDecoder.DecodeAll(body, nil); err != nil {
-			s.log.Warn().Err(err).Msg("checkpoint undecompressable; folding the journal from the start")
-			return nil
+			return nil, "undecompressable: " + err.Error()
 		}
 	}
-	var cp Checkpoint
-	if err := json.Unmarshal(body, &cp); err != nil {
-		s.log.Warn().Err(err).Msg("checkpoint undecodable; folding the journal from the start")
-		return nil
+	cp = &Checkpoint{}
+	if err := json.Unmarshal(body, cp); err != nil {
+		return nil, "undecodable: " + err.Error()
 	}
-	why := ""
+	return cp, ""
+}
+
+// usable says why a checkpoint cannot be resumed from on this journal, ""
+// if it can.
+func (l *Loop) usable(cp *Checkpoint) string {
+	info, cluster := l.stream, l.eng.Config().Cluster
 	switch {
-	case cp.Version != checkpointVersion:
-		why = fmt.Sprintf("version %d, want %d", cp.Version, checkpointVersion)
-	case cp.Cluster != s.cfg.Cluster || cp.Stream != s.bus.Config().Stream:
-		why = fmt.Sprintf("for cluster %q stream %q", cp.Cluster, cp.Stream)
+	case cp.Version != projector.SnapshotVersion:
+		return fmt.Sprintf("version %d, want %d", cp.Version, projector.SnapshotVersion)
+	case cp.Cluster != cluster || cp.Stream != l.cfg.Stream:
+		return fmt.Sprintf("for cluster %q stream %q", cp.Cluster, cp.Stream)
 	case !cp.StreamCreated.Equal(info.Created):
-		why = fmt.Sprintf("of a stream created %s; this one was created %s", cp.StreamCreated.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
-	case cp.Seq > info.State.LastSeq:
-		why = fmt.Sprintf("at seq %d, beyond the stream's last %d (stream recreated?)", cp.Seq, info.State.LastSeq)
-	case info.State.FirstSeq > cp.Seq+1 && info.State.Msgs > 0:
+		return fmt.Sprintf("of a stream created %s; this one was created %s", cp.StreamCreated.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
+	case cp.Seq > info.LastSeq:
+		return fmt.Sprintf("at seq %d, beyond the stream's last %d (stream recreated?)", cp.Seq, info.LastSeq)
+	case info.FirstSeq > cp.Seq+1 && info.Msgs > 0:
 		// Events between the checkpoint and the stream's start are gone:
 		// the tail alone would miss them. (Retention removing older
 		// events is fine: the checkpoint already holds their effect.)
-		why = fmt.Sprintf("at seq %d, but the stream now starts at %d", cp.Seq, info.State.FirstSeq)
-	}
-	if why != "" {
-		s.log.Warn().Str("reason", why).Msg("checkpoint not usable; folding the journal from the start")
-		return nil
+		return fmt.Sprintf("at seq %d, but the stream now starts at %d", cp.Seq, info.FirstSeq)
 	}
 	for id, v := range cp.Views {
 		if v == nil || v.VMID != id {
-			s.log.Warn().Int("vmid", id).Msg("checkpoint holds an inconsistent view; folding the journal from the start")
-			return nil
+			return fmt.Sprintf("inconsistent view for vmid %d", id)
 		}
 	}
-	return &cp
+	return ""
 }

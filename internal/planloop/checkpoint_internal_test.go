@@ -1,4 +1,4 @@
-package planner
+package planloop
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/internal/views"
+	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -54,16 +56,21 @@ func foldAll(t *testing.T, b *bus.Bus) *projector.Projector {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Apply(projector.Event{Seq: seq, Subject: m.Subject, Header: m.Header, Data: m.Data, Time: m.Time})
+		p.Apply(projector.Event{Seq: seq, Subject: m.Subject, Header: events.Header(m.Header), Data: m.Data, Time: m.Time})
 	}
 	return p
 }
 
-func runService(t *testing.T, b *bus.Bus, cfg ServiceConfig) (*Service, func()) {
+// runLoop runs a planner named name on b until the returned stop.
+func runLoop(t *testing.T, b *bus.Bus, name string) (*Loop, func()) {
 	t.Helper()
-	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t))
-	cfg.Policy.ObserveOnly = true // no executor here: plan, never act
-	s, err := NewService(cfg, b)
+	cfg := Config{Planner: planner.Config{Name: name}, Logger: zerolog.New(zerolog.NewTestWriter(t))}
+	cfg.Planner.Policy.ObserveOnly = true // no executor here: plan, never act
+	store, err := b.ViewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, b, store, b.Checkpoints(), b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,17 +102,13 @@ func TestCheckpointResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishWave(t, b, 1)
-	first, stop := runService(t, b, ServiceConfig{Name: "p1"})
+	first, stop := runLoop(t, b, "p1")
 	if first.ResumedFrom() != 0 {
 		t.Fatalf("first planner resumed from %d with no checkpoint", first.ResumedFrom())
 	}
 	stop() // writes the checkpoint
-	os, err := OpenCheckpoints(context.Background(), b.JS, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.GetBytes(context.Background(), CheckpointName("pve"))
-	if err != nil {
+	raw, err := b.Checkpoints().Get(context.Background(), CheckpointName("pve"))
+	if err != nil || raw == nil {
 		t.Fatalf("no checkpoint after shutdown: %v", err)
 	}
 	if raw, err = zstdDecoder.DecodeAll(raw, nil); err != nil {
@@ -120,8 +123,7 @@ func TestCheckpointResume(t *testing.T) {
 	}
 
 	publishWave(t, b, 2)
-	second, stop2 := runService(t, b, ServiceConfig{Name: "p2"})
-	defer stop2()
+	second, stop2 := runLoop(t, b, "p2")
 	if second.ResumedFrom() != cp.Seq {
 		t.Fatalf("second planner resumed from %d, want %d", second.ResumedFrom(), cp.Seq)
 	}
@@ -129,9 +131,15 @@ func TestCheckpointResume(t *testing.T) {
 		t.Fatalf("second planner folded %v events, want the 21 of the tail", folded)
 	}
 	want := foldAll(t, b)
-	// The loop only reads the fold now: nothing more arrives.
-	got, _ := json.Marshal(second.proj.Views)
-	gotState, _ := json.Marshal(second.proj.State)
+	// Stopped, the loop leaves the engine alone: its fold is what a
+	// final checkpoint holds.
+	stop2()
+	snap := second.eng.FinalCheckpoint()
+	if snap == nil {
+		snap = &projector.Snapshot{Views: map[int]*projector.View{}}
+	}
+	got, _ := json.Marshal(snap.Views)
+	gotState, _ := json.Marshal(snap.State)
 	wantViews, _ := json.Marshal(want.Views)
 	wantState, _ := json.Marshal(want.State)
 	if string(got) != string(wantViews) || string(gotState) != string(wantState) {
@@ -149,7 +157,7 @@ func TestCheckpointIgnoredWhenStreamRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishWave(t, b, 1)
-	_, stop := runService(t, b, ServiceConfig{Name: "p1"})
+	_, stop := runLoop(t, b, "p1")
 	stop()
 	if err := b.JS.DeleteStream(ctx, b.Config().Stream); err != nil {
 		t.Fatal(err)
@@ -159,13 +167,13 @@ func TestCheckpointIgnoredWhenStreamRecreated(t *testing.T) {
 	}
 	publishWave(t, b, 2)
 	publishWave(t, b, 3)
-	s, stop2 := runService(t, b, ServiceConfig{Name: "p2"})
-	defer stop2()
+	s, stop2 := runLoop(t, b, "p2")
 	if s.ResumedFrom() != 0 {
 		t.Fatalf("resumed from %d: a checkpoint of the deleted stream was used", s.ResumedFrom())
 	}
 	want := foldAll(t, b)
-	got, _ := json.Marshal(s.proj.Views)
+	stop2()
+	got, _ := json.Marshal(s.eng.FinalCheckpoint().Views)
 	wantViews, _ := json.Marshal(want.Views)
 	if string(got) != string(wantViews) {
 		t.Fatal("views differ from a whole fold of the new stream")
@@ -181,7 +189,7 @@ func TestViewsBehind(t *testing.T) {
 	if err := b.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, stop := runService(t, b, ServiceConfig{Name: "p1"})
+	s, stop := runLoop(t, b, "p1")
 	defer stop()
 	kv, err := b.Views(ctx)
 	if err != nil {
@@ -193,9 +201,9 @@ func TestViewsBehind(t *testing.T) {
 	}
 	// Views are written for the partitions the planner holds: all of
 	// them, once it has joined its group.
-	for deadline := time.Now().Add(30 * time.Second); len(s.leases.Owned()) < s.parts; {
+	for deadline := time.Now().Add(30 * time.Second); len(s.Owned()) < planner.DefaultPartitions; {
 		if time.Now().After(deadline) {
-			t.Fatalf("planner holds %d of %d partitions", len(s.leases.Owned()), s.parts)
+			t.Fatalf("planner holds %d of %d partitions", len(s.Owned()), planner.DefaultPartitions)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition
 	}
@@ -223,11 +231,11 @@ func TestViewsBehind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, err := kv.Get(ctx, GuestKey("pve", id))
+			e, err := kv.Get(ctx, views.GuestKey("pve", id))
 			if err != nil {
 				t.Fatalf("wave %d, guest %d: %v", wave, id, err)
 			}
-			var doc GuestDoc
+			var doc views.GuestDoc
 			if err := json.Unmarshal(e.Value(), &doc); err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,7 @@ type ActionSummary struct {
 }
 
 // Summarise turns a materialised document into a summary.
-func Summarise(d *planner.GuestDoc) Summary {
+func Summarise(d *GuestDoc) Summary {
 	v := d.View
 	s := Summary{VMID: v.VMID, Cluster: v.Cluster, State: d.Status.Kind, Reason: d.Status.Reason, Drift: d.Status.Drift,
 		Desired: v.Desired, Revision: v.DesiredSeq, Publisher: v.Publisher, Next: d.Next, LastError: v.LastError,

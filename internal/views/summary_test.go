@@ -29,17 +29,17 @@ func TestSummarise(t *testing.T) {
 
 	cases := []struct {
 		name string
-		doc  func() planner.GuestDoc
+		doc  func() views.GuestDoc
 		want *views.ActionSummary
 		also func(t *testing.T, s views.Summary)
 	}{
-		{"in flight, started", func() planner.GuestDoc {
+		{"in flight, started", func() views.GuestDoc {
 			v := base()
 			v.InFlight, v.InFlightSeq = act, 7
 			v.Started = &events.Result{ActionID: act.ID, Status: events.ResultStarted, UPID: upid}
 			// An older action's result must not be shown as this one's.
 			v.LastResult = &events.Result{ActionID: "pve-101-4-1", Status: events.ResultFailed, Error: "old"}
-			return planner.GuestDoc{View: v, Status: planner.Status{Kind: planner.Acting, Reason: "start: desired running (task " + upid + ")"},
+			return views.GuestDoc{View: v, Status: planner.Status{Kind: planner.Acting, Reason: "start: desired running (task " + upid + ")"},
 				Next: []planner.Step{{Op: events.OpSetConfig, Reason: "cores 2 → 4"}}, UpdatedAt: t0.Add(2 * time.Second)}
 		}, &views.ActionSummary{ID: act.ID, Op: events.OpStart, Reason: act.Reason, Result: events.ResultStarted, UPID: upid, At: act.Time},
 			func(t *testing.T, s views.Summary) {
@@ -50,12 +50,12 @@ func TestSummarise(t *testing.T) {
 					t.Errorf("next %+v", s.Next)
 				}
 			}},
-		{"final, failed", func() planner.GuestDoc {
+		{"final, failed", func() views.GuestDoc {
 			v := base()
 			v.LastResult = &events.Result{ActionID: act.ID, Status: events.ResultFailed, UPID: upid,
 				Error: "VM 101 qmp command failed", ErrorClass: "transient", Warnings: 2}
 			v.LastResultSeq, v.Failures, v.LastError, v.LastErrorKind = 8, 1, "VM 101 qmp command failed", "transient"
-			return planner.GuestDoc{View: v, Status: planner.Status{Kind: planner.Error, Reason: "start failed (1 attempt)",
+			return views.GuestDoc{View: v, Status: planner.Status{Kind: planner.Error, Reason: "start failed (1 attempt)",
 				RetryAt: t0.Add(time.Minute)}, UpdatedAt: t0.Add(3 * time.Second)}
 		}, &views.ActionSummary{ID: act.ID, Op: events.OpStart, Reason: act.Reason, Result: events.ResultFailed, UPID: upid,
 			Error: "VM 101 qmp command failed", Warnings: 2, At: act.Time},
@@ -64,21 +64,21 @@ func TestSummarise(t *testing.T) {
 					t.Errorf("state %s last error %q retry at %s", s.State, s.LastError, s.RetryAt)
 				}
 			}},
-		{"final, skipped with a reason", func() planner.GuestDoc {
+		{"final, skipped with a reason", func() views.GuestDoc {
 			v := base()
 			v.LastResult = &events.Result{ActionID: act.ID, Status: events.ResultSkipped, Reason: "superseded by desired revision 9"}
-			return planner.GuestDoc{View: v, Status: planner.Status{Kind: planner.Pending}}
+			return views.GuestDoc{View: v, Status: planner.Status{Kind: planner.Pending}}
 		}, &views.ActionSummary{ID: act.ID, Op: events.OpStart, Reason: act.Reason, Result: events.ResultSkipped,
 			Error: "superseded by desired revision 9", At: act.Time}, nil},
-		{"planned, no result yet", func() planner.GuestDoc {
+		{"planned, no result yet", func() views.GuestDoc {
 			v := base()
 			v.InFlight = act
-			return planner.GuestDoc{View: v, Status: planner.Status{Kind: planner.Acting}}
+			return views.GuestDoc{View: v, Status: planner.Status{Kind: planner.Acting}}
 		}, &views.ActionSummary{ID: act.ID, Op: events.OpStart, Reason: act.Reason, At: act.Time}, nil},
-		{"no action ever", func() planner.GuestDoc {
+		{"no action ever", func() views.GuestDoc {
 			v := base()
 			v.LastAction, v.LastActionSeq = nil, 0
-			return planner.GuestDoc{View: v, Status: planner.Status{Kind: planner.Converged}}
+			return views.GuestDoc{View: v, Status: planner.Status{Kind: planner.Converged}}
 		}, nil, nil},
 	}
 	for _, c := range cases {
@@ -117,7 +117,7 @@ func TestSummarise(t *testing.T) {
 }
 
 func TestSummariseUnobservedUnmanaged(t *testing.T) {
-	d := planner.GuestDoc{View: &projector.View{VMID: 300, Cluster: "pve"}, Status: planner.Status{Kind: planner.Unmanaged}}
+	d := views.GuestDoc{View: &projector.View{VMID: 300, Cluster: "pve"}, Status: planner.Status{Kind: planner.Unmanaged}}
 	s := views.Summarise(&d)
 	if s.Observed != nil || s.Desired != nil || s.Last != nil || s.State != planner.Unmanaged {
 		t.Fatalf("summary %+v", s)

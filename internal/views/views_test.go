@@ -20,8 +20,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func ptr[T any](v T) *T { return &v }
 
-func doc(cluster string, vmid int, kind planner.StatusKind, reason string) planner.GuestDoc {
-	return planner.GuestDoc{
+func doc(cluster string, vmid int, kind planner.StatusKind, reason string) views.GuestDoc {
+	return views.GuestDoc{
 		View: &projector.View{VMID: vmid, Cluster: cluster, Desired: &events.Desired{VMID: vmid, Power: ptr(events.PowerRunning)},
 			DesiredSeq: uint64(vmid), Publisher: "test", Seq: uint64(vmid)},
 		Status:    planner.Status{Kind: kind, Reason: reason},
@@ -44,7 +44,11 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fixture{ctx: ctx, kv: kv, r: views.Reader{KV: kv, Cluster: "pve"}}
+	store, err := b.ViewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{ctx: ctx, kv: kv, r: views.Reader{Store: store, Cluster: "pve"}}
 }
 
 func (f fixture) put(t *testing.T, key string, v any) {
@@ -65,7 +69,7 @@ func TestListEmpty(t *testing.T) {
 		t.Fatalf("List of an empty bucket = %v, %v", docs, err)
 	}
 	// Only the cluster document: still no guests.
-	f.put(t, planner.ClusterKey("pve"), planner.ClusterDoc{Planner: "p"})
+	f.put(t, views.ClusterKey("pve"), views.ClusterDoc{Planner: "p"})
 	docs, err = f.r.List(f.ctx)
 	if err != nil || len(docs) != 0 {
 		t.Fatalf("List with only the cluster key = %v, %v", docs, err)
@@ -75,12 +79,12 @@ func TestListEmpty(t *testing.T) {
 func TestListSkipsClusterKeyAndSortsByVMID(t *testing.T) {
 	f := newFixture(t)
 	for _, vmid := range []int{2000, 101, 300, 1000, 400} {
-		f.put(t, planner.GuestKey("pve", vmid), doc("pve", vmid, planner.Converged, ""))
+		f.put(t, views.GuestKey("pve", vmid), doc("pve", vmid, planner.Converged, ""))
 	}
-	f.put(t, planner.ClusterKey("pve"), planner.ClusterDoc{Planner: "p", Seq: 9})
-	f.put(t, planner.GuestKey("lab", 150), doc("lab", 150, planner.Pending, ""))
-	f.put(t, planner.GuestKey("pve2", 160), doc("pve2", 160, planner.Pending, ""))
-	if err := f.kv.Delete(f.ctx, planner.GuestKey("pve", 400)); err != nil {
+	f.put(t, views.ClusterKey("pve"), views.ClusterDoc{Planner: "p", Seq: 9})
+	f.put(t, views.GuestKey("lab", 150), doc("lab", 150, planner.Pending, ""))
+	f.put(t, views.GuestKey("pve2", 160), doc("pve2", 160, planner.Pending, ""))
+	if err := f.kv.Delete(f.ctx, views.GuestKey("pve", 400)); err != nil {
 		t.Fatal(err)
 	}
 	docs, err := f.r.List(f.ctx)
@@ -106,7 +110,7 @@ func TestGuest(t *testing.T) {
 		t.Fatalf("Guest of a missing key = %+v, %v; want nil, nil", d, err)
 	}
 	want := doc("pve", 101, planner.Acting, "start: desired running")
-	f.put(t, planner.GuestKey("pve", 101), want)
+	f.put(t, views.GuestKey("pve", 101), want)
 	d, err = f.r.Guest(f.ctx, 101)
 	if err != nil {
 		t.Fatal(err)
@@ -115,11 +119,11 @@ func TestGuest(t *testing.T) {
 		t.Fatalf("Guest = %+v, want %+v", d, want)
 	}
 	// Another cluster's reader does not see it.
-	if d, err := (views.Reader{KV: f.kv, Cluster: "lab"}).Guest(f.ctx, 101); d != nil || err != nil {
+	if d, err := (views.Reader{Store: f.r.Store, Cluster: "lab"}).Guest(f.ctx, 101); d != nil || err != nil {
 		t.Fatalf("lab reader saw pve's guest: %+v %v", d, err)
 	}
 	// A corrupt document is an error, not a missing guest.
-	if _, err := f.kv.Put(f.ctx, planner.GuestKey("pve", 102), []byte("{")); err != nil {
+	if _, err := f.kv.Put(f.ctx, views.GuestKey("pve", 102), []byte("{")); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := f.r.Guest(f.ctx, 102); err == nil {
@@ -133,9 +137,9 @@ func TestClusterDoc(t *testing.T) {
 	if d != nil || err != nil {
 		t.Fatalf("ClusterDoc before any planner = %+v, %v; want nil, nil", d, err)
 	}
-	want := planner.ClusterDoc{State: projector.ClusterState{Cluster: "pve", HeartbeatAt: t0, HeartbeatSeq: 7, Reachable: true,
+	want := views.ClusterDoc{State: projector.ClusterState{Cluster: "pve", HeartbeatAt: t0, HeartbeatSeq: 7, Reachable: true,
 		Interval: 10 * time.Second}, Seq: 42, Planner: "planner-1", UpdatedAt: t0.Add(time.Second)}
-	f.put(t, planner.ClusterKey("pve"), want)
+	f.put(t, views.ClusterKey("pve"), want)
 	d, err = f.r.ClusterDoc(f.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -147,17 +151,17 @@ func TestClusterDoc(t *testing.T) {
 
 func TestWatchDeliversCurrentThenUpdates(t *testing.T) {
 	f := newFixture(t)
-	f.put(t, planner.GuestKey("pve", 101), doc("pve", 101, planner.Pending, "first"))
-	f.put(t, planner.GuestKey("pve", 102), doc("pve", 102, planner.Converged, ""))
-	f.put(t, planner.ClusterKey("pve"), planner.ClusterDoc{Planner: "p"})
-	f.put(t, planner.GuestKey("lab", 103), doc("lab", 103, planner.Pending, ""))
+	f.put(t, views.GuestKey("pve", 101), doc("pve", 101, planner.Pending, "first"))
+	f.put(t, views.GuestKey("pve", 102), doc("pve", 102, planner.Converged, ""))
+	f.put(t, views.ClusterKey("pve"), views.ClusterDoc{Planner: "p"})
+	f.put(t, views.GuestKey("lab", 103), doc("lab", 103, planner.Pending, ""))
 
 	ctx, cancel := context.WithCancel(f.ctx)
 	ch, err := f.r.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func() *planner.GuestDoc {
+	next := func() *views.GuestDoc {
 		t.Helper()
 		select {
 		case d, ok := <-ch:
@@ -179,17 +183,17 @@ func TestWatchDeliversCurrentThenUpdates(t *testing.T) {
 	}
 	// Then updates; the cluster key, deletions, corrupt and non-guest keys
 	// are not guest documents and are skipped.
-	f.put(t, planner.ClusterKey("pve"), planner.ClusterDoc{Planner: "q"})
-	if err := f.kv.Delete(f.ctx, planner.GuestKey("pve", 102)); err != nil {
+	f.put(t, views.ClusterKey("pve"), views.ClusterDoc{Planner: "q"})
+	if err := f.kv.Delete(f.ctx, views.GuestKey("pve", 102)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.kv.Put(f.ctx, planner.GuestKey("pve", 104), []byte("not json")); err != nil {
+	if _, err := f.kv.Put(f.ctx, views.GuestKey("pve", 104), []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.kv.Put(f.ctx, "pve.other", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	f.put(t, planner.GuestKey("pve", 101), doc("pve", 101, planner.Converged, "second"))
+	f.put(t, views.GuestKey("pve", 101), doc("pve", 101, planner.Converged, "second"))
 	if d := next(); d.View.VMID != 101 || d.Status.Kind != planner.Converged || d.Status.Reason != "second" {
 		t.Fatalf("update %+v %+v", d.View, d.Status)
 	}
@@ -212,7 +216,7 @@ func TestWatchDeliversCurrentThenUpdates(t *testing.T) {
 // handed to callers (Summarise and sorting dereference it).
 func TestDocumentsWithoutView(t *testing.T) {
 	f := newFixture(t)
-	f.put(t, planner.GuestKey("pve", 101), doc("pve", 101, planner.Converged, ""))
+	f.put(t, views.GuestKey("pve", 101), doc("pve", 101, planner.Converged, ""))
 	if _, err := f.kv.Put(f.ctx, "pve.other", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +225,7 @@ func TestDocumentsWithoutView(t *testing.T) {
 		t.Fatalf("List = %+v, %v; want only guest 101", docs, err)
 	}
 	for _, bad := range []string{`{}`, `null`, `{"status":{"state":"converged"}}`} {
-		if _, err := f.kv.Put(f.ctx, planner.GuestKey("pve", 102), []byte(bad)); err != nil {
+		if _, err := f.kv.Put(f.ctx, views.GuestKey("pve", 102), []byte(bad)); err != nil {
 			t.Fatal(err)
 		}
 		if d, err := f.r.Guest(f.ctx, 102); err == nil {

@@ -1,0 +1,98 @@
+package planloop
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/planner"
+)
+
+// Config configures a Loop. Zero fields take the defaults below;
+// [Config.Validate] fills and checks them.
+type Config struct {
+	// Planner configures the engine (cluster, name, partitions, policy,
+	// intervals); its Owner and DecodeWorkers are the loop's to set.
+	Planner planner.Config
+	// Stream is the journal stream's name, recorded in checkpoints.
+	Stream string
+	// Tick is how often time-based work runs: due retries, observer
+	// staleness, settling publishes, flushing documents.
+	Tick time.Duration
+	// LeaseTTL is how long a dead planner's partitions stay its own when
+	// several planners run (package lease); Replicas the lease bucket's
+	// replica count when this planner creates it.
+	LeaseTTL time.Duration
+	Replicas int
+	// Registerer receives the planner's metrics (nil: none).
+	Registerer prometheus.Registerer
+	Logger     zerolog.Logger
+	// Clock ticks the loop and stamps inputs (default clock.Real).
+	Clock clock.Clock
+	// Poison, if set, receives the events the engine could not fold
+	// (control.Router.Poison); they are logged either way.
+	Poison func(source, subject string, seq uint64, err error)
+}
+
+// Defaults, each with its reason.
+const (
+	// DefaultTick: a retry, a flush or a settled publish waits a quarter
+	// second at most, for four wake-ups a second.
+	DefaultTick = 250 * time.Millisecond
+	// DefaultLeaseTTL: a dead planner's guests are planned again by a
+	// survivor within about five seconds.
+	DefaultLeaseTTL = 5 * time.Second
+	// DefaultStream is the journal stream's default name.
+	DefaultStream = "PVE"
+)
+
+// Validate fills zero fields with defaults and checks the rest.
+func (c *Config) Validate() error {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Planner.FlushInterval == 0 {
+		c.Planner.FlushInterval = c.Tick // every tick
+	}
+	c.Clock = clock.Or(c.Clock)
+	switch {
+	case c.Tick < 0:
+		return fmt.Errorf("planloop.Config.Tick must be > 0, got %v", c.Tick)
+	case c.LeaseTTL < 0:
+		return fmt.Errorf("planloop.Config.LeaseTTL must be > 0, got %v", c.LeaseTTL)
+	}
+	return c.Planner.Validate()
+}
+
+type metrics struct {
+	folded  prometheus.Counter
+	planned *prometheus.CounterVec
+	guests  *prometheus.GaugeVec
+}
+
+func newMetrics(r prometheus.Registerer) *metrics {
+	m := &metrics{
+		folded: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_planner_events_folded_total",
+			Help: "Journal events folded into views."}),
+		planned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_planner_actions_planned_total",
+			Help: "Actions published, by operation."}, []string{"op"}),
+		guests: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_guests",
+			Help: "Guests by state."}, []string{"state"}),
+	}
+	if r != nil {
+		r.MustRegister(m.folded, m.planned, m.guests)
+	}
+	return m
+}

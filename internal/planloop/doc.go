@@ -1,0 +1,29 @@
+// Package planloop is the planner role's I/O loop around planner.Engine:
+// it follows the journal (journal.Follower) and feeds the engine its
+// events, ticks of its clock, the partitions its lease manager wins, and
+// what became of its publishes, document writes and checkpoints; it
+// carries out each planner.Ready the engine answers with, in the order the
+// engine documents: publish the actions (fenced, asynchronously,
+// journal.AsyncAppender), hand the documents to the views writer (package
+// views), write the checkpoint (zstd-compressed JSON in a
+// CheckpointStore), join the partition group once caught up.
+//
+// Everything that decides is in the engine, and scenario-tested there; the
+// loop only moves data between it and NATS, so it is tested against an
+// embedded server.
+//
+// # Start and stop
+//
+// [Loop.Run] restores the newest usable checkpoint (same cluster and
+// stream, within the stream's current range), follows the journal from
+// the event after it, and is [Loop.Ready] once the engine caught up. When
+// its context ends it flushes the documents still to write, leaves the
+// partition group, waits for a checkpoint being written, writes a last one
+// if the fold advanced, and lets the writer finish (at most five seconds).
+//
+// # Views bucket
+//
+// The loop watches the views bucket (views.WatchBucket): a bucket dropped
+// or replaced (converge rebuild) is recreated, and every document this
+// planner owns is written again from the fold.
+package planloop

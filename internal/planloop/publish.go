@@ -1,0 +1,62 @@
+package planloop
+
+import (
+	"errors"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/planner"
+)
+
+// publish sends one action fenced by the guest's action subject and with
+// its deterministic id as Nats-Msg-Id (planner.Publish), without waiting:
+// the outcome is settled on a later tick.
+func (l *Loop) publish(p planner.Publish) {
+	a := p.Action
+	body, err := events.Encode(a)
+	if err != nil {
+		l.log.Error().Err(err).Int("vmid", a.VMID).Msg("encode action")
+		l.eng.PublishFailed(a.VMID, a.ID, false, l.clk.Now())
+		return
+	}
+	m := events.Message{Subject: events.Subject(events.KindAction, a.Cluster, a.VMID), Data: body, Header: events.Header{}}
+	m.Header.Set(events.HeaderCorrelationID, a.CorrelationID)
+	x := journal.FencedAt(p.ExpectLastSeq)
+	x.MsgID = a.ID
+	f, err := l.j.AppendAsync(m, x)
+	if err != nil {
+		l.log.Warn().Err(err).Int("vmid", a.VMID).Str("action", a.ID).Msg("publish action failed; will retry")
+		l.eng.PublishFailed(a.VMID, a.ID, false, l.clk.Now())
+		return
+	}
+	l.pubs = append(l.pubs, pendingPub{vmid: a.VMID, id: a.ID, f: f})
+	l.metrics.planned.WithLabelValues(string(a.Op)).Inc()
+	l.log.Info().Int("vmid", a.VMID).Str("op", string(a.Op)).Str("action", a.ID).Str("reason", a.Reason).
+		Str("correlation_id", a.CorrelationID).Msg("action planned")
+}
+
+// settle reports finished publishes to the engine. A refused action (the
+// fence moved: another planner, or this one before a restart, acted first)
+// or a failed one frees its guest to be planned again from the fold; a
+// duplicate of an action already folded frees it too.
+func (l *Loop) settle() {
+	keep := l.pubs[:0]
+	for _, p := range l.pubs {
+		ack, err, done := p.f.Poll()
+		switch {
+		case !done:
+			keep = append(keep, p)
+		case err == nil:
+			l.eng.Published(p.vmid, p.id, ack.Duplicate)
+		default:
+			if errors.Is(err, journal.ErrFenced) {
+				l.log.Info().Int("vmid", p.vmid).Str("action", p.id).Msg("action fence moved; not planned twice")
+			} else {
+				l.log.Warn().Err(err).Int("vmid", p.vmid).Str("action", p.id).Msg("publish action failed; will replan")
+			}
+			l.eng.PublishFailed(p.vmid, p.id, true, l.clk.Now())
+		}
+	}
+	clear(l.pubs[len(keep):]) // settled futures hold their messages: let them go
+	l.pubs = keep
+}

@@ -1,0 +1,68 @@
+package views
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/converge-pve/converge/internal/clock"
+)
+
+// CheckpointDropper deletes a planner checkpoint (bus.Checkpoints).
+type CheckpointDropper interface {
+	Delete(ctx context.Context, name string) (deleted bool, err error)
+}
+
+// Rebuilt is what Rebuild did.
+type Rebuilt struct {
+	ViewsDropped      bool `json:"views_dropped"`
+	CheckpointDropped bool `json:"checkpoint_dropped"`
+}
+
+// Rebuild drops the views bucket and the planner's checkpoint named
+// checkpoint, and creates the bucket again, empty. The journal is not
+// touched: it is the source of truth. A running planner notices the new
+// bucket (WatchBucket) and writes every document again from its fold; one
+// started later folds the journal from the start.
+func Rebuild(ctx context.Context, store Store, ckpts CheckpointDropper, checkpoint string) (Rebuilt, error) {
+	var r Rebuilt
+	var err error
+	if r.ViewsDropped, err = store.Drop(ctx); err != nil {
+		return r, err
+	}
+	if r.CheckpointDropped, err = ckpts.Delete(ctx, checkpoint); err != nil {
+		return r, err
+	}
+	if err := store.Provision(ctx); err != nil {
+		return r, fmt.Errorf("recreate views bucket: %w", err)
+	}
+	return r, nil
+}
+
+// rewriteCheck is how often WaitRewritten polls the bucket.
+const rewriteCheck = 500 * time.Millisecond
+
+// WaitRewritten waits until a planner has written the cluster document
+// again, at or beyond seq, and the guest documents have stopped growing
+// (documents are written at most a thousand per flush: done when the count
+// holds for three checks). It returns the number of guest documents; ctx
+// bounds the wait.
+func WaitRewritten(ctx context.Context, r Reader, clk clock.Clock, seq uint64) (int, error) {
+	last, stable := -1, 0
+	for {
+		if cd, err := r.ClusterDoc(ctx); err == nil && cd != nil && cd.Seq >= seq {
+			if docs, err := r.List(ctx); err == nil {
+				if len(docs) == last {
+					if stable++; stable >= 3 {
+						return len(docs), nil
+					}
+				} else {
+					last, stable = len(docs), 0
+				}
+			}
+		}
+		if err := clock.Sleep(ctx, clk, rewriteCheck); err != nil {
+			return 0, err
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package planner
+
+import (
+	"slices"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
+)
+
+// Owner says which journal partitions this planner holds a lease on. The
+// engine publishes actions and documents only for guests of partitions it
+// holds; it asks before each publish and each flush.
+type Owner interface {
+	Held(partition int) bool
+}
+
+// Engine is the planner as a state machine: it takes inputs (journal
+// events, ticks of its clock, lease changes, what became of its publishes
+// and writes) and answers with [Ready], the work its I/O loop carries out.
+// It does no I/O, reads no clock and starts no goroutine, so a script can
+// drive it in microseconds (testdata/*.txtar). Its methods must be called
+// from one goroutine. See the package documentation for the ordering rules.
+type Engine struct {
+	cfg  Config
+	proj *projector.Projector
+
+	// target is the journal's last sequence when the loop began: folding
+	// up to it is catching up, and nothing is planned before.
+	target   uint64
+	caughtUp bool
+	// stale is whether observations were stale at the last tick: a flip
+	// replans every guest.
+	stale    bool
+	lastFull time.Time
+
+	decision map[int]Decision
+	// counts and retries are kept with decision so that neither a tick nor
+	// a flush walks every guest: at 10,000 guests that walk held up
+	// planning for milliseconds four times a second.
+	counts  map[StatusKind]int
+	retries map[int]time.Time
+	// awaiting holds guests whose action is handed out but not yet folded
+	// (at most one in flight per guest).
+	awaiting map[int]string
+	// deferred holds the guests folded while the engine was far behind the
+	// journal, in the order first touched; see Fold.
+	deferred      []int
+	isDeferred    map[int]bool
+	deferredSince time.Time
+
+	// written is the signature of each guest's last document handed out:
+	// a document is rewritten only when what status shows changed.
+	written   map[int]docSig
+	dirty     map[int]bool
+	lastFlush time.Time
+
+	lastCkpt    time.Time
+	lastCkptSeq uint64
+	ckptBusy    bool
+
+	out Ready
+}
+
+// Ready is the work an engine hands its loop. The loop carries it out in
+// this order: publish each of Actions (fenced, see [Publish]) and report
+// each outcome with [Engine.Published] or [Engine.PublishFailed]; hand
+// Flush to the view writer, reporting documents it refused or failed to
+// write with [Engine.Unwritten]; store Checkpoint and report with
+// [Engine.CheckpointWritten]; join the partition group once CaughtUp.
+type Ready struct {
+	Actions    []Publish
+	Flush      *Flush
+	Checkpoint *projector.Snapshot
+	// CaughtUp is set once, when the fold reaches the journal's end as it
+	// stood at Begin and the first full pass has run.
+	CaughtUp bool
+	// Resync is set when a resync request was folded (a full pass ran).
+	Resync bool
+	// Acquired counts the guests planned because their partitions were
+	// won (Engine.Acquired).
+	Acquired int
+	// Rewrite is set when every document was marked for rewriting.
+	Rewrite bool
+	// Unfolded are the events that could not be folded (skipped).
+	Unfolded []Unfolded
+}
+
+// Empty reports whether there is nothing to do.
+func (r *Ready) Empty() bool {
+	return len(r.Actions) == 0 && r.Flush == nil && r.Checkpoint == nil && !r.CaughtUp && !r.Resync &&
+		r.Acquired == 0 && !r.Rewrite && len(r.Unfolded) == 0
+}
+
+// Publish is one action to publish on the guest's action subject with
+// Nats-Msg-Id Action.ID (a replan of the same step after a restart is a
+// duplicate) and the fence Nats-Expected-Last-Subject-Sequence
+// ExpectLastSeq: the subject must still end at the action this plan saw.
+type Publish struct {
+	Action        events.Action
+	ExpectLastSeq uint64
+}
+
+// Flush is a batch of guest documents to write, with the cluster state and
+// the sequence they reflect.
+type Flush struct {
+	Docs  []Doc
+	State projector.ClusterState
+	Seq   uint64
+	At    time.Time
+}
+
+// Doc is a guest's view and the decision made from it. The view is a copy
+// the engine no longer touches.
+type Doc struct {
+	View     *projector.View
+	Decision Decision
+}
+
+// Unfolded is an event the fold skipped, and why.
+type Unfolded struct {
+	Seq     uint64
+	Subject string
+	Err     error
+}
+
+// NewEngine checks cfg and returns an engine with an empty fold.
+func NewEngine(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Engine{cfg: cfg, proj: projector.New(cfg.Cluster),
+		decision: map[int]Decision{}, counts: map[StatusKind]int{}, retries: map[int]time.Time{},
+		awaiting: map[int]string{}, isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
+		// Until a heartbeat is folded, observations count as stale: the
+		// first one flips this and replans every guest it blocked.
+		stale: true}, nil
+}
+
+// Config returns the validated configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Restore resumes from a checkpoint taken at now (before Begin).
+func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
+	p, err := projector.Restore(s, e.cfg.Cluster)
+	if err != nil {
+		return err
+	}
+	e.proj = p
+	e.lastCkptSeq, e.lastCkpt = s.Seq, now
+	return nil
+}
+
+// Begin tells the engine where the journal ended when the loop started:
+// folding up to target is catching up. An empty journal, or a checkpoint
+// already there, is caught up at once.
+func (e *Engine) Begin(target uint64, now time.Time) {
+	e.target = target
+	if target == 0 || e.proj.LastSeq >= target {
+		e.catchUp(now)
+	}
+}
+
+// LastSeq is the sequence of the last event folded.
+func (e *Engine) LastSeq() uint64 { return e.proj.LastSeq }
+
+// Guests is the number of guests the fold knows.
+func (e *Engine) Guests() int { return len(e.proj.Views) }
+
+// Counts returns how many guests are in each state (a copy).
+func (e *Engine) Counts() map[StatusKind]int {
+	out := make(map[StatusKind]int, len(e.counts))
+	for k, n := range e.counts {
+		out[k] = n
+	}
+	return out
+}
+
+// Decision returns the guest's last decision; false if it was never
+// planned.
+func (e *Engine) Decision(vmid int) (Decision, bool) {
+	d, ok := e.decision[vmid]
+	return d, ok
+}
+
+// Dirty is the number of guests whose document changed since it was last
+// handed out.
+func (e *Engine) Dirty() int { return len(e.dirty) }
+
+// Ready returns the work accumulated since the last call, and forgets it.
+func (e *Engine) Ready() Ready {
+	r := e.out
+	e.out = Ready{}
+	if r.Flush != nil {
+		r.Flush.Docs = newestDocs(r.Flush.Docs)
+	}
+	return r
+}
+
+// newestDocs keeps each guest's last document (two flushes may have met
+// in one Ready), ordered by vmid.
+func newestDocs(docs []Doc) []Doc {
+	seen := make(map[int]bool, len(docs))
+	out := docs[:0:0]
+	for i := len(docs) - 1; i >= 0; i-- {
+		if id := docs[i].View.VMID; !seen[id] {
+			seen[id] = true
+			out = append(out, docs[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b Doc) int { return a.View.VMID - b.View.VMID })
+	return out
+}

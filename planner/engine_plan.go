@@ -1,0 +1,183 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
+)
+
+// fold folds one event and, when caught up, plans its guest (unless
+// deferPlan) or does what it asks for (resync, tick); it returns the guest
+// it touched.
+func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, bool) {
+	ch := e.proj.Apply(ev)
+	if ch.Err != nil {
+		e.out.Unfolded = append(e.out.Unfolded, Unfolded{Seq: ev.Seq, Subject: ev.Subject, Err: ch.Err})
+	}
+	switch {
+	case ch.View != nil:
+		v := ch.View
+		if id, ok := e.awaiting[v.VMID]; ok && v.LastAction != nil && v.LastAction.ID == id {
+			delete(e.awaiting, v.VMID)
+		}
+		e.dirty[v.VMID] = true
+		if e.caughtUp && !deferPlan {
+			e.planGuest(v, now)
+		}
+		return v.VMID, true
+	case ch.Resync && e.caughtUp:
+		e.out.Resync = true
+		e.fullPass(now)
+	case ch.Cluster && e.caughtUp:
+		e.tick(now)
+	}
+	return 0, false
+}
+
+// foldDeferring is fold, except that while behind a guest's planning waits
+// for planDeferred.
+func (e *Engine) foldDeferring(ev projector.Event, behind bool, now time.Time) {
+	if !behind {
+		e.fold(ev, false, now)
+		return
+	}
+	vmid, ok := e.fold(ev, true, now)
+	if ok && !e.isDeferred[vmid] {
+		if len(e.deferred) == 0 {
+			e.deferredSince = now
+		}
+		e.isDeferred[vmid] = true
+		e.deferred = append(e.deferred, vmid)
+	}
+}
+
+// planDeferred plans the guests folded while behind, each once, in the
+// order they were first touched.
+func (e *Engine) planDeferred(now time.Time) {
+	for _, vmid := range e.deferred {
+		delete(e.isDeferred, vmid)
+		if v := e.proj.Views[vmid]; v != nil {
+			e.planGuest(v, now)
+		}
+	}
+	e.deferred = e.deferred[:0]
+}
+
+func (e *Engine) catchUp(now time.Time) {
+	e.caughtUp = true
+	e.out.CaughtUp = true
+	e.fullPass(now)
+}
+
+// tick: observer staleness flips and the periodic pass replan everyone,
+// otherwise due retries are planned; then documents and checkpoints.
+func (e *Engine) tick(now time.Time) {
+	st := e.proj.State
+	stale := st.HeartbeatAt.IsZero() || now.Sub(st.HeartbeatAt) > e.cfg.Policy.ObserverTimeout || !st.Reachable
+	switch {
+	case stale != e.stale || now.Sub(e.lastFull) >= e.cfg.FullPassInterval:
+		e.stale = stale
+		e.fullPass(now)
+	default:
+		var due []int
+		for vmid, at := range e.retries {
+			if !now.Before(at) {
+				due = append(due, vmid)
+			}
+		}
+		slices.Sort(due)
+		for _, vmid := range due {
+			if v := e.proj.Views[vmid]; v != nil {
+				e.planGuest(v, now)
+			}
+		}
+	}
+	if now.Sub(e.lastFlush) >= e.cfg.FlushInterval {
+		e.flush(now)
+	}
+	e.maybeCheckpoint(now)
+}
+
+// maybeCheckpoint hands out a copy of the fold when one is due and none is
+// being written.
+func (e *Engine) maybeCheckpoint(now time.Time) {
+	if e.cfg.CheckpointInterval < 0 || e.proj.LastSeq <= e.lastCkptSeq || now.Sub(e.lastCkpt) < e.cfg.CheckpointInterval || e.ckptBusy {
+		return
+	}
+	e.out.Checkpoint = e.proj.Snapshot()
+	e.lastCkpt, e.lastCkptSeq, e.ckptBusy = now, e.proj.LastSeq, true
+}
+
+func (e *Engine) fullPass(now time.Time) {
+	e.lastFull = now
+	ids := make([]int, 0, len(e.proj.Views))
+	for id := range e.proj.Views {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		e.planGuest(e.proj.Views[id], now)
+	}
+	e.flush(now)
+}
+
+// mine reports whether this planner holds the lease of vmid's partition.
+func (e *Engine) mine(vmid int) bool {
+	return e.cfg.Owner == nil || e.cfg.Owner.Held(events.Partition(e.cfg.Cluster, vmid, e.cfg.Partitions))
+}
+
+// planGuest plans one guest and hands out its first step, at most one
+// action in flight per guest.
+func (e *Engine) planGuest(v *projector.View, now time.Time) {
+	if _, ok := e.awaiting[v.VMID]; ok {
+		return
+	}
+	d := Plan(v, e.proj.State, e.cfg.Policy, now)
+	if e.cfg.OnDecision != nil {
+		e.cfg.OnDecision(v, d)
+	}
+	prev, had := e.decision[v.VMID]
+	e.decision[v.VMID] = d
+	if had {
+		e.counts[prev.Status.Kind]--
+	}
+	e.counts[d.Status.Kind]++
+	if d.Status.RetryAt.IsZero() {
+		delete(e.retries, v.VMID)
+	} else {
+		e.retries[v.VMID] = d.Status.RetryAt
+	}
+	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
+		e.dirty[v.VMID] = true
+	}
+	if len(d.Steps) == 0 || !e.mine(v.VMID) {
+		return
+	}
+	step := d.Steps[0]
+	a := events.Action{
+		Meta: events.NewMeta(e.cfg.Name, v.CorrelationID, now),
+		// Deterministic: a restarted planner replanning the same step
+		// publishes the same id, which the stream drops as a duplicate.
+		ID:   fmt.Sprintf("%s-%d-%d-%d", v.Cluster, v.VMID, v.DesiredSeq, v.RevisionActions+1),
+		VMID: v.VMID, Cluster: v.Cluster, Node: v.Observed.Node, Kind: v.Observed.Kind,
+		Op: step.Op, Set: step.Set, Delete: step.Delete, Timeout: step.Timeout, Reason: step.Reason,
+		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), Attempt: v.Failures + 1,
+	}
+	e.awaiting[v.VMID] = a.ID
+	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq})
+}
+
+func stepsEqual(a, b []Step) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Op != b[i].Op || a[i].Reason != b[i].Reason {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,112 @@
+package planner
+
+import (
+	"time"
+
+	"github.com/converge-pve/converge/projector"
+)
+
+// docSig is what makes a guest's document worth rewriting.
+type docSig struct {
+	kind                                      StatusKind
+	reason                                    string
+	desired, observed, action, result, reject uint64
+	started                                   bool
+}
+
+func sigOf(v *projector.View, d Decision) docSig {
+	sg := docSig{kind: d.Status.Kind, reason: d.Status.Reason, desired: v.DesiredSeq, observed: v.ObservedSeq,
+		action: v.LastActionSeq, result: v.LastResultSeq, started: v.Started != nil}
+	if v.Rejected != nil {
+		sg.reject = v.Rejected.Seq
+	}
+	return sg
+}
+
+// slim copies a view for its document without the observations results
+// embed (the view's own Observed is the newest of them).
+func slim(v *projector.View) *projector.View {
+	c := v.Clone()
+	if c.LastResult != nil && c.LastResult.Observed != nil {
+		r := *c.LastResult
+		r.Observed = nil
+		c.LastResult = &r
+	}
+	if c.Started != nil && c.Started.Observed != nil {
+		r := *c.Started
+		r.Observed = nil
+		c.Started = &r
+	}
+	return c
+}
+
+// maxDocsPerFlush bounds the documents of one flush: during a mass change
+// every guest's view changes at once, and writing them all each tick would
+// cost the loop and crowd the journal's own writes. The rest go out with
+// the following flushes (status lags, decisions do not).
+const maxDocsPerFlush = 1000
+
+// flush hands out the documents of changed guests this planner owns.
+func (e *Engine) flush(now time.Time) {
+	e.lastFlush = now
+	f := e.out.Flush
+	if f == nil {
+		f = &Flush{}
+		e.out.Flush = f
+	}
+	f.State, f.Seq, f.At = e.proj.State, e.proj.LastSeq, now
+	var out []int
+	for id := range e.dirty {
+		if len(f.Docs) >= maxDocsPerFlush {
+			break
+		}
+		v := e.proj.Views[id]
+		if v == nil || !e.mine(id) {
+			continue
+		}
+		d, ok := e.decision[id]
+		if !ok {
+			d = Plan(v, e.proj.State, e.cfg.Policy, now)
+		}
+		if sg := sigOf(v, d); e.written[id] != sg {
+			e.written[id] = sg
+			f.Docs = append(f.Docs, Doc{View: slim(v), Decision: d})
+			out = append(out, id)
+		}
+	}
+	// Documents not handed out this time stay dirty for the next flush.
+	for _, id := range out {
+		delete(e.dirty, id)
+	}
+	for id := range e.dirty {
+		if v := e.proj.Views[id]; v != nil {
+			if d, ok := e.decision[id]; ok && e.written[id] == sigOf(v, d) {
+				delete(e.dirty, id) // unchanged since written
+			}
+		} else {
+			delete(e.dirty, id) // a guest that never was (undecodable first event)
+		}
+		if !e.mine(id) {
+			delete(e.dirty, id) // its owner writes it; marked again if it comes here
+		}
+	}
+}
+
+// Unwritten reports documents the writer refused (busy with the previous
+// flush) or failed to write: they go out again with a later flush.
+func (e *Engine) Unwritten(vmids []int) {
+	for _, id := range vmids {
+		delete(e.written, id)
+		e.dirty[id] = true
+	}
+}
+
+// RewriteAll marks every document for rewriting: the view store was
+// dropped (converge rebuild) or lost, and is rebuilt from the fold.
+func (e *Engine) RewriteAll() {
+	clear(e.written)
+	for id := range e.proj.Views {
+		e.dirty[id] = true
+	}
+	e.out.Rewrite = true
+}

@@ -1,0 +1,475 @@
+package planner_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"rsc.io/script"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/scenario"
+	"github.com/converge-pve/converge/planner"
+	"github.com/converge-pve/converge/projector"
+)
+
+// TestScenarios runs the engine's scripted scenarios (testdata/*.txtar):
+// journal events in, actions, documents and checkpoints out, time moved
+// by the script. No server, no clock: each runs in milliseconds. The
+// commands are listed by `help` in a script; see newHarness.
+func TestScenarios(t *testing.T) {
+	scenario.Run(t, "testdata/*.txtar", func(t *testing.T) map[string]script.Cmd { return newHarness(t).cmds() })
+}
+
+// harness is one scenario's world: an engine, the journal it folds (a
+// sequence counter: events are folded as they are appended), the time,
+// and the partitions the planner holds.
+type harness struct {
+	t       *testing.T
+	e       *planner.Engine
+	cfg     planner.Config
+	now     time.Time
+	seq     uint64
+	pending uint64 // what the journal holds after the next fold
+	lost    map[int]bool
+	// outbox holds actions handed out and not yet published or refused.
+	outbox []planner.Publish
+	// lastAction is each guest's newest action in the journal (its id and
+	// sequence), for results.
+	lastAction map[int]planner.Publish
+	snapshot   *projector.Snapshot
+}
+
+var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, now: t0, lost: map[int]bool{}, lastAction: map[int]planner.Publish{}}
+	h.cfg = planner.Config{Name: "planner@test", Owner: h}
+	return h
+}
+
+// Held implements planner.Owner.
+func (h *harness) Held(p int) bool { return !h.lost[p] }
+
+func (h *harness) cmds() map[string]script.Cmd {
+	return map[string]script.Cmd{
+		"config":    scenario.Cmd("set engine options before begin", "key=value...", h.config),
+		"begin":     scenario.Cmd("start the engine: fold up to the journal's end is catching up", "", h.begin),
+		"restart":   scenario.Cmd("a new engine restored from the last checkpoint, then begin", "", h.restart),
+		"heartbeat": scenario.Cmd("fold an observer heartbeat read now", "[unreachable MESSAGE]", h.heartbeat),
+		"desired":   scenario.Cmd("fold a desired event", "VMID JSON", h.desired),
+		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D)", "VMID key=value...", h.observe),
+		"result":    scenario.Cmd("fold a result of the guest's newest action", "VMID STATUS [class=C] [error=E] [observe key=value...]", h.result),
+		"resync":    scenario.Cmd("fold a resync request", "", h.resync),
+		"behind":    scenario.Cmd("the next folds see N events after them in the journal", "N", h.behind),
+		"publish":   scenario.Cmd("the stream stores the handed-out actions; they are folded", "", h.publish),
+		"refuse":    scenario.Cmd("the stream refuses VMID's handed-out action (its fence moved)", "VMID", h.refuse),
+		"foreign":   scenario.Cmd("fold an action another planner published", "VMID OP", h.foreign),
+		"tick":      scenario.Cmd("advance the time (default 250ms) and tick", "[DURATION]", h.tick),
+		"advance":   scenario.Cmd("advance the time without a tick", "DURATION", h.advance),
+		"lease":     scenario.Cmd("lose or win partitions (all: every one)", "lose|win P...|all", h.lease),
+		"partition": scenario.Cmd("print the partition of a guest", "VMID", h.partition),
+		"status":    scenario.Cmd("print a guest's decision", "VMID", h.status),
+		"written":   scenario.Cmd("the last checkpoint was stored (or failed to be)", "[failed]", h.checkpointed),
+	}
+}
+
+func (h *harness) config(args []string) (string, error) {
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		var err error
+		switch k {
+		case "observe-only":
+			h.cfg.Policy.ObserveOnly = v != "false"
+		case "no-reboot":
+			no := false
+			h.cfg.Policy.RebootForPending = &no
+		case "backoff":
+			h.cfg.Policy.BackoffBase, err = time.ParseDuration(v)
+		case "checkpoint":
+			h.cfg.CheckpointInterval, err = time.ParseDuration(v)
+		default:
+			return "", fmt.Errorf("unknown option %q", k)
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+func (h *harness) begin([]string) (string, error) {
+	e, err := planner.NewEngine(h.cfg)
+	if err != nil {
+		return "", err
+	}
+	h.e = e
+	e.Begin(h.seq, h.now)
+	return h.ready(), nil
+}
+
+func (h *harness) restart([]string) (string, error) {
+	e, err := planner.NewEngine(h.cfg)
+	if err != nil {
+		return "", err
+	}
+	if h.snapshot != nil {
+		if err := e.Restore(h.snapshot, h.now); err != nil {
+			return "", err
+		}
+	}
+	h.e, h.outbox = e, nil
+	// What the checkpoint missed is the journal's tail: replayed from the
+	// harness's record is not possible, so scenarios restart right after
+	// a checkpoint, as a planner that checkpointed at shutdown does.
+	e.Begin(h.seq, h.now)
+	return h.ready(), nil
+}
+
+// fold appends one event to the journal and folds it.
+func (h *harness) fold(kind events.Kind, vmid int, hdr events.Header, body []byte) uint64 {
+	h.seq++
+	subject := events.ClusterSubject(kind, "pve")
+	if vmid != 0 {
+		subject = events.StoredSubject(kind, "pve", vmid, planner.DefaultPartitions)
+	}
+	h.e.Fold([]projector.Event{{Seq: h.seq, Subject: subject, Header: hdr, Data: body, Time: h.now}}, h.pending, h.now)
+	return h.seq
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (h *harness) heartbeat(args []string) (string, error) {
+	hb := events.Heartbeat{Meta: events.NewMeta("observer@test", "", h.now), Cluster: "pve", Observer: "observer@test",
+		Reachable: true, Interval: 10 * time.Second}
+	if len(args) > 0 && args[0] == "unreachable" {
+		hb.Reachable, hb.Error = false, strings.Join(args[1:], " ")
+	}
+	h.fold(events.KindHeartbeat, 0, nil, mustJSON(hb))
+	return h.ready(), nil
+}
+
+func vmidArg(args []string) (int, error) {
+	if len(args) == 0 {
+		return 0, fmt.Errorf("want a vmid")
+	}
+	return strconv.Atoi(args[0])
+}
+
+func (h *harness) desired(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil {
+		return "", err
+	}
+	hdr := events.Header{}
+	hdr.Set(events.HeaderPublisher, "test")
+	h.fold(events.KindDesired, vmid, hdr, []byte(strings.Join(args[1:], " ")))
+	return h.ready(), nil
+}
+
+// observation builds an observed guest from key=value settings: status,
+// node, kind, lock, cores, memory, name, description, tags, onboot,
+// digest, pending.KEY, exists, read_at (a duration from now).
+func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
+	o := &events.Observed{Meta: events.NewMeta("observer@test", "", h.now), VMID: vmid, Cluster: "pve", Exists: true,
+		Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d0", ReadAt: h.now, Source: events.SourceObserver,
+		Config: events.GuestConfig{Name: "vm" + strconv.Itoa(vmid), Cores: 1, MemoryMiB: 512, Tags: []string{}}}
+	for _, a := range kv {
+		k, v, _ := strings.Cut(a, "=")
+		var err error
+		switch {
+		case k == "status":
+			o.Status = v
+		case k == "node":
+			o.Node = v
+		case k == "kind":
+			o.Kind = events.GuestKind(v)
+		case k == "lock":
+			o.Lock = v
+		case k == "digest":
+			o.Digest = v
+		case k == "exists":
+			o.Exists = v != "false"
+		case k == "cores":
+			o.Config.Cores, err = strconv.Atoi(v)
+		case k == "memory":
+			o.Config.MemoryMiB, err = strconv.Atoi(v)
+		case k == "name":
+			o.Config.Name = v
+		case k == "description":
+			o.Config.Description = v
+		case k == "tags":
+			o.Config.Tags = events.ParseTags(v)
+		case k == "onboot":
+			o.Config.OnBoot = v == "1"
+		case strings.HasPrefix(k, "pending."):
+			if o.Pending == nil {
+				o.Pending = map[string]string{}
+			}
+			o.Pending[strings.TrimPrefix(k, "pending.")] = v
+		case k == "read_at":
+			var d time.Duration
+			d, err = time.ParseDuration(v)
+			o.ReadAt = h.now.Add(d)
+		default:
+			return nil, fmt.Errorf("unknown observation key %q", k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func (h *harness) observe(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil {
+		return "", err
+	}
+	o, err := h.observation(vmid, args[1:])
+	if err != nil {
+		return "", err
+	}
+	h.fold(events.KindObserved, vmid, nil, mustJSON(o))
+	return h.ready(), nil
+}
+
+func (h *harness) result(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil || len(args) < 2 {
+		return "", fmt.Errorf("want VMID STATUS: %v", err)
+	}
+	a, ok := h.lastAction[vmid]
+	if !ok {
+		return "", fmt.Errorf("guest %d has no published action", vmid)
+	}
+	r := events.Result{Meta: events.NewMeta("executor@test", a.Action.CorrelationID, h.now), ActionID: a.Action.ID,
+		VMID: vmid, Cluster: "pve", Op: a.Action.Op, Status: events.ResultStatus(args[1]), Executor: "executor@test"}
+	rest := args[2:]
+	for i, kv := range rest {
+		if kv == "observe" {
+			if r.Observed, err = h.observation(vmid, rest[i+1:]); err != nil {
+				return "", err
+			}
+			r.Observed.Source = events.SourceExecutor
+			break
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "class":
+			r.ErrorClass = events.ErrorClass(v)
+		case "error":
+			r.Error = v
+		default:
+			return "", fmt.Errorf("unknown result key %q", k)
+		}
+	}
+	h.fold(events.KindResult, vmid, nil, mustJSON(r))
+	return h.ready(), nil
+}
+
+func (h *harness) resync([]string) (string, error) {
+	h.fold(events.KindControl, 0, nil, mustJSON(events.Control{Meta: events.NewMeta("test", "", h.now), Command: events.CommandResync}))
+	return h.ready(), nil
+}
+
+func (h *harness) behind(args []string) (string, error) {
+	n, err := strconv.ParseUint(strings.Join(args, ""), 10, 64)
+	h.pending = n
+	return "", err
+}
+
+// publish: the stream stores every handed-out action (each fence holds in
+// the harness: it only refuses when told to), acknowledges it, and the
+// engine folds it from the journal.
+func (h *harness) publish([]string) (string, error) {
+	var b strings.Builder
+	out := h.outbox
+	h.outbox = nil
+	for _, p := range out {
+		h.lastAction[p.Action.VMID] = p
+		h.fold(events.KindAction, p.Action.VMID, nil, mustJSON(p.Action))
+		h.e.Published(p.Action.VMID, p.Action.ID, false)
+		b.WriteString(h.ready())
+	}
+	return b.String(), nil
+}
+
+func (h *harness) foreign(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil || len(args) != 2 {
+		return "", fmt.Errorf("want VMID OP: %v", err)
+	}
+	a := events.Action{Meta: events.NewMeta("planner@other", "", h.now), ID: fmt.Sprintf("other-%d", h.seq+1), VMID: vmid,
+		Cluster: "pve", Node: "pve1", Kind: events.QEMU, Op: events.Op(args[1]), Reason: "another planner"}
+	h.lastAction[vmid] = planner.Publish{Action: a}
+	h.fold(events.KindAction, vmid, nil, mustJSON(a))
+	return h.ready(), nil
+}
+
+func (h *harness) refuse(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil {
+		return "", err
+	}
+	for i, p := range h.outbox {
+		if p.Action.VMID == vmid {
+			h.outbox = append(h.outbox[:i], h.outbox[i+1:]...)
+			h.e.PublishFailed(vmid, p.Action.ID, true, h.now)
+			return "refused " + p.Action.ID + "\n" + h.ready(), nil
+		}
+	}
+	return "", fmt.Errorf("no handed-out action for %d", vmid)
+}
+
+func (h *harness) tick(args []string) (string, error) {
+	d := planner.DefaultFlushInterval
+	if len(args) > 0 {
+		var err error
+		if d, err = time.ParseDuration(args[0]); err != nil {
+			return "", err
+		}
+	}
+	h.now = h.now.Add(d)
+	h.e.Tick(h.now)
+	return h.ready(), nil
+}
+
+func (h *harness) advance(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", fmt.Errorf("want a duration")
+	}
+	d, err := time.ParseDuration(args[0])
+	h.now = h.now.Add(d)
+	return "", err
+}
+
+func (h *harness) lease(args []string) (string, error) {
+	if len(args) < 2 {
+		return "", fmt.Errorf("want lose|win P...")
+	}
+	var ps []int
+	if args[1] == "all" {
+		for p := range planner.DefaultPartitions {
+			ps = append(ps, p)
+		}
+	} else {
+		for _, a := range args[1:] {
+			p, err := strconv.Atoi(a)
+			if err != nil {
+				return "", err
+			}
+			ps = append(ps, p)
+		}
+	}
+	switch args[0] {
+	case "lose":
+		for _, p := range ps {
+			h.lost[p] = true
+		}
+		return "", nil
+	case "win":
+		for _, p := range ps {
+			delete(h.lost, p)
+		}
+		h.e.Acquired(ps, h.now)
+		return h.ready(), nil
+	}
+	return "", fmt.Errorf("lease %s: want lose or win", args[0])
+}
+
+func (h *harness) partition(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("partition %d\n", events.Partition("pve", vmid, planner.DefaultPartitions)), nil
+}
+
+func (h *harness) status(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil {
+		return "", err
+	}
+	d, ok := h.e.Decision(vmid)
+	if !ok {
+		return "not planned\n", nil
+	}
+	out := fmt.Sprintf("%s: %s\n", d.Status.Kind, d.Status.Reason)
+	for _, s := range d.Steps {
+		out += fmt.Sprintf("step %s: %s\n", s.Op, s.Reason)
+	}
+	if !d.Status.RetryAt.IsZero() {
+		out += fmt.Sprintf("retry at +%s\n", d.Status.RetryAt.Sub(t0))
+	}
+	return out, nil
+}
+
+func (h *harness) checkpointed(args []string) (string, error) {
+	var err error
+	if len(args) > 0 && args[0] == "failed" {
+		err = fmt.Errorf("object store unavailable")
+	}
+	h.e.CheckpointWritten(err)
+	return "", nil
+}
+
+// ready prints the engine's Ready: one line per action handed out (kept in
+// the outbox until published or refused), the documents of a flush with
+// each guest's state, and the rest.
+func (h *harness) ready() string {
+	r := h.e.Ready()
+	var b strings.Builder
+	if r.CaughtUp {
+		b.WriteString("caught up\n")
+	}
+	if r.Resync {
+		b.WriteString("resync: full pass\n")
+	}
+	for _, u := range r.Unfolded {
+		fmt.Fprintf(&b, "unfolded %d: %v\n", u.Seq, u.Err)
+	}
+	if r.Acquired > 0 {
+		fmt.Fprintf(&b, "acquired %d guests\n", r.Acquired)
+	}
+	for _, p := range r.Actions {
+		a := p.Action
+		fmt.Fprintf(&b, "action %d %s id=%s fence=%d desired=%d basis=%d attempt=%d", a.VMID, a.Op, a.ID, p.ExpectLastSeq,
+			a.DesiredSeq, a.BasisSeq, a.Attempt)
+		keys := make([]string, 0, len(a.Set))
+		for k := range a.Set {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%s", k, a.Set[k])
+		}
+		for _, k := range a.Delete {
+			fmt.Fprintf(&b, " -%s", k)
+		}
+		fmt.Fprintf(&b, ": %s\n", a.Reason)
+		h.outbox = append(h.outbox, p)
+	}
+	if f := r.Flush; f != nil && len(f.Docs) > 0 {
+		b.WriteString("docs")
+		for _, d := range f.Docs {
+			fmt.Fprintf(&b, " %d=%s", d.View.VMID, d.Decision.Status.Kind)
+		}
+		fmt.Fprintf(&b, " (seq %d)\n", f.Seq)
+	}
+	if r.Checkpoint != nil {
+		fmt.Fprintf(&b, "checkpoint seq=%d guests=%d\n", r.Checkpoint.Seq, len(r.Checkpoint.Views))
+		h.snapshot = r.Checkpoint
+	}
+	return b.String()
+}

@@ -1,0 +1,56 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// StatusKind is a guest's state as converge reports it.
+type StatusKind string
+
+// Guest states (DESIGN.md §3).
+const (
+	Converged StatusKind = "converged"
+	Pending   StatusKind = "pending"
+	Acting    StatusKind = "acting"
+	Error     StatusKind = "error"
+	Blocked   StatusKind = "blocked"
+	Rejected  StatusKind = "rejected"
+	Unmanaged StatusKind = "unmanaged"
+)
+
+// StatusKinds lists every state, in the order status tables show them.
+var StatusKinds = []StatusKind{Converged, Pending, Acting, Error, Blocked, Rejected, Unmanaged}
+
+// Status is a guest's state with the reason for it.
+type Status struct {
+	Kind   StatusKind `json:"state"`
+	Reason string     `json:"reason,omitempty"`
+	// Drift lists the differences between desired and observed.
+	Drift []string `json:"drift,omitempty"`
+	// RetryAt is when a failed guest is tried again.
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// Step is one planned action, before the service gives it an id.
+type Step struct {
+	Op      events.Op         `json:"op"`
+	Set     map[string]string `json:"set,omitempty"`
+	Delete  []string          `json:"delete,omitempty"`
+	Timeout time.Duration     `json:"timeout_ns,omitempty"`
+	Reason  string            `json:"reason"`
+}
+
+// Decision is Plan's answer for one guest: its status and the ordered
+// actions still needed. The service acts on Steps[0] only; the rest say
+// what will follow.
+type Decision struct {
+	Status Status `json:"status"`
+	Steps  []Step `json:"steps,omitempty"`
+}
+
+func decide(kind StatusKind, format string, a ...any) Decision {
+	return Decision{Status: Status{Kind: kind, Reason: fmt.Sprintf(format, a...)}}
+}
