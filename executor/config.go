@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,38 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/pve"
-)
-
-// Proxmox is what an executor needs from Proxmox VE. *pve.Client satisfies
-// it. Every mutation sends exactly one request and returns the task to
-// journal before anything waits on it (see package pve).
-type Proxmox interface {
-	pve.PowerController // Start, Stop, Shutdown, Reboot
-	pve.ConfigWriter    // UpdateConfig
-	pve.GuestReader     // GuestStatus, GuestConfig
-	WaitTask(ctx context.Context, t pve.TaskRef, opts pve.WaitOptions) (pve.TaskResult, error)
-}
-
-// TaskFinder may additionally be implemented by a [Proxmox]. It closes the
-// one window the journal cannot: an executor that died after Proxmox
-// accepted a mutation but before the task id was journalled. For a
-// redelivered action with no journalled task, the executor asks the finder
-// for a task of the action's operation on the guest started since the action
-// was planned, and adopts it (journals it and waits on it) instead of
-// issuing the mutation again. Without a finder, the guest's state is
-// re-checked instead (see the package documentation). *pve.Client is one.
-type TaskFinder interface {
-	// FindTask returns the newest task that operation op started for
-	// ref.VMID on ref.Node (one of the types [pve.TaskTypes] lists) at or
-	// after since, in whole seconds, running or finished; found is false
-	// when there is none.
-	FindTask(ctx context.Context, ref pve.GuestRef, op pve.Op, since time.Time) (t pve.TaskRef, found bool, err error)
-}
-
-var (
-	_ Proxmox    = (*pve.Client)(nil)
-	_ TaskFinder = (*pve.Client)(nil)
+	"github.com/converge-pve/converge/internal/clock"
 )
 
 // Config configures an [Executor]. Defaults and validation live in
@@ -58,6 +26,10 @@ type Config struct {
 	// prefix of its per-partition durable consumers <Consumer>-pNN
 	// (default "executor-<cluster>").
 	Consumer string
+	// Partitions is the journal's partition count (default 16, the
+	// stream's default); Replicas the lease bucket's replica count when
+	// this executor creates it (default 1).
+	Partitions, Replicas int
 	// Concurrency is how many actions this executor runs at once, over all
 	// its partitions; it is also each partition consumer's MaxAckPending
 	// (default 64).
@@ -77,14 +49,19 @@ type Config struct {
 	// (default 60s; negative: abandon at once). An abandoned action is
 	// redelivered and resumed from the journal.
 	DrainTimeout time.Duration
-	// Clock returns the time for event metadata and read-back timestamps
-	// (default time.Now).
-	Clock func() time.Time
+	// Clock is the time of event metadata and read-backs, and of every
+	// wait (default clock.Real).
+	Clock clock.Clock
 	// Logger receives structured logs. Secrets are never logged.
 	Logger zerolog.Logger
+	// Poison, if set, receives the actions terminated as undecodable
+	// (control.Router.Poison); they are logged either way.
+	Poison func(source, subject string, seq uint64, err error)
 }
 
 const (
+	// DefaultPartitions is the journal stream's default partition count.
+	DefaultPartitions = 16
 	// DefaultConcurrency leaves room for many guests' long tasks (clones,
 	// shutdowns) without letting one burst flood Proxmox's workers.
 	DefaultConcurrency = 64
@@ -101,6 +78,10 @@ const (
 	// pullBatch is the most actions buffered client-side per pull: small,
 	// so that buffered actions do not age towards AckWait unseen.
 	pullBatch = 16
+	// pullExpiry keeps pull requests short: a request that stops making
+	// progress under load is replaced within seconds rather than after the
+	// 30 s default.
+	pullExpiry = 5 * time.Second
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -119,6 +100,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Consumer == "" {
 		c.Consumer = "executor-" + c.Cluster
+	}
+	// The journal's own settings: its connection checked them (bus.Config).
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
 	}
 	switch {
 	case c.Concurrency < 0:
@@ -145,16 +133,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
+	c.Clock = clock.Or(c.Clock)
 	return c, nil
 }
 
-// Validate reports the first problem with c, after defaults.
-func (c Config) Validate() error {
-	_, err := c.withDefaults()
-	return err
-}
-
-var errNilDependency = errors.New("executor: New needs a Proxmox and a bus")
+var errNilDependency = errors.New("executor: New needs a Proxmox and a journal")

@@ -4,9 +4,13 @@
 //
 // # Usage
 //
-//	ex, err := executor.New(executor.Config{Cluster: "pve", Name: host}, pveClient, b)
+//	ex, err := executor.New(executor.Config{Cluster: "pve", Name: host}, pveClient, b, b.LeaseStore)
 //	...
 //	err = ex.Run(ctx) // until ctx ends; then drains in-flight actions
+//
+// The executor reaches NATS only through its [Journal] (direct reads,
+// fenced appends, the partitions' work consumers: *bus.Bus) and a lease
+// store, and time only through Config.Clock.
 //
 // # Consumption and scale-out
 //
@@ -17,7 +21,7 @@
 // lease TTL when an owner dies and to a newcomer when one joins (the old
 // owner stops taking the partition's actions and finishes the in-flight
 // ones before handing it over). An owner consumes its partition through a
-// durable pull consumer <group>-pNN ([Executor.ConsumerConfig]) filtered to
+// durable pull consumer <group>-pNN ([Executor.WorkSpec]) filtered to
 // pve.action.<cluster>.*.<NN>, with explicit acks, AckWait (InProgress
 // every AckWait/3 while an action is handled, so long tasks keep their
 // message; a dead owner's un-acknowledged actions come back after AckWait
@@ -126,7 +130,10 @@
 //
 // # Testing
 //
-// Tests run the executor against an embedded JetStream server per test
+// Scenario tests (testdata/*.txtar) hand deliveries to [Executor.Handle]
+// from an in-memory journal (journaltest), against a scripted Proxmox, on
+// a fake clock: the protocol above, crashes included, in milliseconds.
+// Integration tests run it against an embedded JetStream server per test
 // (internal/bus/bustest) and the Proxmox simulator (internal/pvesim) over
 // HTTP; the crash test re-executes the test binary as an executor process
 // and kills it with SIGKILL mid-task.

@@ -9,13 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
-	"github.com/converge-pve/converge/internal/pve"
 )
 
 // Executor runs a cluster's actions against Proxmox. Create it with [New]
@@ -24,23 +23,23 @@ type Executor struct {
 	cfg    Config
 	px     Proxmox
 	finder TaskFinder // nil unless px implements it
-	bus    *bus.Bus
+	j      Journal
+	clk    clock.Clock
 	log    zerolog.Logger
 
-	stream  jetstream.Stream // set by Run
-	workCtx context.Context  // set by Run: in-flight work, cancelled after the drain
-	leases  *lease.Manager   // set by Run
-	member  string           // this instance's id in the executor group
-	sem     chan struct{}    // bounds actions in progress in this process
+	workCtx context.Context // set by Run: in-flight work, cancelled after the drain
+	leases  *lease.Manager  // nil without a lease store
+	// owner fences mutations: the action's partition must be held (nil:
+	// every partition is, as for an executor outside any group).
+	owner  interface{ Held(p int) bool }
+	member string        // this instance's id in the executor group
+	sem    chan struct{} // bounds actions in progress in this process
 	// workers hands an action to an idle worker goroutine; stopWorkers
 	// ends the idle ones once Run is done.
 	workers     chan func()
 	stopWorkers chan struct{}
 	idle        atomic.Int32 // workers waiting; at most Concurrency stay
 	ran         atomic.Bool
-	// noBatchGet: the server does not batch direct gets; read the journal
-	// one subject at a time.
-	noBatchGet atomic.Bool
 
 	mu       sync.Mutex
 	closed   bool                // no new handlers once set
@@ -57,19 +56,21 @@ type guestLock struct {
 	refs int
 }
 
-// New validates cfg and returns an Executor. It does no I/O.
-func New(cfg Config, px Proxmox, b *bus.Bus) (*Executor, error) {
+// New validates cfg and returns an Executor. It does no I/O. leases opens
+// the store of the executor group's partition leases (bus.Bus.LeaseStore).
+func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if px == nil || b == nil {
+	if px == nil || j == nil || leases == nil {
 		return nil, errNilDependency
 	}
 	e := &Executor{
 		cfg:         cfg,
 		px:          px,
-		bus:         b,
+		j:           j,
+		clk:         cfg.Clock,
 		log:         cfg.Logger.With().Str("role", "executor").Str("executor", cfg.Name).Str("cluster", cfg.Cluster).Logger(),
 		inFlight:    map[string]struct{}{},
 		parts:       map[int]*partition{},
@@ -82,36 +83,35 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Executor, error) {
 	if f, ok := px.(TaskFinder); ok {
 		e.finder = f
 	}
-	bc := b.Config()
-	e.leases, err = lease.New(lease.Config{Group: cfg.Consumer, Member: e.member, Partitions: bc.Partitions,
-		TTL: cfg.LeaseTTL, Replicas: bc.Replicas, ReleaseTimeout: max(cfg.DrainTimeout, 0) + 5*time.Second,
-		OnAcquire: e.startPartition, OnRelease: e.releasePartition, OnLost: e.losePartition, Logger: e.log}, b.JS)
+	e.leases, err = lease.New(lease.Config{Group: cfg.Consumer, Member: e.member, Partitions: cfg.Partitions,
+		TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, ReleaseTimeout: max(cfg.DrainTimeout, 0) + 5*time.Second,
+		OnAcquire: e.startPartition, OnRelease: e.releasePartition, OnLost: e.losePartition, Logger: e.log,
+		Clock: cfg.Clock}, leases)
 	if err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
+	e.owner = e.leases
 	return e, nil
 }
 
 // ConsumerName is the durable consumer of partition p's actions.
 func (e *Executor) ConsumerName(p int) string { return fmt.Sprintf("%s-p%02d", e.cfg.Consumer, p) }
 
-// ConsumerConfig is the durable consumer of partition p that an owner of p
-// creates or updates.
-func (e *Executor) ConsumerConfig(p int) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
+// WorkSpec is the durable consumer of partition p that an owner of p
+// creates or updates: explicit acks, redelivery without limit after
+// AckWait (a poison action is Termed by the handler instead).
+func (e *Executor) WorkSpec(p int) journal.WorkSpec {
+	return journal.WorkSpec{
 		Durable:     e.ConsumerName(p),
 		Description: fmt.Sprintf("converge executors of cluster %s, partition %d", e.cfg.Cluster, p),
 		// Stored form: the stream appends the partition token.
-		FilterSubject: events.ClusterSubject(events.KindAction, e.cfg.Cluster) + ".*." + strconv.Itoa(p),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       e.cfg.AckWait,
+		Filter:  events.ClusterSubject(events.KindAction, e.cfg.Cluster) + ".*." + strconv.Itoa(p),
+		AckWait: e.cfg.AckWait,
 		// Guests of a partition run in parallel; Concurrency also bounds
 		// the whole process (sem).
 		MaxAckPending: e.cfg.Concurrency,
-		// Unlimited: an action must never be dropped silently (invariant 4);
-		// a poison action is Termed by the handler instead.
-		MaxDeliver: -1,
+		Batch:         min(e.cfg.Concurrency, pullBatch),
+		Expiry:        pullExpiry,
 	}
 }
 
@@ -120,7 +120,7 @@ type partition struct {
 	p      int
 	ctx    context.Context // cancelled when the partition is lost
 	cancel context.CancelFunc
-	cc     jetstream.ConsumeContext
+	stop   func()         // stops the consumer; nil until it runs
 	closed bool           // no new handlers once set (under Executor.mu)
 	wg     sync.WaitGroup // its handlers
 }
@@ -137,22 +137,19 @@ func (e *Executor) Run(ctx context.Context) error {
 	if !e.ran.CompareAndSwap(false, true) {
 		return errors.New("executor: Run called twice")
 	}
-	s, _, err := e.bus.WaitStream(ctx)
-	if err != nil {
+	if _, err := e.j.Info(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("executor: stream %s: %w", e.bus.Config().Stream, err)
+		return fmt.Errorf("executor: journal: %w", err)
 	}
-	e.stream = s
 
 	// workCtx outlives ctx by the drain bound: in-flight actions finish.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	e.workCtx = workCtx
 
-	bc := e.bus.Config()
-	e.log.Info().Str("member", e.member).Int("partitions", bc.Partitions).Int("concurrency", e.cfg.Concurrency).
+	e.log.Info().Str("member", e.member).Int("concurrency", e.cfg.Concurrency).
 		Dur("ack_wait", e.cfg.AckWait).Bool("task_finder", e.finder != nil).Msg("executor running")
 
 	// Run returns once every partition is released (drained or, after
@@ -164,16 +161,16 @@ func (e *Executor) Run(ctx context.Context) error {
 			cancelWork()
 			return
 		}
-		t := time.NewTimer(e.cfg.DrainTimeout)
+		t := e.clk.NewTimer(e.cfg.DrainTimeout)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.C():
 			e.log.Warn().Msg("drain timeout: abandoning in-flight actions; they will be redelivered and resumed")
 			cancelWork()
 		case <-stopDrain:
 		}
 	}()
-	err = e.leases.Run(ctx)
+	err := e.leases.Run(ctx)
 	close(stopDrain)
 	e.mu.Lock()
 	e.closed = true
@@ -214,42 +211,26 @@ func (e *Executor) startPartition(p int) {
 		defer e.wg.Done()
 		delay := 100 * time.Millisecond
 		for {
-			cc, err := e.consume(pctx, pt)
+			stop, err := e.j.Consume(pctx, e.WorkSpec(p), func(d journal.Delivery) { e.dispatch(pt, d) })
 			if err == nil {
 				e.mu.Lock()
 				if pt.closed {
 					e.mu.Unlock()
-					cc.Stop()
+					stop()
 					return
 				}
-				pt.cc = cc
+				pt.stop = stop
 				e.mu.Unlock()
 				e.log.Info().Int("partition", p).Str("consumer", e.ConsumerName(p)).Msg("consuming partition")
 				return
 			}
 			e.log.Warn().Err(err).Int("partition", p).Msg("partition consumer not started; retrying")
-			if pve.Sleep(pctx, delay) != nil {
+			if clock.Sleep(pctx, e.clk, delay) != nil {
 				return
 			}
 			delay = min(2*delay, 5*time.Second)
 		}
 	}()
-}
-
-func (e *Executor) consume(ctx context.Context, pt *partition) (jetstream.ConsumeContext, error) {
-	cons, err := e.stream.CreateOrUpdateConsumer(ctx, e.ConsumerConfig(pt.p))
-	if err != nil {
-		return nil, err
-	}
-	return cons.Consume(func(msg jetstream.Msg) { e.dispatch(pt, msg) },
-		jetstream.PullMaxMessages(min(e.cfg.Concurrency, pullBatch)),
-		// Short pull requests: a request that stops making progress under load
-		// is replaced within seconds rather than after the 30 s default.
-		jetstream.PullExpiry(5*time.Second),
-		jetstream.PullHeartbeat(bus.ConsumeHeartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			e.log.Warn().Err(err).Int("partition", pt.p).Msg("consume")
-		}))
 }
 
 // releasePartition hands a partition over: stop taking its actions, let
@@ -278,10 +259,10 @@ func (e *Executor) losePartition(p int) {
 func (e *Executor) stopPartition(pt *partition, abandon bool) {
 	e.mu.Lock()
 	pt.closed = true
-	cc := pt.cc
+	stop := pt.stop
 	e.mu.Unlock()
-	if cc != nil {
-		cc.Stop()
+	if stop != nil {
+		stop()
 	}
 	if abandon {
 		pt.cancel()
@@ -303,7 +284,7 @@ func (e *Executor) Partitions() []int {
 
 // dispatch hands one delivery to its own goroutine. It runs on the
 // consumer's callback goroutine, so it must not block.
-func (e *Executor) dispatch(pt *partition, msg jetstream.Msg) {
+func (e *Executor) dispatch(pt *partition, d journal.Delivery) {
 	e.mu.Lock()
 	if e.closed || pt.closed {
 		e.mu.Unlock()
@@ -315,7 +296,7 @@ func (e *Executor) dispatch(pt *partition, msg jetstream.Msg) {
 	job := func() {
 		defer e.wg.Done()
 		defer pt.wg.Done()
-		e.handle(pt.ctx, pt.p, msg)
+		e.Handle(pt.ctx, pt.p, d)
 	}
 	select {
 	case e.workers <- job:

@@ -303,7 +303,7 @@ func TestFailures(t *testing.T) {
 		v.publishAction(a)
 		r := v.waitResult(101, a.ID, "final")
 		checkJournalled(t, of(v.results(101), a.ID), events.ResultFailed)
-		if r.ErrorClass != pve.ClassTransient.String() || !strings.Contains(r.Error, "got timeout") || len(r.TaskLog) == 0 {
+		if r.ErrorClass != pve.ClassTransient.Event() || !strings.Contains(r.Error, "got timeout") || len(r.TaskLog) == 0 {
 			t.Fatalf("failed task result: %+v", r.Result)
 		}
 		if r.Observed.Status != "stopped" {

@@ -22,11 +22,8 @@ func TestLostPartitionNeverMutates(t *testing.T) {
 	defer cancel()
 	b := bustest.New(t)
 	px := &gatedProxmox{gate: make(chan struct{}), issued: make(chan struct{})}
-	e, err := New(Config{Name: "stale", Logger: zerolog.New(zerolog.NewTestWriter(t))}, px, b)
+	e, err := New(Config{Name: "stale", Logger: zerolog.New(zerolog.NewTestWriter(t))}, px, b, b.LeaseStore)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if e.stream, err = b.Stream(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The lease manager never ran: no partition is held.
@@ -37,18 +34,14 @@ func TestLostPartitionNeverMutates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := e.stream.GetMsg(ctx, ack.Sequence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := &fakeMsg{subject: s.Subject, data: body, seq: ack.Sequence, delivered: 1}
-	info, _ := events.ParseSubject(s.Subject)
-	e.handle(ctx, info.Partition, msg)
+	msg := deliver(t, ctx, b, ack.Sequence, 1)
+	info, _ := events.ParseSubject(msg.Entry().Subject)
+	e.Handle(ctx, info.Partition, msg)
 	if n := px.starts.Load(); n != 0 {
 		t.Fatalf("%d starts issued without the partition's lease", n)
 	}
-	if msg.acks.Load()+msg.naks.Load()+msg.terms.Load() != 0 {
-		t.Fatal("the action was acknowledged, nak'd or terminated: it must be left for the partition's owner")
+	if a, terms, _ := msg.Counts(); a+terms != 0 {
+		t.Fatal("the action was acknowledged or terminated: it must be left for the partition's owner")
 	}
 	if rec, err := journalRecord(ctx, e, 101, "a1", ack.Sequence); err != nil || rec.final != nil || rec.started != nil {
 		t.Fatalf("journal after the fenced handler: %+v, %v", rec, err)
@@ -62,11 +55,8 @@ func TestLateResultRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b := bustest.New(t)
-	e, err := New(Config{Name: "late", Logger: zerolog.New(zerolog.NewTestWriter(t))}, &gatedProxmox{}, b)
+	e, err := New(Config{Name: "late", Logger: zerolog.New(zerolog.NewTestWriter(t))}, &gatedProxmox{}, b, b.LeaseStore)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if e.stream, err = b.Stream(ctx); err != nil {
 		t.Fatal(err)
 	}
 	a := events.Action{Meta: events.NewMeta("planner", "c1", time.Now()), ID: "a1", VMID: 101, Cluster: "pve", Op: events.OpStart}
@@ -79,7 +69,7 @@ func TestLateResultRefused(t *testing.T) {
 	j := &job{e: e, a: a, log: e.log}
 	other := j.result(events.ResultStarted)
 	other.Executor, other.UPID = "new-owner", "UPID:pve1:1:1:1:qmstart:101:root@pam:"
-	if _, err := e.publishResult(ctx, other); err != nil {
+	if _, err := e.publishResult(ctx, other, 0); err != nil {
 		t.Fatal(err)
 	}
 	err = j.publish(ctx, j.result(events.ResultSucceeded))
@@ -88,9 +78,11 @@ func TestLateResultRefused(t *testing.T) {
 	}
 	// A job whose view is current writes, and its mark advances.
 	j2 := &job{e: e, a: a, log: e.log}
-	if j2.resultSeq, err = e.lastSeq(ctx, events.KindResult, 101); err != nil {
+	l, err := e.readLasts(ctx, 101)
+	if err != nil {
 		t.Fatal(err)
 	}
+	j2.resultSeq = seqOf(l.result)
 	if err := j2.publish(ctx, j2.result(events.ResultSucceeded)); err != nil {
 		t.Fatalf("current result refused: %v", err)
 	}
@@ -103,40 +95,4 @@ func journalRecord(ctx context.Context, e *Executor, vmid int, actionID string, 
 		return record{}, err
 	}
 	return e.readRecord(ctx, vmid, actionID, seq, seqOf(l.action), seqOf(l.result))
-}
-
-// TestReadLastsBatchedAndOneByOne: the batched read of a guest's newest
-// entries and the one-subject-at-a-time reads (servers that cannot batch)
-// agree.
-func TestReadLastsBatchedAndOneByOne(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := bustest.New(t)
-	e, err := New(Config{Name: "x", Logger: zerolog.New(zerolog.NewTestWriter(t))}, &gatedProxmox{}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.stream, err = b.Stream(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []events.Kind{events.KindDesired, events.KindAction, events.KindDesired, events.KindResult} {
-		if _, err := b.Publish(ctx, events.Subject(k, "pve", 101), []byte(`{"vmid":101}`), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	batched, err := e.readLasts(ctx, 101)
-	if err != nil || e.noBatchGet.Load() {
-		t.Fatalf("batched: %v (fell back: %v)", err, e.noBatchGet.Load())
-	}
-	e.noBatchGet.Store(true)
-	single, err := e.readLasts(ctx, 101)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if seqOf(batched.action) != 2 || seqOf(batched.result) != 4 || seqOf(batched.desired) != 3 || batched.observed != nil {
-		t.Fatalf("batched %d %d %d %v", seqOf(batched.action), seqOf(batched.result), seqOf(batched.desired), batched.observed)
-	}
-	if seqOf(single.action) != 2 || seqOf(single.result) != 4 || seqOf(single.desired) != 3 || single.observed != nil {
-		t.Fatalf("one by one %d %d %d %v", seqOf(single.action), seqOf(single.result), seqOf(single.desired), single.observed)
-	}
 }

@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
 // job is one delivery of one action being handled.
 type job struct {
 	e         *Executor
-	msg       jetstream.Msg
+	d         journal.Delivery
 	a         events.Action
 	seq       uint64 // the action's stream sequence
 	delivered uint64 // delivery count, 1 on first delivery
@@ -32,28 +31,29 @@ type job struct {
 	log       zerolog.Logger
 }
 
-// handle runs one delivery. It acknowledges the message only after the
-// action's final result is journalled (or found journalled); every other
-// way out leaves it un-acknowledged for redelivery.
-func (e *Executor) handle(ctx context.Context, part int, msg jetstream.Msg) {
-	md, err := msg.Metadata()
-	if err != nil {
-		e.log.Error().Err(err).Str("subject", msg.Subject()).Msg("action without JetStream metadata; terminating it")
-		_ = msg.Term()
-		return
-	}
-	a, err := decodeAction(msg.Subject(), msg.Data(), e.cfg.Cluster)
+// Handle runs one delivery of an action of partition part, following the
+// crash-safety protocol of the package documentation. It acknowledges the
+// delivery only after the action's final result is journalled (or found
+// journalled); every other way out leaves it un-acknowledged for
+// redelivery. Run calls it for each delivery of the partitions it owns;
+// scenario tests call it directly.
+func (e *Executor) Handle(ctx context.Context, part int, d journal.Delivery) {
+	en := d.Entry()
+	a, err := decodeAction(en.Subject, en.Data, e.cfg.Cluster)
 	if err != nil {
 		// Nothing can be done with it, now or on redelivery.
-		log := e.log.With().Uint64("seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).Logger()
-		log.Error().Err(err).Str("subject", msg.Subject()).Msg("undecodable action; terminating it")
-		if err := msg.Term(); err != nil {
+		log := e.log.With().Uint64("seq", en.Seq).Uint64("delivered", d.Delivered()).Logger()
+		log.Error().Err(err).Str("subject", en.Subject).Msg("undecodable action; terminating it")
+		if e.cfg.Poison != nil {
+			e.cfg.Poison("executor", en.Subject, en.Seq, err)
+		}
+		if err := d.Term(); err != nil {
 			log.Warn().Err(err).Msg("term")
 		}
 		return
 	}
 	// One logger context per action, built once.
-	log := e.log.With().Uint64("seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).
+	log := e.log.With().Uint64("seq", en.Seq).Uint64("delivered", d.Delivered()).
 		Str("action_id", a.ID).Int("vmid", a.VMID).Str("op", string(a.Op)).
 		Str("node", a.Node).Str("correlation_id", a.CorrelationID).Logger()
 	if !e.claim(a.ID) {
@@ -64,7 +64,7 @@ func (e *Executor) handle(ctx context.Context, part int, msg jetstream.Msg) {
 	}
 	defer e.release(a.ID)
 
-	hb := startHeartbeat(msg, e.cfg.AckWait/3, log)
+	hb := startHeartbeat(d, e.clk, e.cfg.AckWait/3, log)
 	defer hb.stop()
 
 	select {
@@ -80,7 +80,7 @@ func (e *Executor) handle(ctx context.Context, part int, msg jetstream.Msg) {
 	defer unlock()
 
 	j := &job{
-		e: e, msg: msg, a: a, seq: md.Sequence.Stream, delivered: md.NumDelivered, part: part,
+		e: e, d: d, a: a, seq: en.Seq, delivered: d.Delivered(), part: part,
 		ref: pve.GuestRef{Kind: pve.Kind(a.Kind), Node: a.Node, VMID: a.VMID},
 		hb:  hb, log: log,
 	}
@@ -135,11 +135,11 @@ func (j *job) run(ctx context.Context) {
 		}
 		ev := j.log.Info()
 		if r.Status == events.ResultFailed {
-			ev = j.log.Warn().Str("error", r.Error).Str("error_class", r.ErrorClass)
+			ev = j.log.Warn().Str("error", r.Error).Str("error_class", string(r.ErrorClass))
 		}
 		ev.Str("status", string(r.Status)).Str("upid", r.UPID).Str("reason", r.Reason).Msg("action finished")
 	}
-	if err := j.msg.DoubleAck(ctx); err != nil {
+	if err := j.d.Ack(ctx); err != nil {
 		// The final result is journalled: a redelivery just acknowledges.
 		j.log.Warn().Err(err).Msg("ack")
 	}
@@ -271,245 +271,4 @@ func fence(rec record, fr fenceReads) (string, error) {
 		return fmt.Sprintf("superseded by observation %d", fr.observed), nil
 	}
 	return "", nil
-}
-
-// precheck reads the guest's power state before a power operation. done
-// reports that the action ends here (already in the wanted state, locked,
-// unreadable, or shutting down).
-func (j *job) precheck(ctx context.Context) (outcome, bool) {
-	var want string
-	switch j.a.Op {
-	case events.OpStart:
-		want = "running"
-	case events.OpStop, events.OpShutdown:
-		want = "stopped"
-	case events.OpReboot:
-	default:
-		// set_config carries the digest: Proxmox refuses a stale write.
-		return abandon, false
-	}
-	st, err := j.e.px.GuestStatus(ctx, j.ref)
-	switch {
-	case ctx.Err() != nil:
-		return abandon, true
-	case err != nil:
-		return outcome{result: j.failed(err, pve.Classify(err))}, true
-	case st.Lock != "" && st.Lock != "suspended":
-		r := j.result(events.ResultFailed)
-		r.ErrorClass = pve.ClassLocked.String()
-		r.Error = fmt.Sprintf("guest is locked (%s)", st.Lock)
-		return j.finish(ctx, r), true
-	case want != "" && st.Status == want:
-		r := j.result(events.ResultSucceeded)
-		r.Reason = "already " + want
-		return j.finish(ctx, r), true
-	}
-	return abandon, false
-}
-
-// mutate issues the action's Proxmox call.
-func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
-	px, a := j.e.px, j.a
-	j.log.Debug().Msg("issuing mutation")
-	switch a.Op {
-	case events.OpStart:
-		return px.Start(ctx, j.ref)
-	case events.OpStop:
-		return px.Stop(ctx, j.ref)
-	case events.OpShutdown:
-		return px.Shutdown(ctx, j.ref, a.Timeout, true)
-	case events.OpReboot:
-		return px.Reboot(ctx, j.ref)
-	case events.OpSetConfig:
-		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Digest: a.Digest})
-	}
-	err := fmt.Errorf("unknown operation %q", a.Op)
-	return pve.TaskRef{}, &pve.Error{Class: pve.ClassTerminal, Message: err.Error(), Err: err}
-}
-
-// started journals the task id (invariant 3), then waits on the task. If
-// the journal stays unreachable the task is waited on anyway: its outcome is
-// still the action's, and a redelivery re-checks the guest.
-func (j *job) started(ctx context.Context, t pve.TaskRef) outcome {
-	r := j.result(events.ResultStarted)
-	r.UPID, r.Node = t.UPID, t.Node
-	if err := j.publish(ctx, r); err != nil {
-		if ctx.Err() != nil {
-			return abandon
-		}
-		if errors.Is(err, errFenced) {
-			j.log.Warn().Err(err).Str("upid", t.UPID).Msg("another executor journalled for this guest; leaving the action to it")
-			return abandon
-		}
-		j.log.Error().Err(err).Str("upid", t.UPID).Msg("task id not journalled; waiting on the task anyway")
-	} else {
-		j.log.Info().Str("upid", t.UPID).Msg("task journalled")
-	}
-	return j.wait(ctx, t)
-}
-
-const maxWaitRetry = 30 * time.Second
-
-// wait waits for a journalled task and turns its outcome into the final
-// result. When Proxmox cannot be asked (transient poll failures) it keeps
-// waiting: the task runs on regardless, and only its own exit status says
-// how the action ended.
-func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
-	opts := pve.WaitOptions{OnPoll: j.hb.touch, MaxInterval: min(time.Second, j.e.cfg.AckWait/3)}
-	retry := 250 * time.Millisecond
-	for {
-		res, err := j.e.px.WaitTask(ctx, t, opts)
-		if ctx.Err() != nil {
-			return abandon // no outcome claimed; the redelivery resumes
-		}
-		var pe *pve.Error
-		switch {
-		case err == nil:
-			r := j.result(events.ResultSucceeded)
-			r.UPID, r.Node = t.UPID, t.Node
-			if res.Warnings > 0 {
-				r.Warnings, r.TaskLog = res.Warnings, res.Log
-			}
-			return j.finish(ctx, r)
-		case errors.As(err, &pe) && pe.UPID != "":
-			// The task's exit status.
-			var r *events.Result
-			if pe.Class == pve.ClassAlreadyDone {
-				r = j.result(events.ResultSucceeded)
-				r.Reason = message(err)
-			} else {
-				r = j.failed(err, pe.Class)
-				r.TaskLog = res.Log
-			}
-			r.UPID, r.Node = t.UPID, t.Node
-			return j.finish(ctx, r)
-		case pve.Classify(err) == pve.ClassTransient:
-			j.log.Warn().Err(err).Str("upid", t.UPID).Dur("retry_in", retry).Msg("task status unreadable; still waiting")
-			if sleep(ctx, retry) != nil {
-				return abandon
-			}
-			retry = min(retry*2, maxWaitRetry)
-		default:
-			r := j.failed(err, pve.Classify(err))
-			r.UPID, r.Node = t.UPID, t.Node
-			return j.finish(ctx, r)
-		}
-	}
-}
-
-// finish reads the guest back into the final result. A failed read-back
-// leaves the observation out; a shutdown abandons.
-func (j *job) finish(ctx context.Context, r *events.Result) outcome {
-	readAt := j.e.cfg.Clock()
-	st, err := j.e.px.GuestStatus(ctx, j.ref)
-	var cfg *pve.GuestConfig
-	if err == nil {
-		cfg, err = j.e.px.GuestConfig(ctx, j.ref)
-	}
-	if ctx.Err() != nil {
-		return abandon
-	}
-	if err != nil {
-		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
-	} else {
-		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
-	}
-	return outcome{result: r}
-}
-
-// result starts a result of the action.
-func (j *job) result(s events.ResultStatus) *events.Result {
-	return &events.Result{
-		Meta:     events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, j.e.cfg.Clock()),
-		ActionID: j.a.ID,
-		VMID:     j.a.VMID,
-		Cluster:  j.e.cfg.Cluster,
-		Op:       j.a.Op,
-		Status:   s,
-		Node:     j.a.Node,
-		Executor: j.e.cfg.Name,
-	}
-}
-
-func (j *job) failed(err error, class pve.Class) *events.Result {
-	r := j.result(events.ResultFailed)
-	r.Error, r.ErrorClass = err.Error(), class.String()
-	return r
-}
-
-// message is Proxmox's own message of an error, for reasons.
-func message(err error) string {
-	var pe *pve.Error
-	if errors.As(err, &pe) && pe.Message != "" {
-		return pe.Message
-	}
-	return err.Error()
-}
-
-func pveOp(op events.Op) pve.Op {
-	switch op {
-	case events.OpStart:
-		return pve.OpStart
-	case events.OpStop:
-		return pve.OpStop
-	case events.OpShutdown:
-		return pve.OpShutdown
-	case events.OpReboot:
-		return pve.OpReboot
-	case events.OpSetConfig:
-		return pve.OpUpdateConfig
-	}
-	return pve.OpUnknown
-}
-
-// heartbeat keeps an action's message alive with InProgress while it is
-// handled: on a timer, and on each task poll (rate-limited). A timer, not
-// a goroutine: most actions end long before the first beat.
-type heartbeat struct {
-	msg     jetstream.Msg
-	every   time.Duration
-	log     zerolog.Logger
-	mu      sync.Mutex
-	last    time.Time
-	stopped bool
-	timer   *time.Timer
-}
-
-func startHeartbeat(msg jetstream.Msg, every time.Duration, log zerolog.Logger) *heartbeat {
-	h := &heartbeat{msg: msg, every: every, log: log, last: time.Now()}
-	h.mu.Lock()
-	h.timer = time.AfterFunc(every, h.tick)
-	h.mu.Unlock()
-	return h
-}
-
-func (h *heartbeat) tick() {
-	h.touch()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.stopped {
-		h.timer.Reset(h.every)
-	}
-}
-
-// touch sends InProgress unless one went out less than every/2 ago, or the
-// heartbeat was stopped.
-func (h *heartbeat) touch() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.stopped || time.Since(h.last) < h.every/2 {
-		return
-	}
-	h.last = time.Now()
-	if err := h.msg.InProgress(); err != nil {
-		h.log.Debug().Err(err).Msg("in-progress heartbeat")
-	}
-}
-
-// stop ends the heartbeat: no InProgress is sent once it returns.
-func (h *heartbeat) stop() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stopped = true
-	h.timer.Stop()
 }

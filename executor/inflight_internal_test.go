@@ -7,45 +7,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/internal/journal/journaltest"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
-// fakeMsg is one delivery of a stored message; it records what the
-// executor did with it.
-type fakeMsg struct {
-	subject   string
-	data      []byte
-	seq       uint64
-	delivered uint64
-
-	acks, inProgress, naks, terms atomic.Int32
+// deliver is the n-th delivery of the entry stored at seq.
+func deliver(t *testing.T, ctx context.Context, b *bus.Bus, seq, n uint64) *journaltest.Delivery {
+	t.Helper()
+	e, err := b.Get(ctx, seq)
+	if err != nil || e == nil {
+		t.Fatalf("entry %d: %v %v", seq, e, err)
+	}
+	return journaltest.Deliver(*e, n)
 }
 
-func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}, NumDelivered: m.delivered}, nil
+// touched reports whether the worker acknowledged, terminated or kept the
+// delivery alive.
+func touched(d *journaltest.Delivery) bool {
+	acks, terms, inProgress := d.Counts()
+	return acks+terms+inProgress > 0
 }
-func (m *fakeMsg) Data() []byte                     { return m.data }
-func (m *fakeMsg) Headers() nats.Header             { return nil }
-func (m *fakeMsg) Subject() string                  { return m.subject }
-func (m *fakeMsg) Reply() string                    { return "" }
-func (m *fakeMsg) Ack() error                       { m.acks.Add(1); return nil }
-func (m *fakeMsg) DoubleAck(context.Context) error  { m.acks.Add(1); return nil }
-func (m *fakeMsg) Nak() error                       { m.naks.Add(1); return nil }
-func (m *fakeMsg) NakWithDelay(time.Duration) error { m.naks.Add(1); return nil }
-func (m *fakeMsg) InProgress() error                { m.inProgress.Add(1); return nil }
-func (m *fakeMsg) Term() error                      { m.terms.Add(1); return nil }
-func (m *fakeMsg) TermWithReason(string) error      { m.terms.Add(1); return nil }
-func (m *fakeMsg) touched() bool {
-	return m.acks.Load()+m.inProgress.Load()+m.naks.Load()+m.terms.Load() > 0
-}
-func (m *fakeMsg) redeliver() *fakeMsg {
-	return &fakeMsg{subject: m.subject, data: m.data, seq: m.seq, delivered: m.delivered + 1}
+
+func acks(d *journaltest.Delivery) int {
+	n, _, _ := d.Counts()
+	return n
 }
 
 // gatedProxmox is a stopped guest whose start task ends when gate closes.
@@ -92,14 +82,11 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	defer cancel()
 	b := bustest.New(t)
 	px := &gatedProxmox{gate: make(chan struct{}), issued: make(chan struct{})}
-	e, err := New(Config{Name: "inflight", AckWait: time.Minute, Logger: zerolog.New(zerolog.NewTestWriter(t))}, px, b)
+	e, err := New(Config{Name: "inflight", AckWait: time.Minute, Logger: zerolog.New(zerolog.NewTestWriter(t))}, px, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.leases = nil // handled directly, outside any partition group: ownership is not checked
-	if e.stream, err = b.Stream(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.owner = nil // handled directly, outside any partition group: ownership is not checked
 
 	a := events.Action{Meta: events.NewMeta("planner", "c1", time.Now()), ID: "a1", VMID: 101, Cluster: "pve",
 		Node: "pve1", Kind: events.QEMU, Op: events.OpStart}
@@ -108,11 +95,7 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := e.stream.GetMsg(ctx, ack.Sequence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := &fakeMsg{subject: s.Subject, data: body, seq: ack.Sequence, delivered: 1}
+	first := deliver(t, ctx, b, ack.Sequence, 1)
 
 	pt := &partition{p: 0, ctx: ctx, cancel: func() {}}
 	e.dispatch(pt, first)
@@ -123,22 +106,22 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	}
 
 	// The redelivery returns at once: it does not even wait for the guest.
-	again := first.redeliver()
+	again := deliver(t, ctx, b, ack.Sequence, 2)
 	done := make(chan struct{})
-	go func() { e.handle(ctx, 0, again); close(done) }()
+	go func() { e.Handle(ctx, 0, again); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		t.Fatal("redelivery handled instead of ignored")
 	}
-	if again.touched() {
+	if touched(again) {
 		t.Fatal("the ignored redelivery was acked, nak'd, termed or kept alive")
 	}
 
 	close(px.gate)
 	e.wg.Wait()
-	if px.starts.Load() != 1 || first.acks.Load() != 1 {
-		t.Fatalf("%d starts, %d acks of the first delivery; want 1 and 1", px.starts.Load(), first.acks.Load())
+	if px.starts.Load() != 1 || acks(first) != 1 {
+		t.Fatalf("%d starts, %d acks of the first delivery; want 1 and 1", px.starts.Load(), acks(first))
 	}
 	rec, err := journalRecord(ctx, e, 101, "a1", ack.Sequence)
 	if err != nil || rec.final == nil || rec.final.Status != events.ResultSucceeded || rec.started == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
@@ -183,7 +184,7 @@ func TestHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(executor.Config{Name: "child", AckWait: time.Second, Logger: log}, px, b)
+	ex, err := executor.New(executor.Config{Name: "child", AckWait: time.Second, Logger: log}, px, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestCrashKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
-	s, err := bus.StartEmbedded(bus.EmbeddedOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	s, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package observer_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/clock/clocktest"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
@@ -32,30 +32,20 @@ var (
 )
 
 // clock is an injected clock that moves only when told to.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock struct{ *clocktest.Fake }
 
-func newClock() *clock { return &clock{now: t0} }
+func newClock() *clock { return &clock{clocktest.New(t0)} }
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
+// Advance moves the clock and returns the new time.
 func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
+	c.Fake.Advance(d)
+	return c.Now()
 }
 
 func newObserver(t *testing.T, px observer.Proxmox, b *bus.Bus, clk *clock, mod ...func(*observer.Config)) *observer.Observer {
 	t.Helper()
 	cfg := observer.Config{Name: "observer@test", Interval: time.Hour, ConfigRefresh: refresh,
-		Clock: clk.Now, Logger: zerolog.Nop()}
+		Clock: clk.Fake, Logger: zerolog.Nop()}
 	for _, m := range mod {
 		m(&cfg)
 	}

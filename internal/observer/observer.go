@@ -3,8 +3,6 @@ package observer
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -24,104 +22,14 @@ type Proxmox interface {
 
 var _ Proxmox = (*pve.Client)(nil)
 
-// Defaults.
-const (
-	DefaultInterval        = 10 * time.Second
-	DefaultConfigRefresh   = 5 * time.Minute
-	DefaultReadConcurrency = 4
-	// DefaultMaxInFlight bounds unacknowledged observed publishes.
-	DefaultMaxInFlight = 1000
-	// DefaultAckTimeout bounds how long a pass waits for its publishes to
-	// be acknowledged; the unacknowledged ones are retried next pass.
-	DefaultAckTimeout = 30 * time.Second
-	// maxAsyncPending is nats.go's default limit of unacknowledged async
-	// publishes per JetStream context; beyond it publishes stall and fail.
-	maxAsyncPending = 4000
-)
-
-// Config configures an Observer. Zero values take the defaults.
-type Config struct {
-	// Cluster is the Proxmox cluster id (default events.DefaultCluster).
-	Cluster string
-	// Name identifies this observer in events (default "observer@<hostname>").
-	Name string
-	// Interval between passes (default 10s).
-	Interval time.Duration
-	// ConfigRefresh: every guest's config is re-read at least this often
-	// even if its inventory row did not change, which catches drift that
-	// /cluster/resources does not show (description, onboot, pending
-	// changes). 0 means the default (5m), negative never.
-	ConfigRefresh time.Duration
-	// ReadConcurrency bounds parallel config reads (default 4; pveproxy
-	// has few workers, so keep it small against a real cluster).
-	ReadConcurrency int
-	// MaxInFlight bounds unacknowledged publishes (default 1000, at most
-	// 4000: the async window of the bus's JetStream context).
-	MaxInFlight int
-	// AckTimeout bounds the wait for a pass's acknowledgements (default 30s).
-	AckTimeout time.Duration
-	// ObservedTTL is how long the journal keeps each observed snapshot and
-	// heartbeat (a per-message TTL; 0: as long as the journal keeps
-	// anything). Polls are noise next to the audit trail of desired
-	// changes, actions and results, so they may go sooner. An unchanged
-	// snapshot is published again after ObservedTTL/2, so every guest's
-	// newest snapshot stays in the journal.
-	ObservedTTL time.Duration
-	Logger      zerolog.Logger
-	// Clock stamps reads and events (default time.Now).
-	Clock func() time.Time
-}
-
-func (c *Config) defaults() error {
-	if c.Cluster == "" {
-		c.Cluster = events.DefaultCluster
-	}
-	if err := events.ValidateCluster(c.Cluster); err != nil {
-		return fmt.Errorf("observer: %w", err)
-	}
-	if c.Name == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown"
-		}
-		c.Name = "observer@" + host
-	}
-	switch {
-	case c.Interval == 0:
-		c.Interval = DefaultInterval
-	case c.Interval < 0:
-		return fmt.Errorf("observer: Interval must be > 0, got %s", c.Interval)
-	}
-	if c.ConfigRefresh == 0 {
-		c.ConfigRefresh = DefaultConfigRefresh
-	}
-	switch {
-	case c.ReadConcurrency == 0:
-		c.ReadConcurrency = DefaultReadConcurrency
-	case c.ReadConcurrency < 0:
-		return fmt.Errorf("observer: ReadConcurrency must be > 0, got %d", c.ReadConcurrency)
-	}
-	switch {
-	case c.MaxInFlight == 0:
-		c.MaxInFlight = DefaultMaxInFlight
-	case c.MaxInFlight < 0 || c.MaxInFlight > maxAsyncPending:
-		return fmt.Errorf("observer: MaxInFlight must be within 1..%d, got %d", maxAsyncPending, c.MaxInFlight)
-	}
-	switch {
-	case c.AckTimeout == 0:
-		c.AckTimeout = DefaultAckTimeout
-	case c.AckTimeout < 0:
-		return fmt.Errorf("observer: AckTimeout must be > 0, got %s", c.AckTimeout)
-	}
-	// A snapshot is refreshed at TTL/2 on the next pass: TTL must leave
-	// room for a few passes (and NATS counts TTLs in whole seconds).
-	if c.ObservedTTL < 0 || (c.ObservedTTL > 0 && (c.ObservedTTL < time.Second || c.ObservedTTL < 4*c.Interval)) {
-		return fmt.Errorf("observer: ObservedTTL must be 0 or at least 1s and 4 × Interval (%s), got %s", 4*c.Interval, c.ObservedTTL)
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
-	return nil
+// Journal is what the observer needs of the journal: heartbeats are
+// published and waited for, observations published asynchronously (a
+// window of MaxInFlight), and the newest observation of each guest read
+// back after a restart. *bus.Bus is one.
+type Journal interface {
+	journal.Appender
+	journal.AsyncAppender
+	journal.Latest
 }
 
 // PassStats describe one pass.
@@ -144,7 +52,7 @@ type PassStats struct {
 type Observer struct {
 	cfg Config
 	px  Proxmox
-	bus *bus.Bus
+	j   Journal
 	log zerolog.Logger
 
 	resyncReq atomic.Bool
@@ -171,12 +79,12 @@ type guestState struct {
 }
 
 // New validates cfg and returns an observer. It does no I/O.
-func New(cfg Config, px Proxmox, b *bus.Bus) (*Observer, error) {
+func New(cfg Config, px Proxmox, j Journal) (*Observer, error) {
 	if px == nil {
 		return nil, errors.New("observer: no Proxmox client")
 	}
-	if b == nil {
-		return nil, errors.New("observer: no bus")
+	if j == nil {
+		return nil, errors.New("observer: no journal")
 	}
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -184,7 +92,7 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Observer, error) {
 	return &Observer{
 		cfg:       cfg,
 		px:        px,
-		bus:       b,
+		j:         j,
 		log:       cfg.Logger.With().Str("cluster", cfg.Cluster).Logger(), // the caller names the role
 		wake:      make(chan struct{}, 1),
 		guests:    map[int]*guestState{},
@@ -192,9 +100,6 @@ func New(cfg Config, px Proxmox, b *bus.Bus) (*Observer, error) {
 		reachable: true,
 	}, nil
 }
-
-// Config returns the resolved configuration.
-func (o *Observer) Config() Config { return o.cfg }
 
 // Resync asks for a pass now that re-reads every guest's config. It never
 // blocks; requests made before the pass starts are coalesced.
@@ -212,22 +117,21 @@ func (o *Observer) Resync() {
 func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info().Str("observer", o.cfg.Name).Dur("interval", o.cfg.Interval).
 		Dur("config_refresh", o.cfg.ConfigRefresh).Msg("observer started")
-	t := time.NewTimer(0)
+	t := o.cfg.Clock.NewTimer(o.cfg.Interval)
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			o.log.Info().Msg("observer stopped")
-			return nil
-		case <-t.C:
-		case <-o.wake:
-			t.Stop() // Go ≥1.23 timers: no stale tick after Stop
-		}
 		if _, err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Msg("observer pass incomplete")
 		}
 		t.Reset(o.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			o.log.Info().Msg("observer stopped")
+			return nil
+		case <-t.C():
+		case <-o.wake:
+		}
 	}
 }
 
-func (o *Observer) now() time.Time { return o.cfg.Clock().UTC() }
+func (o *Observer) now() time.Time { return o.cfg.Clock.Now().UTC() }

@@ -556,7 +556,7 @@ func BenchmarkFirstPass10k(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		bb := bustest.New(b)
-		o, err := observer.New(observer.Config{Name: "bench", ReadConcurrency: 16, Clock: newClock().Now}, newFakePVE(n), bb)
+		o, err := observer.New(observer.Config{Name: "bench", ReadConcurrency: 16, Clock: newClock().Fake}, newFakePVE(n), bb)
 		if err != nil {
 			b.Fatal(err)
 		}

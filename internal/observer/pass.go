@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pace"
 	"github.com/converge-pve/converge/internal/pve"
 )
@@ -232,7 +231,8 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 	if err != nil {
 		return fmt.Errorf("observer: encode heartbeat: %w", err)
 	}
-	if _, err := o.bus.Publish(ctx, events.ClusterSubject(events.KindHeartbeat, o.cfg.Cluster), body, nil, o.ttl()...); err != nil {
+	m := events.Message{Subject: events.ClusterSubject(events.KindHeartbeat, o.cfg.Cluster), Data: body}
+	if _, err := o.j.Append(ctx, m, o.expect()); err != nil {
 		return fmt.Errorf("observer: publish heartbeat: %w", err)
 	}
 	return nil
@@ -264,10 +264,5 @@ func (o *Observer) expiring(prev *events.Observed, now time.Time) bool {
 	return o.cfg.ObservedTTL > 0 && prev != nil && now.Sub(prev.Time) >= o.cfg.ObservedTTL/2
 }
 
-// ttl is the publish option stamping the observer's events with their term.
-func (o *Observer) ttl() []jetstream.PublishOpt {
-	if o.cfg.ObservedTTL <= 0 {
-		return nil
-	}
-	return []jetstream.PublishOpt{jetstream.WithMsgTTL(o.cfg.ObservedTTL)}
-}
+// expect stamps the observer's events with their term (ObservedTTL).
+func (o *Observer) expect() journal.Expect { return journal.Expect{TTL: o.cfg.ObservedTTL} }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 )
 
 // publish sends observations asynchronously, at most MaxInFlight
@@ -23,7 +21,7 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 
 	type flight struct {
 		obs *events.Observed
-		fut jetstream.PubAckFuture
+		fut journal.Future
 	}
 	var (
 		firstErr error
@@ -38,17 +36,14 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 		o.log.Debug().Int("vmid", ob.VMID).Err(err).Msg("observed event not acknowledged; retrying next pass")
 	}
 	settle := func(f flight) {
-		select {
-		case <-f.fut.Ok():
-			o.published[f.obs.VMID] = f.obs
-			st.Published++
-			if !f.obs.Exists {
-				st.Gone++
-			}
-		case err := <-f.fut.Err():
+		if _, err := f.fut.Wait(ctx); err != nil {
 			fail(f.obs, err)
-		case <-ctx.Done():
-			fail(f.obs, ctx.Err())
+			return
+		}
+		o.published[f.obs.VMID] = f.obs
+		st.Published++
+		if !f.obs.Exists {
+			st.Gone++
 		}
 	}
 	for _, ob := range obs {
@@ -62,8 +57,8 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 			fail(ob, err)
 			continue
 		}
-		msg := &nats.Msg{Subject: events.Subject(events.KindObserved, o.cfg.Cluster, ob.VMID), Data: body}
-		fut, err := o.bus.JS.PublishMsgAsync(msg, o.ttl()...)
+		msg := events.Message{Subject: events.Subject(events.KindObserved, o.cfg.Cluster, ob.VMID), Data: body}
+		fut, err := o.j.AppendAsync(msg, o.expect())
 		if err != nil {
 			fail(ob, err)
 			continue

@@ -1,0 +1,52 @@
+package executor
+
+import (
+	"context"
+	"time"
+
+	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// Proxmox is what an executor needs from Proxmox VE. *pve.Client satisfies
+// it. Every mutation sends exactly one request and returns the task to
+// journal before anything waits on it (see package pve).
+type Proxmox interface {
+	pve.PowerController // Start, Stop, Shutdown, Reboot
+	pve.ConfigWriter    // UpdateConfig
+	pve.GuestReader     // GuestStatus, GuestConfig
+	WaitTask(ctx context.Context, t pve.TaskRef, opts pve.WaitOptions) (pve.TaskResult, error)
+}
+
+// TaskFinder may additionally be implemented by a [Proxmox]. It closes the
+// one window the journal cannot: an executor that died after Proxmox
+// accepted a mutation but before the task id was journalled. For a
+// redelivered action with no journalled task, the executor asks the finder
+// for a task of the action's operation on the guest started since the action
+// was planned, and adopts it (journals it and waits on it) instead of
+// issuing the mutation again. Without a finder, the guest's state is
+// re-checked instead (see the package documentation). *pve.Client is one.
+type TaskFinder interface {
+	// FindTask returns the newest task that operation op started for
+	// ref.VMID on ref.Node (one of the types [pve.TaskTypes] lists) at or
+	// after since, in whole seconds, running or finished; found is false
+	// when there is none.
+	FindTask(ctx context.Context, ref pve.GuestRef, op pve.Op, since time.Time) (t pve.TaskRef, found bool, err error)
+}
+
+// Journal is what an executor needs of the journal (package journal's
+// roles): direct reads for its record of an action and its fences, fenced
+// appends for its results, and the work consumer of its partitions.
+// *bus.Bus is one; journaltest.Journal, in memory, another.
+type Journal interface {
+	journal.Reader
+	journal.Appender
+	journal.Consumer
+	// Info waits until the journal exists.
+	Info(ctx context.Context) (journal.Info, error)
+}
+
+var (
+	_ Proxmox    = (*pve.Client)(nil)
+	_ TaskFinder = (*pve.Client)(nil)
+)

@@ -1,0 +1,343 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"rsc.io/script"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/clock/clocktest"
+	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/journal/journaltest"
+	"github.com/converge-pve/converge/internal/lease"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/scenario"
+)
+
+// TestScenarios runs the executor's scripted scenarios (testdata/*.txtar):
+// actions delivered from an in-memory journal to Handle, against a
+// scripted Proxmox, on a fake clock. No server: each runs in milliseconds.
+func TestScenarios(t *testing.T) {
+	scenario.Run(t, "testdata/*.txtar", func(t *testing.T) map[string]script.Cmd { return newXHarness(t).cmds() })
+}
+
+// autoClock is the fake clock on which a wait moves time forward at once
+// (as testing/synctest's bubbles do): a handler that backs off sleeps in
+// virtual time, and timers due meanwhile (heartbeats) fire on the way.
+type autoClock struct{ *clocktest.Fake }
+
+func (c autoClock) NewTimer(d time.Duration) clock.Timer {
+	t := c.Fake.NewTimer(d)
+	c.Fake.Advance(d)
+	return t
+}
+
+// xharness is one scenario's world.
+type xharness struct {
+	t     *testing.T
+	clk   *clocktest.Fake
+	j     *journaltest.Journal
+	px    *fakePVE
+	e     *Executor
+	lost  bool
+	lastD map[int]uint64 // guest → its newest desired sequence
+	lastO map[int]uint64 // guest → its newest observation sequence
+	n     int
+}
+
+var x0 = time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
+
+func newXHarness(t *testing.T) *xharness {
+	h := &xharness{t: t, clk: clocktest.New(x0), lastD: map[int]uint64{}, lastO: map[int]uint64{}}
+	h.j = journaltest.New(DefaultPartitions, h.clk.Now)
+	h.px = newFakePVE(h.clk.Now)
+	noLeases := func(context.Context, time.Duration, int) (lease.Store, error) {
+		return nil, errors.New("no lease store")
+	}
+	e, err := New(Config{Name: "executor@test", AckWait: 3 * time.Second, Clock: autoClock{h.clk},
+		Logger: zerolog.New(zerolog.NewTestWriter(t))}, h.px, h.j, noLeases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.owner = h // Handle is driven directly: ownership is the script's
+	h.e = e
+	return h
+}
+
+// Held implements the executor's ownership check.
+func (h *xharness) Held(int) bool { return !h.lost }
+
+func (h *xharness) cmds() map[string]script.Cmd {
+	return map[string]script.Cmd{
+		"guest":     scenario.Cmd("set a guest in the scripted Proxmox", "VMID key=value...", h.guest),
+		"desired":   scenario.Cmd("journal a desired event", "VMID JSON", h.desired),
+		"observe":   scenario.Cmd("journal an observation read at now (or read_at=±D)", "VMID [read_at=D]", h.observe),
+		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V]", h.action),
+		"rawaction": scenario.Cmd("journal an action body as given", "VMID BODY", h.rawAction),
+		"deliver":   scenario.Cmd("hand the N-th delivery of the entry at SEQ to Handle", "SEQ [N]", h.deliver),
+		"proxmox":   scenario.Cmd("script the next call of an operation", "fail OP CLASS MESSAGE | task OP EXIT | sync OP | crash OP", h.proxmox),
+		"lease":     scenario.Cmd("lose or win the action's partition", "lose|win", h.lease),
+		"journal":   scenario.Cmd("make appends fail after N more succeed, or heal", "fail-after N | ok", h.journal),
+		"advance":   scenario.Cmd("advance the clock", "DURATION", h.advance),
+		"results":   scenario.Cmd("print the guest's journalled results", "VMID", h.results),
+	}
+}
+
+func (h *xharness) guest(args []string) (string, error) {
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	g := h.px.guests[vmid]
+	if g == nil {
+		g = &fakeGuest{status: "stopped", digest: "d1", cfg: pve.GuestConfig{Name: "vm" + args[0], Cores: 1, MemoryMiB: 512}}
+		h.px.guests[vmid] = g
+	}
+	for _, kv := range args[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "status":
+			g.status = v
+		case "lock":
+			g.lock = v
+		case "digest":
+			g.digest = v
+		case "cores":
+			g.cfg.Cores, _ = strconv.Atoi(v)
+		case "gone":
+			delete(h.px.guests, vmid)
+		default:
+			return "", fmt.Errorf("unknown guest key %q", k)
+		}
+	}
+	return "", nil
+}
+
+func (h *xharness) publish(kind events.Kind, vmid int, hdr events.Header, body []byte) uint64 {
+	return h.j.Publish(events.Message{Subject: events.Subject(kind, "pve", vmid), Header: hdr, Data: body})
+}
+
+func (h *xharness) desired(args []string) (string, error) {
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	seq := h.publish(events.KindDesired, vmid, nil, []byte(strings.Join(args[1:], " ")))
+	h.lastD[vmid] = seq
+	return fmt.Sprintf("desired %d\n", seq), nil
+}
+
+func (h *xharness) observe(args []string) (string, error) {
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	o := events.Observed{Meta: events.NewMeta("observer@test", "", h.clk.Now()), VMID: vmid, Cluster: "pve", Exists: true,
+		Node: "pve1", Kind: events.QEMU, Status: "stopped", ReadAt: h.clk.Now(), Source: events.SourceObserver}
+	for _, kv := range args[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "read_at" {
+			return "", fmt.Errorf("unknown observation key %q", k)
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return "", err
+		}
+		o.ReadAt = h.clk.Now().Add(d)
+	}
+	body, _ := json.Marshal(o)
+	seq := h.publish(events.KindObserved, vmid, nil, body)
+	h.lastO[vmid] = seq
+	return fmt.Sprintf("observed %d\n", seq), nil
+}
+
+func (h *xharness) action(args []string) (string, error) {
+	if len(args) < 2 {
+		return "", fmt.Errorf("want VMID OP")
+	}
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	h.n++
+	a := events.Action{Meta: events.NewMeta("planner@test", "corr-"+strconv.Itoa(h.n), h.clk.Now()),
+		ID: fmt.Sprintf("pve-%d-%d", vmid, h.n), VMID: vmid, Cluster: "pve", Node: "pve1", Kind: events.QEMU,
+		Op: events.Op(args[1]), Reason: "scenario", DesiredSeq: h.lastD[vmid], BasisSeq: h.lastO[vmid], Attempt: 1}
+	for _, kv := range args[2:] {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "desired":
+			a.DesiredSeq, err = strconv.ParseUint(v, 10, 64)
+		case k == "basis":
+			a.BasisSeq, err = strconv.ParseUint(v, 10, 64)
+		case k == "digest":
+			a.Digest = v
+		case strings.HasPrefix(k, "set."):
+			if a.Set == nil {
+				a.Set = map[string]string{}
+			}
+			a.Set[strings.TrimPrefix(k, "set.")] = v
+		default:
+			return "", fmt.Errorf("unknown action key %q", k)
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	body, _ := json.Marshal(a)
+	seq := h.publish(events.KindAction, vmid, nil, body)
+	return fmt.Sprintf("action %d id=%s\n", seq, a.ID), nil
+}
+
+func (h *xharness) rawAction(args []string) (string, error) {
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	seq := h.publish(events.KindAction, vmid, nil, []byte(strings.Join(args[1:], " ")))
+	return fmt.Sprintf("action %d\n", seq), nil
+}
+
+// deliver hands a delivery to Handle and prints what followed: the
+// mutations Proxmox received, the results journalled, and what became of
+// the delivery (ack, term, or left for redelivery).
+func (h *xharness) deliver(args []string) (string, error) {
+	seq, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil {
+		return "", err
+	}
+	n := uint64(1)
+	if len(args) > 1 {
+		if n, err = strconv.ParseUint(args[1], 10, 64); err != nil {
+			return "", err
+		}
+	}
+	e, _ := h.j.Get(context.Background(), seq)
+	if e == nil {
+		return "", fmt.Errorf("no entry %d", seq)
+	}
+	before := len(h.j.Entries())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.px.cancel = cancel
+	d := journaltest.Deliver(*e, n)
+	info, _ := events.ParseSubject(e.Subject)
+	h.e.Handle(ctx, info.Partition, d)
+	var b strings.Builder
+	for _, c := range h.px.takeCalls() {
+		fmt.Fprintf(&b, "proxmox %s\n", c)
+	}
+	for _, en := range h.j.Entries()[before:] {
+		b.WriteString(describeResult(en))
+	}
+	switch acks, terms, _ := d.Counts(); {
+	case acks > 0:
+		b.WriteString("ack\n")
+	case terms > 0:
+		b.WriteString("term\n")
+	default:
+		b.WriteString("left for redelivery\n")
+	}
+	return b.String(), nil
+}
+
+func describeResult(en journal.Entry) string {
+	r, err := events.Decode[events.Result](en.Data)
+	if err != nil {
+		return fmt.Sprintf("entry %d undecodable\n", en.Seq)
+	}
+	s := fmt.Sprintf("result %d %s", en.Seq, r.Status)
+	if r.UPID != "" {
+		s += " upid=" + r.UPID
+	}
+	if r.ErrorClass != "" {
+		s += " class=" + string(r.ErrorClass)
+	}
+	if r.Reason != "" {
+		s += " reason=" + strconv.Quote(r.Reason)
+	}
+	if r.Observed != nil {
+		s += " observed=" + r.Observed.Status
+	}
+	return s + "\n"
+}
+
+func (h *xharness) proxmox(args []string) (string, error) {
+	if len(args) < 2 {
+		return "", fmt.Errorf("want a verb and an operation")
+	}
+	op := pve.Op(args[1])
+	switch args[0] {
+	case "fail":
+		if len(args) < 4 {
+			return "", fmt.Errorf("want fail OP CLASS MESSAGE")
+		}
+		h.px.fail[op] = &pve.Error{Class: classOf(args[2]), Status: 500, Message: strings.Join(args[3:], " ")}
+	case "task":
+		h.px.outcome[op] = strings.Join(args[2:], " ")
+	case "sync":
+		h.px.sync[op] = true
+	case "crash":
+		h.px.crash[op] = true
+	default:
+		return "", fmt.Errorf("unknown verb %q", args[0])
+	}
+	return "", nil
+}
+
+func classOf(name string) pve.Class {
+	for c := pve.ClassUnknown; c <= pve.ClassUnauthorized; c++ {
+		if c.String() == name {
+			return c
+		}
+	}
+	return pve.ClassUnknown
+}
+
+func (h *xharness) lease(args []string) (string, error) {
+	h.lost = len(args) > 0 && args[0] == "lose"
+	return "", nil
+}
+
+func (h *xharness) journal(args []string) (string, error) {
+	switch {
+	case len(args) == 2 && args[0] == "fail-after":
+		n, err := strconv.Atoi(args[1])
+		h.j.FailAppends(errors.New("nats: timeout"), n)
+		return "", err
+	case len(args) == 1 && args[0] == "ok":
+		h.j.FailAppends(nil, 0)
+		return "", nil
+	}
+	return "", fmt.Errorf("want fail-after N or ok")
+}
+
+func (h *xharness) advance(args []string) (string, error) {
+	d, err := time.ParseDuration(strings.Join(args, ""))
+	h.clk.Advance(d)
+	return "", err
+}
+
+func (h *xharness) results(args []string) (string, error) {
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	subject := events.StoredSubject(events.KindResult, "pve", vmid, DefaultPartitions)
+	var b strings.Builder
+	for _, en := range h.j.Entries() {
+		if en.Subject == subject {
+			b.WriteString(describeResult(en))
+		}
+	}
+	return b.String(), nil
+}

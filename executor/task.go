@@ -1,0 +1,201 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// precheck reads the guest's power state before a power operation. done
+// reports that the action ends here (already in the wanted state, locked,
+// unreadable, or shutting down).
+func (j *job) precheck(ctx context.Context) (outcome, bool) {
+	var want string
+	switch j.a.Op {
+	case events.OpStart:
+		want = "running"
+	case events.OpStop, events.OpShutdown:
+		want = "stopped"
+	case events.OpReboot:
+	default:
+		// set_config carries the digest: Proxmox refuses a stale write.
+		return abandon, false
+	}
+	st, err := j.e.px.GuestStatus(ctx, j.ref)
+	switch {
+	case ctx.Err() != nil:
+		return abandon, true
+	case err != nil:
+		return outcome{result: j.failed(err, pve.Classify(err))}, true
+	case st.Lock != "" && st.Lock != "suspended":
+		r := j.result(events.ResultFailed)
+		r.ErrorClass = events.ClassLocked
+		r.Error = fmt.Sprintf("guest is locked (%s)", st.Lock)
+		return j.finish(ctx, r), true
+	case want != "" && st.Status == want:
+		r := j.result(events.ResultSucceeded)
+		r.Reason = "already " + want
+		return j.finish(ctx, r), true
+	}
+	return abandon, false
+}
+
+// mutate issues the action's Proxmox call.
+func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
+	px, a := j.e.px, j.a
+	j.log.Debug().Msg("issuing mutation")
+	switch a.Op {
+	case events.OpStart:
+		return px.Start(ctx, j.ref)
+	case events.OpStop:
+		return px.Stop(ctx, j.ref)
+	case events.OpShutdown:
+		return px.Shutdown(ctx, j.ref, a.Timeout, true)
+	case events.OpReboot:
+		return px.Reboot(ctx, j.ref)
+	case events.OpSetConfig:
+		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Digest: a.Digest})
+	}
+	err := fmt.Errorf("unknown operation %q", a.Op)
+	return pve.TaskRef{}, &pve.Error{Class: pve.ClassTerminal, Message: err.Error(), Err: err}
+}
+
+// started journals the task id (invariant 3), then waits on the task. If
+// the journal stays unreachable the task is waited on anyway: its outcome is
+// still the action's, and a redelivery re-checks the guest.
+func (j *job) started(ctx context.Context, t pve.TaskRef) outcome {
+	r := j.result(events.ResultStarted)
+	r.UPID, r.Node = t.UPID, t.Node
+	if err := j.publish(ctx, r); err != nil {
+		if ctx.Err() != nil {
+			return abandon
+		}
+		if errors.Is(err, errFenced) {
+			j.log.Warn().Err(err).Str("upid", t.UPID).Msg("another executor journalled for this guest; leaving the action to it")
+			return abandon
+		}
+		j.log.Error().Err(err).Str("upid", t.UPID).Msg("task id not journalled; waiting on the task anyway")
+	} else {
+		j.log.Info().Str("upid", t.UPID).Msg("task journalled")
+	}
+	return j.wait(ctx, t)
+}
+
+const maxWaitRetry = 30 * time.Second
+
+// wait waits for a journalled task and turns its outcome into the final
+// result. When Proxmox cannot be asked (transient poll failures) it keeps
+// waiting: the task runs on regardless, and only its own exit status says
+// how the action ended.
+func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
+	opts := pve.WaitOptions{OnPoll: j.hb.touch, MaxInterval: min(time.Second, j.e.cfg.AckWait/3)}
+	retry := 250 * time.Millisecond
+	for {
+		res, err := j.e.px.WaitTask(ctx, t, opts)
+		if ctx.Err() != nil {
+			return abandon // no outcome claimed; the redelivery resumes
+		}
+		var pe *pve.Error
+		switch {
+		case err == nil:
+			r := j.result(events.ResultSucceeded)
+			r.UPID, r.Node = t.UPID, t.Node
+			if res.Warnings > 0 {
+				r.Warnings, r.TaskLog = res.Warnings, res.Log
+			}
+			return j.finish(ctx, r)
+		case errors.As(err, &pe) && pe.UPID != "":
+			// The task's exit status.
+			var r *events.Result
+			if pe.Class == pve.ClassAlreadyDone {
+				r = j.result(events.ResultSucceeded)
+				r.Reason = message(err)
+			} else {
+				r = j.failed(err, pe.Class)
+				r.TaskLog = res.Log
+			}
+			r.UPID, r.Node = t.UPID, t.Node
+			return j.finish(ctx, r)
+		case pve.Classify(err) == pve.ClassTransient:
+			j.log.Warn().Err(err).Str("upid", t.UPID).Dur("retry_in", retry).Msg("task status unreadable; still waiting")
+			if clock.Sleep(ctx, j.e.clk, retry) != nil {
+				return abandon
+			}
+			retry = min(retry*2, maxWaitRetry)
+		default:
+			r := j.failed(err, pve.Classify(err))
+			r.UPID, r.Node = t.UPID, t.Node
+			return j.finish(ctx, r)
+		}
+	}
+}
+
+// finish reads the guest back into the final result. A failed read-back
+// leaves the observation out; a shutdown abandons.
+func (j *job) finish(ctx context.Context, r *events.Result) outcome {
+	readAt := j.e.clk.Now()
+	st, err := j.e.px.GuestStatus(ctx, j.ref)
+	var cfg *pve.GuestConfig
+	if err == nil {
+		cfg, err = j.e.px.GuestConfig(ctx, j.ref)
+	}
+	if ctx.Err() != nil {
+		return abandon
+	}
+	if err != nil {
+		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
+	} else {
+		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
+	}
+	return outcome{result: r}
+}
+
+// result starts a result of the action.
+func (j *job) result(s events.ResultStatus) *events.Result {
+	return &events.Result{
+		Meta:     events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, j.e.clk.Now()),
+		ActionID: j.a.ID,
+		VMID:     j.a.VMID,
+		Cluster:  j.e.cfg.Cluster,
+		Op:       j.a.Op,
+		Status:   s,
+		Node:     j.a.Node,
+		Executor: j.e.cfg.Name,
+	}
+}
+
+func (j *job) failed(err error, class pve.Class) *events.Result {
+	r := j.result(events.ResultFailed)
+	r.Error, r.ErrorClass = err.Error(), class.Event()
+	return r
+}
+
+// message is Proxmox's own message of an error, for reasons.
+func message(err error) string {
+	var pe *pve.Error
+	if errors.As(err, &pe) && pe.Message != "" {
+		return pe.Message
+	}
+	return err.Error()
+}
+
+func pveOp(op events.Op) pve.Op {
+	switch op {
+	case events.OpStart:
+		return pve.OpStart
+	case events.OpStop:
+		return pve.OpStop
+	case events.OpShutdown:
+		return pve.OpShutdown
+	case events.OpReboot:
+		return pve.OpReboot
+	case events.OpSetConfig:
+		return pve.OpUpdateConfig
+	}
+	return pve.OpUnknown
+}
