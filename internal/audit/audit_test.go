@@ -1,4 +1,4 @@
-package journal_test
+package audit_test
 
 import (
 	"context"
@@ -13,15 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/audit"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
-	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/projector"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func ptr[T any](v T) *T { return &v }
 
 func enc(v any) []byte {
 	b, err := events.Encode(v)
@@ -61,7 +59,7 @@ func (w *writer) pub(subject string, data []byte, h nats.Header) uint64 {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.evs = append(w.evs, projector.Event{Seq: m.Sequence, Subject: m.Subject, Header: m.Header, Data: m.Data, Time: m.Time})
+	w.evs = append(w.evs, projector.Event{Seq: m.Sequence, Subject: m.Subject, Header: events.Header(m.Header), Data: m.Data, Time: m.Time})
 	return ack.Sequence
 }
 
@@ -144,7 +142,7 @@ func TestHistoryTimeline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Written after the history began: not part of it.
-	es, err := journal.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 0, time.Time{})
+	es, err := audit.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 0, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +177,7 @@ func TestHistoryTimeline(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("timeline\n got %+v\nwant %+v", got, want)
 	}
-	byseq := map[uint64]journal.Entry{}
+	byseq := map[uint64]audit.Entry{}
 	for _, e := range es {
 		byseq[e.Seq] = e
 	}
@@ -221,14 +219,14 @@ func TestHistoryTimeline(t *testing.T) {
 
 	// --since: only what was stored from then on.
 	since := byseq[marks["succeeded"]].Time
-	es, err = journal.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 16, since)
+	es, err = audit.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 16, since)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(es) != 4 || es[0].Seq != marks["succeeded"] || es[1].Seq != marks["obs2"] || es[1].Changes != nil {
 		t.Fatalf("since %s: %+v", since, es)
 	}
-	es, err = journal.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 16, time.Now().Add(time.Hour))
+	es, err = audit.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 16, time.Now().Add(time.Hour))
 	if err != nil || len(es) != 0 {
 		t.Fatalf("since the future: %v %+v", err, es)
 	}
@@ -238,7 +236,7 @@ func TestHistoryTimeline(t *testing.T) {
 		vmid    int
 		n       int
 	}{{"pve", 999, 0}, {"lab", 101, 1}} {
-		es, err = journal.Timeline(ctx, w.b.JS, "PVE", c.cluster, c.vmid, 0, time.Time{})
+		es, err = audit.Timeline(ctx, w.b.JS, "PVE", c.cluster, c.vmid, 0, time.Time{})
 		if err != nil || len(es) != c.n {
 			t.Fatalf("%s/%d: %v %+v", c.cluster, c.vmid, err, es)
 		}
@@ -269,7 +267,7 @@ func TestHistoryTimelineStopsAtItsStart(t *testing.T) {
 			}
 		}
 	}()
-	es, err := journal.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 0, time.Time{})
+	es, err := audit.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 0, time.Time{})
 	close(stop)
 	<-done
 	if err != nil {
@@ -323,24 +321,24 @@ func TestReplayFoldUntil(t *testing.T) {
 	between := timeOf(marks["desiredA"]).Add(timeOf(marks["desiredA"]+1).Sub(timeOf(marks["desiredA"])) / 2)
 	cases := []struct {
 		name  string
-		until journal.Point
+		until audit.Point
 		want  uint64
 	}{
-		{"whole stream", journal.Point{}, lastSeq},
-		{"seq", journal.Point{Seq: marks["failed"]}, marks["failed"]},
-		{"seq beyond the end", journal.Point{Seq: lastSeq + 100}, lastSeq},
-		{"exact time", journal.Point{Time: timeOf(marks["desiredA"])}, marks["desiredA"]},
-		{"time between", journal.Point{Time: between}, marks["desiredA"]},
-		{"time before", journal.Point{Time: timeOf(1).Add(-time.Second)}, 0},
-		{"time after", journal.Point{Time: time.Now().Add(time.Hour)}, lastSeq},
-		{"both, seq first", journal.Point{Seq: marks["rejected"], Time: between}, marks["rejected"]},
-		{"both, time first", journal.Point{Seq: marks["succeeded"], Time: between}, marks["desiredA"]},
+		{"whole stream", audit.Point{}, lastSeq},
+		{"seq", audit.Point{Seq: marks["failed"]}, marks["failed"]},
+		{"seq beyond the end", audit.Point{Seq: lastSeq + 100}, lastSeq},
+		{"exact time", audit.Point{Time: timeOf(marks["desiredA"])}, marks["desiredA"]},
+		{"time between", audit.Point{Time: between}, marks["desiredA"]},
+		{"time before", audit.Point{Time: timeOf(1).Add(-time.Second)}, 0},
+		{"time after", audit.Point{Time: time.Now().Add(time.Hour)}, lastSeq},
+		{"both, seq first", audit.Point{Seq: marks["rejected"], Time: between}, marks["rejected"]},
+		{"both, time first", audit.Point{Seq: marks["succeeded"], Time: between}, marks["desiredA"]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var calls int
 			var lastDone, lastTotal uint64
-			p, err := journal.FoldUntil(ctx, w.b.JS, "PVE", "pve", c.until, func(done, total uint64) {
+			p, err := audit.FoldUntil(ctx, w.b.JS, "PVE", "pve", c.until, func(done, total uint64) {
 				calls++
 				if done < lastDone || done > total {
 					t.Errorf("progress %d/%d after %d", done, total, lastDone)
@@ -361,22 +359,22 @@ func TestReplayFoldUntil(t *testing.T) {
 			}
 		})
 	}
-	p, _ := journal.FoldUntil(ctx, w.b.JS, "PVE", "pve", journal.Point{Seq: marks["desiredA"]}, nil)
+	p, _ := audit.FoldUntil(ctx, w.b.JS, "PVE", "pve", audit.Point{Seq: marks["desiredA"]}, nil)
 	if v := p.Views[101]; v == nil || v.DesiredSeq != marks["desiredA"] {
 		t.Fatalf("view of 101 at desired A: %+v", v)
 	}
-	if tm, err := journal.EventTime(ctx, w.b.JS, "PVE", marks["desiredA"]); err != nil || !tm.Equal(timeOf(marks["desiredA"])) {
+	if tm, err := audit.EventTime(ctx, w.b.JS, "PVE", marks["desiredA"]); err != nil || !tm.Equal(timeOf(marks["desiredA"])) {
 		t.Fatalf("EventTime: %v %v", tm, err)
 	}
 }
 
 func TestReplayFoldUntilEmptyStream(t *testing.T) {
 	b := bustest.New(t)
-	p, err := journal.FoldUntil(context.Background(), b.JS, "PVE", "pve", journal.Point{}, nil)
+	p, err := audit.FoldUntil(context.Background(), b.JS, "PVE", "pve", audit.Point{}, nil)
 	if err != nil || p.LastSeq != 0 || len(p.Views) != 0 {
 		t.Fatalf("%v %+v", err, p)
 	}
-	es, err := journal.Timeline(context.Background(), b.JS, "PVE", "pve", 101, 0, time.Time{})
+	es, err := audit.Timeline(context.Background(), b.JS, "PVE", "pve", 101, 0, time.Time{})
 	if err != nil || len(es) != 0 {
 		t.Fatalf("%v %+v", err, es)
 	}
@@ -386,16 +384,16 @@ func TestHistoryPartitions(t *testing.T) {
 	for _, n := range []int{1, 16, 1024} {
 		cfg := jetstream.StreamConfig{Name: "PVE", SubjectTransform: &jetstream.SubjectTransformConfig{
 			Destination: fmt.Sprintf("pve.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(%d,2,3)}}", n)}}
-		if got, err := journal.Partitions(cfg); err != nil || got != n {
+		if got, err := audit.Partitions(cfg); err != nil || got != n {
 			t.Fatalf("%d: %d %v", n, got, err)
 		}
 	}
 	b := bustest.New(t)
 	s, _ := b.Stream(context.Background())
-	if got, err := journal.Partitions(s.CachedInfo().Config); err != nil || got != b.Config().Partitions {
+	if got, err := audit.Partitions(s.CachedInfo().Config); err != nil || got != b.Config().Partitions {
 		t.Fatalf("provisioned stream: %d %v", got, err)
 	}
-	if _, err := journal.Partitions(jetstream.StreamConfig{Name: "X"}); err == nil {
+	if _, err := audit.Partitions(jetstream.StreamConfig{Name: "X"}); err == nil {
 		t.Fatal("a stream without a transform has partitions")
 	}
 }
@@ -404,21 +402,21 @@ func TestReplayParsePoint(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		in   string
-		want journal.Point
+		want audit.Point
 		err  bool
 	}{
-		{"", journal.Point{}, false},
-		{"42", journal.Point{Seq: 42}, false},
-		{"0", journal.Point{}, true},
-		{"2026-11-21T09:30:00Z", journal.Point{Time: time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)}, false},
-		{"2026-11-21T09:30:00.5+01:00", journal.Point{Time: time.Date(2026, 11, 21, 8, 30, 0, 5e8, time.UTC)}, false},
-		{"2h", journal.Point{Time: now.Add(-2 * time.Hour)}, false},
-		{"3d", journal.Point{Time: now.Add(-72 * time.Hour)}, false},
-		{"-2h", journal.Point{}, true},
-		{"yesterday", journal.Point{}, true},
+		{"", audit.Point{}, false},
+		{"42", audit.Point{Seq: 42}, false},
+		{"0", audit.Point{}, true},
+		{"2026-11-21T09:30:00Z", audit.Point{Time: time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)}, false},
+		{"2026-11-21T09:30:00.5+01:00", audit.Point{Time: time.Date(2026, 11, 21, 8, 30, 0, 5e8, time.UTC)}, false},
+		{"2h", audit.Point{Time: now.Add(-2 * time.Hour)}, false},
+		{"3d", audit.Point{Time: now.Add(-72 * time.Hour)}, false},
+		{"-2h", audit.Point{}, true},
+		{"yesterday", audit.Point{}, true},
 	}
 	for _, c := range cases {
-		got, err := journal.ParsePoint(c.in, now)
+		got, err := audit.ParsePoint(c.in, now)
 		if (err != nil) != c.err || !got.Time.Equal(c.want.Time) || got.Seq != c.want.Seq {
 			t.Errorf("ParsePoint(%q) = %+v, %v; want %+v (error %v)", c.in, got, err, c.want, c.err)
 		}

@@ -1,4 +1,4 @@
-package journal_test
+package audit_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/audit"
 	"github.com/converge-pve/converge/internal/bus/bustest"
-	"github.com/converge-pve/converge/internal/journal"
 )
 
 // benchJournal writes n events shaped like the pipeline's: per change a
@@ -85,7 +85,7 @@ func BenchmarkReplayFoldUntil(b *testing.B) {
 	var folded uint64
 	b.ResetTimer()
 	for b.Loop() {
-		p, err := journal.FoldUntil(ctx, bb.JS, "PVE", "pve", journal.Point{}, nil)
+		p, err := audit.FoldUntil(ctx, bb.JS, "PVE", "pve", audit.Point{}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-// Package journal reads converge's journal (the JetStream stream, "PVE" by
+// Package audit reads converge's journal (the JetStream stream, "PVE" by
 // default) for audit and point-in-time replay (DESIGN.md §1, §3: `converge
 // history`, `converge replay`). It only reads: nothing here publishes,
 // acknowledges or changes a consumer that a role uses.
@@ -30,4 +30,4 @@
 // with the sequence.
 //
 // Times are stream (store) times, not the times written inside events.
-package journal
+package audit

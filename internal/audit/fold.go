@@ -1,4 +1,4 @@
-package journal
+package audit
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/projector"
 )
@@ -69,7 +70,7 @@ func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster stri
 		}
 		seq := md.Sequence.Stream
 		if seq <= last {
-			batch = append(batch, projector.Event{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+			batch = append(batch, projector.Event{Seq: seq, Subject: m.Subject(), Header: events.Header(m.Headers()), Data: m.Data(), Time: md.Timestamp})
 		}
 		end := seq >= last || md.NumPending == 0
 		if (len(batch) == foldBatch || end) && len(batch) > 0 && !send() {

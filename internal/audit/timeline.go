@@ -1,4 +1,4 @@
-package journal
+package audit
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
-	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -115,7 +114,7 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 		if md.Sequence.Stream > last.Sequence {
 			break
 		}
-		tl.add(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
+		tl.add(projector.Event{Seq: md.Sequence.Stream, Subject: m.Subject(), Header: events.Header(m.Headers()), Data: m.Data(), Time: md.Timestamp})
 		if md.Sequence.Stream == last.Sequence || md.NumPending == 0 {
 			break
 		}
@@ -320,8 +319,8 @@ type obsState struct {
 
 func normalise(o *events.Observed) *obsState {
 	st := &obsState{exists: o.Exists, node: o.Node, kind: string(o.Kind), status: o.Status, lock: o.Lock, template: o.Template,
-		name: o.Config.Name, description: pve.NormaliseDescription(o.Config.Description),
-		tags: pve.FormatTags(pve.NormaliseTags(o.Config.Tags)), cores: o.Config.Cores, memory: o.Config.MemoryMiB, onboot: o.Config.OnBoot}
+		name: o.Config.Name, description: events.NormaliseDescription(o.Config.Description),
+		tags: events.FormatTags(o.Config.Tags), cores: o.Config.Cores, memory: o.Config.MemoryMiB, onboot: o.Config.OnBoot}
 	if len(o.Pending) > 0 {
 		keys := slices.Sorted(maps.Keys(o.Pending))
 		for i, k := range keys {
