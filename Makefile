@@ -2,7 +2,7 @@ GO      ?= go
 BIN     ?= bin/converge
 PKGS    ?= ./...
 
-.PHONY: build test test-short vet run sim fmt
+.PHONY: build test test-short scenarios vet run sim fmt
 
 build:
 	$(GO) build -o $(BIN) ./cmd/converge
@@ -12,6 +12,11 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+# The scripted scenarios of the planner engine and the executor alone
+# (planner/testdata, executor/testdata): no server, milliseconds each.
+scenarios:
+	$(GO) test -count=1 -run TestScenarios -v ./planner/ ./executor/
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os"
@@ -77,5 +77,29 @@ func TestCLICommands(t *testing.T) {
 	e.proc.stop(syscall.SIGTERM, 60*time.Second)
 	if e.proc.err != nil {
 		t.Fatalf("converge up on SIGTERM: %v", e.proc.err)
+	}
+}
+
+// TestPlanUsesLivePolicy: `converge plan` plans with the policy the
+// running planner plans with (published in its cluster document), not
+// with the defaults: under `up --observe-only --shutdown-timeout 17s` the
+// dry run says it would only observe, and with that timeout.
+func TestPlanUsesLivePolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	e := startUp(t, 2, "--observe-only", "--shutdown-timeout", "17s")
+	if out, code := runCLI(t, "desire", "100", "--power", "stopped", "--nats", e.natsURL); code != 0 {
+		t.Fatalf("desire: exit %d\n%s", code, out)
+	}
+	want := "observe-only: would desired power stopped, guest is running (graceful shutdown, forced after 17s)"
+	var out string
+	eventually(t, 60*time.Second, "plan to show the observe-only policy", func() bool {
+		var code int
+		out, code = runCLI(t, "plan", "--nats", e.natsURL)
+		return code == 0 && strings.Contains(out, want)
+	})
+	if strings.Contains(out, "now shutdown") {
+		t.Fatalf("plan shows an action an observe-only planner would not take:\n%s", out)
 	}
 }

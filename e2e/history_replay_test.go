@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/audit"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/views"
@@ -32,8 +32,8 @@ func runSplit(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "CONVERGE_RUN_MAIN=1", "CONVERGE_LOG_LEVEL=warn")
+	cmd := exec.CommandContext(ctx, converge, args...)
+	cmd.Env = append(os.Environ(), "CONVERGE_LOG_LEVEL=warn")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -78,9 +78,9 @@ func jsonLines[T any](t *testing.T, out string) []T {
 }
 
 type historyDoc struct {
-	VMID    int             `json:"vmid"`
-	Cluster string          `json:"cluster"`
-	Entries []journal.Entry `json:"entries"`
+	VMID    int           `json:"vmid"`
+	Cluster string        `json:"cluster"`
+	Entries []audit.Entry `json:"entries"`
 }
 
 // TestHistoryJSONLOnlyWhereRecordsStream: -o jsonl is refused, before
@@ -123,7 +123,7 @@ func journalResults(t *testing.T, js jetstream.JetStream, vmid int) []events.Res
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	es, err := journal.Timeline(ctx, js, "PVE", "pve", vmid, 0, time.Time{})
+	es, err := audit.Timeline(ctx, js, "PVE", "pve", vmid, 0, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestHistoryOfOneGuest(t *testing.T) {
 		}
 	}
 	pos := 0
-	find := func(what string, ok func(e journal.Entry) bool) journal.Entry {
+	find := func(what string, ok func(e audit.Entry) bool) audit.Entry {
 		t.Helper()
 		for ; pos < len(es); pos++ {
 			if ok(es[pos]) {
@@ -261,44 +261,44 @@ func TestHistoryOfOneGuest(t *testing.T) {
 			fmt.Fprintf(&b, "  %d %s %s %s %s\n", e.Seq, e.Kind, e.CorrelationID, e.TaskID, e.Summary)
 		}
 		t.Fatalf("history: no %s (in order) in\n%s", what, b.String())
-		return journal.Entry{}
+		return audit.Entry{}
 	}
-	d1 := find("desired revision 1", func(e journal.Entry) bool {
+	d1 := find("desired revision 1", func(e audit.Entry) bool {
 		return e.Kind == events.KindDesired && e.Seq == rev1 && e.Who == "history-test" && e.CorrelationID == "corr-1" &&
 			e.Desired != nil && *e.Desired.Cores == 3
 	})
-	a1 := find("its set_config", func(e journal.Entry) bool {
+	a1 := find("its set_config", func(e audit.Entry) bool {
 		return e.Kind == events.KindAction && e.Action.Op == events.OpSetConfig && e.Action.DesiredSeq == d1.Seq && e.CorrelationID == "corr-1"
 	})
 	// The config task ended within background_delay: Proxmox answered
 	// without it, so there is no task id and no "started".
-	find("its config write succeeded", func(e journal.Entry) bool {
+	find("its config write succeeded", func(e audit.Entry) bool {
 		return e.Kind == events.KindResult && e.Result.ActionID == a1.Action.ID && e.Result.Status == events.ResultSucceeded &&
 			e.TaskID == "" && e.CorrelationID == "corr-1"
 	})
-	drift := find("the drift observed", func(e journal.Entry) bool {
+	drift := find("the drift observed", func(e audit.Entry) bool {
 		return e.Kind == events.KindObserved && strings.Contains(strings.Join(e.Changes, ";"), `"edited by hand"`)
 	})
-	a2 := find("the correction", func(e journal.Entry) bool {
+	a2 := find("the correction", func(e audit.Entry) bool {
 		return e.Kind == events.KindAction && e.Action.DesiredSeq == rev1 && e.CorrelationID == "corr-1" &&
 			e.Action.Set["description"] == "first revision" && e.Action.BasisSeq >= drift.Seq
 	})
-	find("the correction's result", func(e journal.Entry) bool {
+	find("the correction's result", func(e audit.Entry) bool {
 		return e.Kind == events.KindResult && e.Result.ActionID == a2.Action.ID && e.Result.Status == events.ResultSucceeded &&
 			e.CorrelationID == "corr-1"
 	})
 	corr2 := fmt.Sprintf("desired-pve-101-%d", rev2)
-	find("desired revision 2", func(e journal.Entry) bool {
+	find("desired revision 2", func(e audit.Entry) bool {
 		return e.Kind == events.KindDesired && e.Seq == rev2 && e.Who == "unknown" && e.CorrelationID == corr2
 	})
-	failed := find("a failed task", func(e journal.Entry) bool {
+	failed := find("a failed task", func(e audit.Entry) bool {
 		return e.Kind == events.KindResult && e.Result.Status == events.ResultFailed && e.Result.Op == events.OpStart && strings.HasPrefix(e.TaskID, "UPID:") &&
 			e.Result.ErrorClass != "" && e.Result.Error != "" && e.CorrelationID == corr2 && e.Result.Executor != ""
 	})
-	retry := find("the retry", func(e journal.Entry) bool {
+	retry := find("the retry", func(e audit.Entry) bool {
 		return e.Kind == events.KindAction && e.Action.DesiredSeq == rev2 && e.Action.Attempt >= 2 && e.CorrelationID == corr2
 	})
-	r3 := find("the retry's success", func(e journal.Entry) bool {
+	r3 := find("the retry's success", func(e audit.Entry) bool {
 		return e.Kind == events.KindResult && e.Result.ActionID == retry.Action.ID && e.Result.Status == events.ResultSucceeded &&
 			strings.HasPrefix(e.TaskID, "UPID:") && e.CorrelationID == corr2
 	})
@@ -331,12 +331,12 @@ func TestHistoryOfOneGuest(t *testing.T) {
 		t.Fatalf("text history out of order %v:\n%s", order, text)
 	}
 	for _, s := range []string{"TIME", "SEQ", "KIND", "WHO", "CORRELATION", "TASK", "WHAT", "corr-1", "result:failed", "result:succeeded",
-		failed.Result.ErrorClass, "attempt 2"} {
+		string(failed.Result.ErrorClass), "attempt 2"} {
 		at(s)
 	}
 
 	// JSON lines: every line a self-contained object, the same entries.
-	lines := jsonLines[journal.Entry](t, mustRun(t, "history", "101", "--nats", e.natsURL, "-o", "jsonl"))
+	lines := jsonLines[audit.Entry](t, mustRun(t, "history", "101", "--nats", e.natsURL, "-o", "jsonl"))
 	if len(lines) < len(es) {
 		t.Fatalf("jsonl has %d entries, json %d", len(lines), len(es))
 	}
@@ -361,7 +361,7 @@ func TestHistoryOfOneGuest(t *testing.T) {
 	phase("text, jsonl and --since checked")
 }
 
-func indexOf(es []journal.Entry, seq uint64) int {
+func indexOf(es []audit.Entry, seq uint64) int {
 	for i, e := range es {
 		if e.Seq == seq {
 			return i
@@ -375,7 +375,7 @@ type replayOut struct {
 		Seq  uint64    `json:"seq"`
 		Time time.Time `json:"time"`
 	} `json:"as_of"`
-	Until  *journal.Point  `json:"until"`
+	Until  *audit.Point    `json:"until"`
 	Guests []views.Summary `json:"guests"`
 }
 

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
 
@@ -84,7 +84,7 @@ func TestExecutorKilledMidTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,10 @@
-package main
+package e2e
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,7 +75,7 @@ func testNodeLoss(t *testing.T, killStreamLeader bool) {
 	phase := func(format string, args ...any) {
 		t.Logf("%6.2fs %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	c := natscluster.Start(t, 3, os.Args[0])
+	c := natscluster.Start(t, 3, converge)
 	urls := c.ClientURLs()
 	e := &upEnv{natsURL: urls, simURL: "http://" + freeAddr(t), tokenID: "root@pam!cluster", tokenSecret: "cluster-secret"}
 	startProc(t, "sim", "sim", "--listen", strings.TrimPrefix(e.simURL, "http://"), "--nodes", "3",

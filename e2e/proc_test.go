@@ -1,9 +1,10 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,16 +16,36 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary act as the converge binary: tests start
-// real converge processes (and SIGKILL them) by re-executing themselves
-// with CONVERGE_RUN_MAIN=1.
+// converge is the path of the converge binary the tests run.
+var converge string
+
+// TestMain builds the converge binary the tests start (and SIGKILL) as
+// real processes: once, into a temp dir, with the race detector when the
+// tests run with it. CONVERGE_BIN names a prebuilt binary instead.
 func TestMain(m *testing.M) {
-	if os.Getenv("CONVERGE_RUN_MAIN") == "1" {
-		os.Args = append([]string{"converge"}, os.Args[1:]...)
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	os.Exit(func() int {
+		if converge = os.Getenv("CONVERGE_BIN"); converge != "" {
+			return m.Run()
+		}
+		dir, err := os.MkdirTemp("", "converge-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		converge = filepath.Join(dir, "converge")
+		args := []string{"build", "-o", converge}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, "github.com/converge-pve/converge/cmd/converge")...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: building converge:", err)
+			return 1
+		}
+		return m.Run()
+	}())
 }
 
 // proc is a converge process started by a test.
@@ -43,8 +64,8 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "CONVERGE_RUN_MAIN=1", "CONVERGE_LOG_LEVEL=debug")
+	cmd := exec.Command(converge, args...)
+	cmd.Env = append(os.Environ(), "CONVERGE_LOG_LEVEL=debug")
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -100,8 +121,8 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "CONVERGE_RUN_MAIN=1", "CONVERGE_LOG_LEVEL=warn")
+	cmd := exec.CommandContext(ctx, converge, args...)
+	cmd.Env = append(os.Environ(), "CONVERGE_LOG_LEVEL=warn")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

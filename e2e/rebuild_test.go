@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -109,7 +109,13 @@ func TestRebuildAndRestart(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("rebuild exited %d: %s", code, out)
 	}
-	var rep rebuildReport
+	var rep struct { // what `converge rebuild -o json` prints
+		ViewsDropped      bool   `json:"views_dropped"`
+		CheckpointDropped bool   `json:"checkpoint_dropped"`
+		JournalSeq        uint64 `json:"journal_seq"`
+		Rewritten         bool   `json:"rewritten"`
+		Guests            int    `json:"guests"`
+	}
 	// The output is the JSON document, then any log lines.
 	if err := json.NewDecoder(strings.NewReader(out[strings.Index(out, "{"):])).Decode(&rep); err != nil {
 		t.Fatalf("rebuild output: %v\n%s", err, out)

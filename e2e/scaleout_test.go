@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/lease"
+	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
 
@@ -29,7 +29,7 @@ type scaleEnv struct {
 }
 
 func newScaleEnv(t *testing.T, guests int) *scaleEnv {
-	srv, err := bus.StartEmbedded(bus.EmbeddedOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 )
 
 type desireFlags struct {
@@ -71,11 +72,16 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 			}
 			var res []out
 			for _, d := range bodies {
-				seq, err := events.PublishDesiredBody(cmd.Context(), b.JS, d.vmid, d.body,
+				m, err := events.DesiredBodyMessage(d.vmid, d.body,
 					events.PublishOptions{Cluster: g.cluster, Publisher: pub, CorrelationID: f.correlation})
 				if err != nil {
 					return err
 				}
+				ack, err := b.Append(cmd.Context(), m, journal.Expect{})
+				if err != nil {
+					return fmt.Errorf("publish desired %d: %w", d.vmid, err)
+				}
+				seq := ack.Seq
 				res = append(res, out{d.vmid, seq})
 				if g.output == "text" {
 					fmt.Fprintf(cmd.OutOrStdout(), "desired state of %d accepted: revision %d\n", d.vmid, seq)

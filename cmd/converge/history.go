@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/audit"
 )
 
 func newHistoryCmd(g *globals) *cobra.Command {
@@ -38,7 +38,7 @@ correlation_id, task_id, summary, …), for a log store or SIEM.`,
 			vmid := ids[0]
 			var from time.Time
 			if since != "" {
-				if from, err = journal.ParseTime(since, time.Now()); err != nil {
+				if from, err = audit.ParseTime(since, time.Now()); err != nil {
 					return fmt.Errorf("--since %q: %w", since, err)
 				}
 			}
@@ -48,7 +48,7 @@ correlation_id, task_id, summary, …), for a log store or SIEM.`,
 				return err
 			}
 			defer b.Close()
-			es, err := journal.Timeline(ctx, b.JS, g.stream, g.cluster, vmid, 0, from)
+			es, err := audit.Timeline(ctx, b.JS, g.stream, g.cluster, vmid, 0, from)
 			if err != nil {
 				return err
 			}
@@ -56,7 +56,7 @@ correlation_id, task_id, summary, …), for a log store or SIEM.`,
 			switch g.output {
 			case "json":
 				if es == nil {
-					es = []journal.Entry{}
+					es = []audit.Entry{}
 				}
 				enc := json.NewEncoder(w)
 				enc.SetIndent("", "  ")
@@ -85,7 +85,7 @@ correlation_id, task_id, summary, …), for a log store or SIEM.`,
 // historyTime is precise enough to order what happened within a second.
 const historyTime = "2006-01-02T15:04:05.000Z07:00"
 
-func printHistory(w io.Writer, cluster string, vmid int, since time.Time, es []journal.Entry) {
+func printHistory(w io.Writer, cluster string, vmid int, since time.Time, es []audit.Entry) {
 	if len(es) == 0 {
 		if since.IsZero() {
 			fmt.Fprintf(w, "no events of guest %d (cluster %s) in the journal\n", vmid, cluster)

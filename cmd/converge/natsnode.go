@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/natsserver"
 )
 
 type natsNodeFlags struct {
@@ -48,7 +48,7 @@ func newNATSNodeCmd(g *globals) *cobra.Command {
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				return fmt.Errorf("--store %s: %w", dir, err)
 			}
-			o := bus.EmbeddedOptions{DataDir: dir, Listen: f.listen, Name: f.name, ConfigFile: f.config, Logger: &log}
+			o := natsserver.Options{DataDir: dir, Listen: f.listen, Name: f.name, ConfigFile: f.config, Logger: &log}
 			switch {
 			case f.clusterName != "":
 				var routes []string
@@ -57,11 +57,11 @@ func newNATSNodeCmd(g *globals) *cobra.Command {
 						routes = append(routes, r)
 					}
 				}
-				o.Cluster = &bus.ClusterOptions{Name: f.clusterName, Listen: f.clusterListen, Routes: routes}
+				o.Cluster = &natsserver.ClusterOptions{Name: f.clusterName, Listen: f.clusterListen, Routes: routes}
 			case f.clusterListen != "" || f.routes != "":
 				return errors.New("--cluster-listen and --routes need --cluster-name")
 			}
-			s, err := bus.StartEmbedded(o)
+			s, err := natsserver.Start(o)
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,14 @@ func newPlanCmd(g *globals) *cobra.Command {
 			if cd == nil {
 				return fmt.Errorf("no planner has written views for cluster %q yet", g.cluster)
 			}
-			pol := planner.Policy{}
+			// The policy the live planner plans with, as it published it;
+			// a planner too old to publish it planned with the defaults.
+			pol := planner.DefaultPolicy()
+			if cd.Policy != nil {
+				pol = *cd.Policy
+			} else {
+				fmt.Fprintln(cmd.ErrOrStderr(), "the planner did not publish its policy (an older converge): planning with the defaults")
+			}
 			if noReboot {
 				f := false
 				pol.RebootForPending = &f
@@ -89,7 +96,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&noReboot, "no-reboot", false, "plan as a planner with --no-reboot would")
+	cmd.Flags().BoolVar(&noReboot, "no-reboot", false, "plan as if the planner ran with --no-reboot (default: as it runs)")
 	return cmd
 }
 
@@ -118,5 +125,5 @@ func newResyncCmd(g *globals) *cobra.Command {
 }
 
 func controlResync(ctx context.Context, b *bus.Bus, cluster string) (uint64, error) {
-	return control.PublishResync(ctx, b, cluster, "converge-cli")
+	return control.PublishResync(ctx, b, cluster, "converge-cli", time.Now())
 }

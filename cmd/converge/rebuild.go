@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/views"
-	"github.com/converge-pve/converge/planner"
 )
 
 // rebuildReport is what `converge rebuild -o json` prints.
@@ -42,37 +41,26 @@ is no checkpoint any more). With --wait, rebuild waits for the rewrite.`,
 			}
 			defer b.Close()
 			var rep rebuildReport
-			s, err := b.Stream(ctx)
+			info, err := b.Info(ctx)
 			if err != nil {
 				return fmt.Errorf("journal stream %q: %w", g.stream, err)
 			}
-			info, err := s.Info(ctx)
+			rep.JournalSeq = info.LastSeq
+			store, err := b.ViewStore()
 			if err != nil {
 				return err
 			}
-			rep.JournalSeq = info.State.LastSeq
-			switch err := b.JS.DeleteKeyValue(ctx, g.bucket); {
-			case err == nil:
-				rep.ViewsDropped = true
-			case !errors.Is(err, jetstream.ErrBucketNotFound):
-				return fmt.Errorf("drop views bucket %q: %w", g.bucket, err)
+			done, err := views.Rebuild(ctx, store, b.Checkpoints(), planloop.CheckpointName(g.cluster))
+			if err != nil {
+				return err
 			}
-			if os, err := b.JS.ObjectStore(ctx, planner.CheckpointBucket); err == nil {
-				switch err := os.Delete(ctx, planner.CheckpointName(g.cluster)); {
-				case err == nil:
-					rep.CheckpointDropped = true
-				case !errors.Is(err, jetstream.ErrObjectNotFound):
-					return fmt.Errorf("drop checkpoint: %w", err)
-				}
-			} else if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				return fmt.Errorf("checkpoint store: %w", err)
-			}
-			if err := b.ProvisionViews(ctx); err != nil {
-				return fmt.Errorf("recreate views bucket: %w", err)
-			}
+			rep.ViewsDropped, rep.CheckpointDropped = done.ViewsDropped, done.CheckpointDropped
 			if wait > 0 {
-				if rep.Guests, err = waitRewritten(ctx, g, b.JS, rep.JournalSeq, wait); err != nil {
-					return err
+				wctx, cancel := context.WithTimeout(ctx, wait)
+				rep.Guests, err = views.WaitRewritten(wctx, views.Reader{Store: store, Cluster: g.cluster}, clock.Real, rep.JournalSeq)
+				cancel()
+				if err != nil {
+					return exitCode{3, fmt.Errorf("views not rewritten within %s: is a planner running?", wait)}
 				}
 				rep.Rewritten = true
 			}
@@ -92,36 +80,4 @@ is no checkpoint any more). With --wait, rebuild waits for the rewrite.`,
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for a running planner to rewrite the views")
 	return cmd
-}
-
-// waitRewritten waits until a planner has written the cluster document
-// again, at or beyond seq, and its guest views have stopped growing.
-func waitRewritten(ctx context.Context, g *globals, js jetstream.JetStream, seq uint64, limit time.Duration) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	last, stable := -1, 0
-	for {
-		if kv, err := js.KeyValue(ctx, g.bucket); err == nil {
-			r := views.Reader{KV: kv, Cluster: g.cluster}
-			if cd, err := r.ClusterDoc(ctx); err == nil && cd != nil && cd.Seq >= seq {
-				docs, err := r.List(ctx)
-				if err == nil {
-					// Views are written at most 1,000 per flush: done when the
-					// count holds for a few checks.
-					if len(docs) == last {
-						if stable++; stable >= 3 {
-							return len(docs), nil
-						}
-					} else {
-						last, stable = len(docs), 0
-					}
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, exitCode{3, fmt.Errorf("views not rewritten within %s: is a planner running?", limit)}
-		case <-time.After(500 * time.Millisecond): // polling the bucket
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/audit"
 	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
@@ -44,7 +43,7 @@ a terminal or the replay is longer than 100,000 events.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{annotJSONL: "yes"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pt, err := journal.ParsePoint(until, time.Now())
+			pt, err := audit.ParsePoint(until, time.Now())
 			if err != nil {
 				return fmt.Errorf("--until: %w", err)
 			}
@@ -55,14 +54,14 @@ a terminal or the replay is longer than 100,000 events.`,
 			}
 			defer b.Close()
 			bar := &replayProgress{w: cmd.ErrOrStderr()}
-			p, err := journal.FoldUntil(ctx, b.JS, g.stream, g.cluster, pt, bar.update)
+			p, err := audit.FoldUntil(ctx, b.JS, g.stream, g.cluster, pt, bar.update)
 			bar.finish()
 			if err != nil {
 				return err
 			}
 			asOf := replayAsOf{Seq: p.LastSeq, Time: pt.Time}
 			if asOf.Time.IsZero() && p.LastSeq > 0 {
-				if asOf.Time, err = journal.EventTime(ctx, b.JS, g.stream, p.LastSeq); err != nil {
+				if asOf.Time, err = audit.EventTime(ctx, b.JS, g.stream, p.LastSeq); err != nil {
 					return err
 				}
 			}
@@ -108,7 +107,7 @@ type replayAsOf struct {
 type replayDoc struct {
 	Cluster  string                 `json:"cluster"`
 	Stream   string                 `json:"stream"`
-	Until    *journal.Point         `json:"until,omitempty"`
+	Until    *audit.Point           `json:"until,omitempty"`
 	AsOf     replayAsOf             `json:"as_of"`
 	Observer projector.ClusterState `json:"observer"`
 	Guests   []views.Summary        `json:"guests"`
@@ -134,12 +133,12 @@ func replaySummaries(p *projector.Projector, pol planner.Policy, now time.Time) 
 	for _, id := range ids {
 		v := p.Views[id]
 		d := planner.Plan(v, p.State, pol, now)
-		sums = append(sums, views.Summarise(&planner.GuestDoc{View: v, Status: d.Status, Next: d.Steps, UpdatedAt: now}))
+		sums = append(sums, views.Summarise(&views.GuestDoc{View: v, Status: d.Status, Next: d.Steps, UpdatedAt: now}))
 	}
 	return sums
 }
 
-func printReplay(w io.Writer, g *globals, pt journal.Point, asOf replayAsOf, st projector.ClusterState, sums []views.Summary) {
+func printReplay(w io.Writer, g *globals, pt audit.Point, asOf replayAsOf, st projector.ClusterState, sums []views.Summary) {
 	if asOf.Seq == 0 {
 		fmt.Fprintf(w, "journal %s has no events up to %s\n", g.stream, pt)
 		return
@@ -160,35 +159,12 @@ func printReplay(w io.Writer, g *globals, pt journal.Point, asOf replayAsOf, st 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VMID\tSTATE\tNODE\tPOWER\tDESIRED\tREV\tOBSERVED\tLAST ACTION\tTASK\tREASON")
 	for _, s := range sums {
-		node, power, obs := "-", "-", "-"
-		if o := s.Observed; o != nil {
-			node, power = o.Node, o.Status
-			if !o.Exists {
-				power = "absent"
-			} else {
-				obs = fmt.Sprintf("%dc/%dM", o.Config.Cores, o.Config.MemoryMiB)
-				if o.Lock != "" {
-					obs += " lock:" + o.Lock
-				}
-			}
-		}
+		r := rowOf(s)
 		want, rev := "-", "-"
 		if s.Desired != nil {
-			want, rev = journal.DescribeDesired(s.Desired), fmt.Sprint(s.Revision)
+			want, rev = audit.DescribeDesired(s.Desired), fmt.Sprint(s.Revision)
 		}
-		last, task := "-", "-"
-		if a := s.Last; a != nil {
-			last = string(a.Op)
-			if a.Result != "" {
-				last += ":" + string(a.Result)
-			}
-			task = dash(a.UPID)
-		}
-		reason := s.Reason
-		if s.LastError != "" && s.State != planner.Converged && !strings.Contains(reason, s.LastError) {
-			reason += " [last error: " + s.LastError + "]"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, s.State, node, power, want, rev, obs, last, task, reason)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, s.State, r.node, r.power, want, rev, r.obs, r.last, r.task, r.reason)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d guest(s)\n", len(sums))

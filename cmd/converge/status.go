@@ -45,11 +45,17 @@ func openViews(ctx context.Context, g *globals, name string) (*bus.Bus, views.Re
 }
 
 func viewsReader(ctx context.Context, g *globals, b *bus.Bus) (views.Reader, error) {
-	kv, err := b.Views(ctx)
+	store, err := b.ViewStore()
 	if err != nil {
-		return views.Reader{}, fmt.Errorf("no views bucket %q (has `converge up` or a planner run against this NATS?): %w", g.bucket, err)
+		return views.Reader{}, err
 	}
-	return views.Reader{KV: kv, Cluster: g.cluster}, nil
+	switch _, ok, err := store.Created(ctx); {
+	case err != nil:
+		return views.Reader{}, fmt.Errorf("views bucket %q: %w", g.bucket, err)
+	case !ok:
+		return views.Reader{}, fmt.Errorf("no views bucket %q (has `converge up` or a planner run against this NATS?)", g.bucket)
+	}
+	return views.Reader{Store: store, Cluster: g.cluster}, nil
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -67,7 +73,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			var docs []planner.GuestDoc
+			var docs []views.GuestDoc
 			if len(ids) == 0 {
 				if docs, err = r.List(ctx); err != nil {
 					return err
@@ -100,7 +106,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 	}
 }
 
-func printStatus(w io.Writer, sums []views.Summary, cd *planner.ClusterDoc, now time.Time) {
+func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now time.Time) {
 	if cd == nil {
 		fmt.Fprintln(w, "no planner has written views yet (is `converge up` or `converge planner` running?)")
 	} else if !cd.State.Reachable || cd.State.HeartbeatAt.IsZero() {
@@ -109,15 +115,7 @@ func printStatus(w io.Writer, sums []views.Summary, cd *planner.ClusterDoc, now 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VMID\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")
 	for _, s := range sums {
-		node, power, obs := "-", "-", "-"
-		if o := s.Observed; o != nil {
-			node, power = o.Node, o.Status
-			if !o.Exists {
-				power = "absent"
-			} else {
-				obs = fmt.Sprintf("%dc/%dM", o.Config.Cores, o.Config.MemoryMiB)
-			}
-		}
+		r := rowOf(s)
 		want := "-"
 		if d := s.Desired; d != nil {
 			var parts []string
@@ -137,20 +135,38 @@ func printStatus(w io.Writer, sums []views.Summary, cd *planner.ClusterDoc, now 
 				want = strings.Join(parts, " ")
 			}
 		}
-		last := "-"
-		if a := s.Last; a != nil {
-			last = string(a.Op)
-			if a.Result != "" {
-				last += ":" + string(a.Result)
-			}
-		}
-		reason := s.Reason
-		if s.LastError != "" && s.State != planner.Converged && !strings.Contains(reason, s.LastError) {
-			reason += " [last error: " + s.LastError + "]"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, s.State, node, power, want, obs, last, age(now, s.UpdatedAt), reason)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, s.State, r.node, r.power, want, r.obs, r.last, age(now, s.UpdatedAt), r.reason)
 	}
 	_ = tw.Flush()
+}
+
+// row is what the status and replay tables show of a guest's summary.
+type row struct{ node, power, obs, last, task, reason string }
+
+func rowOf(s views.Summary) row {
+	r := row{node: "-", power: "-", obs: "-", last: "-", task: "-", reason: s.Reason}
+	if o := s.Observed; o != nil {
+		r.node, r.power = o.Node, o.Status
+		if !o.Exists {
+			r.power = "absent"
+		} else {
+			r.obs = fmt.Sprintf("%dc/%dM", o.Config.Cores, o.Config.MemoryMiB)
+			if o.Lock != "" {
+				r.obs += " lock:" + o.Lock
+			}
+		}
+	}
+	if a := s.Last; a != nil {
+		r.last = string(a.Op)
+		if a.Result != "" {
+			r.last += ":" + string(a.Result)
+		}
+		r.task = dash(a.UPID)
+	}
+	if s.LastError != "" && s.State != planner.Converged && !strings.Contains(r.reason, s.LastError) {
+		r.reason += " [last error: " + s.LastError + "]"
+	}
+	return r
 }
 
 func age(now, t time.Time) string {

@@ -7,11 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/app"
+	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
@@ -58,8 +57,6 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
-	var px *pve.Client
 	if !f.sim && f.pve.URL == "" {
 		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
 		f.sim = true
@@ -85,11 +82,12 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			Int("guests", f.simGuests).Msg("Proxmox VE simulator running")
 		f.pve = pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: secret}
 	}
-	if px, err = f.pveClient(log); err != nil {
+	px, err := f.pveClient(log)
+	if err != nil {
 		return err
 	}
-
-	var srv *server.Server
+	cfg := f.appConfig(g, app.All, log)
+	cfg.Proxmox = px
 	if g.natsURL == "" {
 		dir, err := filepath.Abs(f.data)
 		if err != nil {
@@ -98,29 +96,10 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("--data %s: %w", dir, err)
 		}
-		srv, err = bus.StartEmbedded(bus.EmbeddedOptions{DataDir: dir, Listen: f.natsListen, ConfigFile: f.natsConfig})
-		if err != nil {
-			return err
-		}
-		defer srv.Shutdown()
-		log.Info().Str("url", srv.ClientURL()).Str("data", dir).Msg("embedded NATS JetStream running")
+		cfg.Embedded = &natsserver.Options{DataDir: dir, Listen: f.natsListen, ConfigFile: f.natsConfig}
 	}
-	cfg := f.retention(g.busConfig("converge-up@"+f.name, log))
-	cfg.Server = srv
-	b, err := bus.Connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	cfg.Name = "converge-up-control@" + f.name
-	cb, err := bus.Connect(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var cc *nats.Conn = cb.NC
 	log.Info().Str("cluster", g.cluster).Msg("converge up: observer, planner and executor starting")
-	err = runRoles(ctx, g, &f.roleFlags, roles{observer: true, planner: true, executor: true}, b, px, cc, log)
-	if err != nil && !errors.Is(err, ctx.Err()) {
+	if err := app.Run(cmd.Context(), cfg); err != nil && !errors.Is(err, cmd.Context().Err()) {
 		return err
 	}
 	log.Info().Msg("converge up: stopped")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -38,7 +39,7 @@ func newWaitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			state := map[int]planner.GuestDoc{}
+			state := map[int]views.GuestDoc{}
 			for {
 				select {
 				case <-ctx.Done():
@@ -85,7 +86,7 @@ const waitStep = 10 * time.Second
 // startWait reads the newest desired revision of every guest and starts
 // watching the views, again if an attempt takes longer than waitStep or
 // meets a transient JetStream error.
-func startWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]uint64, <-chan *planner.GuestDoc, error) {
+func startWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]uint64, <-chan *views.GuestDoc, error) {
 	for {
 		actx, cancel := context.WithCancel(ctx)
 		timer := time.AfterFunc(waitStep, cancel)
@@ -103,20 +104,20 @@ func startWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]
 	}
 }
 
-func setUpWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]uint64, <-chan *planner.GuestDoc, error) {
+func setUpWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]uint64, <-chan *views.GuestDoc, error) {
 	// A guest counts only once its view reflects the newest desired
 	// revision in the journal: a view flushed before `desire` must not
 	// pass for converged.
 	want := map[int]uint64{}
 	for _, id := range ids {
-		m, err := b.LastMsg(ctx, events.KindDesired, g.cluster, id)
+		last, err := b.Lasts(ctx, g.cluster, id, events.KindDesired)
 		if err != nil {
 			return nil, nil, err
 		}
-		if m == nil {
+		if last[0] == nil {
 			return nil, nil, exitCode{2, fmt.Errorf("guest %d has no desired state; nothing to wait for", id)}
 		}
-		want[id] = m.Sequence
+		want[id] = last[0].Seq
 	}
 	r, err := viewsReader(ctx, g, b)
 	if err != nil {
@@ -129,12 +130,12 @@ func setUpWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]
 	return want, ch, nil
 }
 
-func current(d *planner.GuestDoc, rev uint64) bool {
+func current(d *views.GuestDoc, rev uint64) bool {
 	v := d.View
 	return v.DesiredSeq >= rev || (v.Rejected != nil && v.Rejected.Seq >= rev)
 }
 
-func left(ids []int, want map[int]uint64, state map[int]planner.GuestDoc) string {
+func left(ids []int, want map[int]uint64, state map[int]views.GuestDoc) string {
 	var parts []string
 	for _, id := range ids {
 		s, ok := state[id]
