@@ -1,4 +1,4 @@
-package doccheck
+package repocheck
 
 import (
 	"go/parser"
