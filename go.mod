@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.3
-	github.com/ThreeDotsLabs/watermill-nats/v2 v2.2.0
 	github.com/goccy/go-json v0.10.5
 	github.com/klauspost/compress v1.20.3
 	github.com/luthermonson/go-proxmox v0.8.1
@@ -17,7 +16,9 @@ require (
 	github.com/spf13/cobra v1.10.1
 	golang.org/x/term v0.47.0
 	golang.org/x/text v0.43.0
+	golang.org/x/tools v0.51.0
 	pgregory.net/rapid v1.2.0
+	rsc.io/script v0.0.2
 	sigs.k8s.io/yaml v1.4.0
 )
 
@@ -58,7 +59,5 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
-	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
-	rsc.io/script v0.0.2 // indirect
 )
