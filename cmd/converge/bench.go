@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/converge-pve/converge/internal/bench"
+	"github.com/converge-pve/converge/internal/bus"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -27,7 +28,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 the raw bus (async publish, durable consume, ordered replay of as many
 messages of the same size as the pipeline writes), then the pipeline at
 saturation and at a fixed rate, a replay into fresh projections and an idle
-observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
+observer pass. -o json prints the report's fields.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -111,13 +112,13 @@ observer pass. -o json prints exactly the fields of DESIGN.md §9.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&o.Guests, "guests", 10000, "guests in the simulator")
-	fl.IntVar(&o.Changes, "changes", 100000, "desired changes in the throughput run")
-	fl.IntVar(&o.Rate, "rate", 1000, "changes per second of the latency run")
+	fl.IntVar(&o.Guests, "guests", bench.DefaultGuests, "guests in the simulator")
+	fl.IntVar(&o.Changes, "changes", bench.DefaultChanges, "desired changes in the throughput run")
+	fl.IntVar(&o.Rate, "rate", bench.DefaultRate, "changes per second of the latency run")
 	fl.IntVar(&o.LatencyN, "latency-changes", 0, "changes in the latency run (default min(5 s × rate, guests))")
-	fl.IntVar(&o.Partitions, "partitions", 16, "vmid partitions of the journal")
+	fl.IntVar(&o.Partitions, "partitions", bus.DefaultPartitions, "vmid partitions of the journal")
 	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
-	fl.IntVar(&o.Concurrency, "executor-concurrency", 256, "actions each executor runs at once")
+	fl.IntVar(&o.Concurrency, "executor-concurrency", bench.DefaultConcurrency, "actions each executor runs at once")
 	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
 	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as `converge sim` in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")

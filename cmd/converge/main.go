@@ -95,8 +95,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.natsCA, "nats-ca", os.Getenv("CONVERGE_NATS_CA"), "CA file for NATS TLS (env CONVERGE_NATS_CA)")
 	pf.StringVar(&g.natsCert, "nats-cert", os.Getenv("CONVERGE_NATS_CERT"), "client certificate for NATS TLS")
 	pf.StringVar(&g.natsKey, "nats-key", os.Getenv("CONVERGE_NATS_KEY"), "client key for NATS TLS")
-	pf.StringVar(&g.stream, "stream", envOr("CONVERGE_STREAM", "PVE"), "JetStream stream of the journal")
-	pf.StringVar(&g.bucket, "bucket", envOr("CONVERGE_BUCKET", "converge_views"), "KV bucket of the materialised views")
+	pf.StringVar(&g.stream, "stream", envOr("CONVERGE_STREAM", bus.DefaultStream), "JetStream stream of the journal")
+	pf.StringVar(&g.bucket, "bucket", envOr("CONVERGE_BUCKET", bus.DefaultBucket), "KV bucket of the materialised views")
 	replicas, err := strconv.Atoi(envOr("CONVERGE_REPLICAS", "1"))
 	if err != nil {
 		g.replicasEnv, replicas = os.Getenv("CONVERGE_REPLICAS"), 1

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -13,71 +12,6 @@ import (
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/bus"
 )
-
-// Options size a run. Zero fields take the defaults of the issue's targets.
-type Options struct {
-	Guests     int // default 10000
-	Changes    int // default 100000
-	Rate       int // changes/s of the latency run, default 1000
-	LatencyN   int // changes in the latency run, default min(5 s × Rate, Guests)
-	Partitions int // default 16
-	Executors  int // default 1
-	// Concurrency of each executor (default 256).
-	Concurrency int
-	// TaskLatency is how long each simulated Proxmox task runs (default 0):
-	// with it, executors rather than the bus bound throughput, which is
-	// how scale-out is measured.
-	TaskLatency time.Duration
-	// SimCommand, if set, runs the simulator in a process of its own: the
-	// command of `converge sim` (e.g. the converge binary and "sim"), to
-	// which the bench adds its flags. Otherwise it runs in the bench's
-	// process, where its guests and its garbage add to converge's.
-	SimCommand []string
-	// Dir holds the journal; default a temp dir removed afterwards.
-	Dir      string
-	Progress func(phase string, done, total int)
-	Logger   zerolog.Logger
-}
-
-func (o *Options) defaults() error {
-	if o.Guests == 0 {
-		o.Guests = 10000
-	}
-	if o.Changes == 0 {
-		o.Changes = 100000
-	}
-	if o.Rate == 0 {
-		o.Rate = 1000
-	}
-	if o.LatencyN == 0 {
-		o.LatencyN = min(5*o.Rate, o.Guests)
-	}
-	if o.Partitions == 0 {
-		o.Partitions = 16
-	}
-	if o.Executors == 0 {
-		o.Executors = 1
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 256
-	}
-	switch {
-	case o.Guests < 1 || o.Guests > 1000000:
-		return fmt.Errorf("bench: guests must be within 1..1000000, got %d", o.Guests)
-	case o.Changes < 1:
-		return fmt.Errorf("bench: changes must be >= 1, got %d", o.Changes)
-	case o.Rate < 1:
-		return fmt.Errorf("bench: rate must be >= 1, got %d", o.Rate)
-	case o.LatencyN < 1 || o.LatencyN > o.Guests:
-		return fmt.Errorf("bench: latency changes must be within 1..guests (%d), got %d", o.Guests, o.LatencyN)
-	case o.Executors < 1 || o.Executors > 64:
-		return fmt.Errorf("bench: executors must be within 1..64, got %d", o.Executors)
-	}
-	if o.Progress == nil {
-		o.Progress = func(string, int, int) {}
-	}
-	return nil
-}
 
 // Latency percentiles in milliseconds.
 type Latency struct {
