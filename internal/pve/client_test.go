@@ -69,8 +69,8 @@ func TestConfigValidate(t *testing.T) {
 				if !strings.HasPrefix(err.Error(), "pve.Config.") {
 					t.Errorf("error %q does not name the field", err)
 				}
-				if tc.cfg.Validate() == nil {
-					t.Error("Validate accepted what withDefaults refused")
+				if _, err := New(tc.cfg); err == nil {
+					t.Error("New accepted what withDefaults refused")
 				}
 				return
 			}

@@ -83,8 +83,8 @@ func TestClassifyOpMessage(t *testing.T) {
 			t.Errorf("ClassifyOpMessage(%q, %d, %q) = %v, want %v", tc.op, tc.status, tc.msg, got, tc.want)
 		}
 	}
-	if got := ClassifyMessage(500, "CT 100 not running"); got != ClassTerminal {
-		t.Errorf("ClassifyMessage without op: not running = %v, want terminal", got)
+	if got := ClassifyOpMessage(OpUnknown, 500, "CT 100 not running"); got != ClassTerminal {
+		t.Errorf("ClassifyOpMessage without op: not running = %v, want terminal", got)
 	}
 }
 

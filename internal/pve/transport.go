@@ -1,0 +1,148 @@
+package pve
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// newHTTPClient builds the HTTP client every request goes through: TLS
+// verified against the system pool, a CA file or a pinned certificate
+// fingerprint, HTTP/1.1 only (PVE's messages live in the reason phrase),
+// and statusTransport, which keeps those messages.
+func newHTTPClient(cfg Config) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("pve.Config.CAFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("pve.Config.CAFile %q holds no PEM certificate", cfg.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if cfg.Fingerprint != "" {
+		want, _ := hex.DecodeString(cfg.Fingerprint) // validated
+		// The pin replaces chain verification only when no CA was given.
+		tc.InsecureSkipVerify = cfg.CAFile == ""
+		// VerifyConnection, unlike VerifyPeerCertificate, also runs on
+		// resumed sessions.
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return &fingerprintMismatchError{}
+			}
+			got := sha256.Sum256(cs.PeerCertificates[0].Raw)
+			if subtle.ConstantTimeCompare(got[:], want) != 1 {
+				return &fingerprintMismatchError{got: hex.EncodeToString(got[:])}
+			}
+			return nil
+		}
+	}
+	if cfg.Insecure {
+		tc.InsecureSkipVerify = true
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256, // executors run many guests at once; redialling costs more than idling
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// HTTP/1.1 only: pveproxy speaks it, and PVE's messages live in the
+		// HTTP/1 reason phrase, which HTTP/2 does not have.
+		ForceAttemptHTTP2: false,
+		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	// No http.Client.Timeout: Client bounds each call with a context
+	// deadline instead. With a custom RoundTripper, net/http enforces
+	// Client.Timeout with a goroutine and a timer per request.
+	return &http.Client{Transport: &statusTransport{base: tr}}, nil
+}
+
+// fingerprintMismatchError is returned when the pinned fingerprint does not
+// match; it classifies as ClassUnauthorized.
+type fingerprintMismatchError struct{ got string }
+
+func (e *fingerprintMismatchError) Error() string {
+	if e.got == "" {
+		return "server presented no certificate to check the pinned fingerprint against"
+	}
+	return "server certificate fingerprint " + e.got + " does not match the pinned fingerprint"
+}
+
+// statusTransport turns every non-2xx answer into a *statusError carrying the
+// status code, PVE's reason phrase and the body's message. This deliberately
+// bends the RoundTripper rule "a response is not an error": go-proxmox keeps
+// only res.Status for 500s, drops the 400 error map's structure, and decodes
+// the body of other codes (595, 404, 502 from a proxy) as a success — a
+// {"data":null} 595 would otherwise read as "mutation completed
+// synchronously".
+type statusTransport struct{ base http.RoundTripper }
+
+func (t *statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.base.RoundTrip(req)
+	if err == nil && res.StatusCode >= 200 && res.StatusCode < 300 {
+		if sink, ok := req.Context().Value(bodySinkKey{}).(*bodySink); ok {
+			// The body goes to Client.do, which decodes it once; go-proxmox,
+			// called with no target, reads an empty one.
+			sink.body, err = io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if err != nil {
+				return nil, err
+			}
+			res.Body = http.NoBody
+		}
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	se := &statusError{
+		Code:   res.StatusCode,
+		Reason: strings.TrimSpace(strings.TrimPrefix(res.Status, strconv.Itoa(res.StatusCode))),
+	}
+	var env struct {
+		Message string                     `json:"message"`
+		Errors  map[string]json.RawMessage `json:"errors"`
+	}
+	if json.Unmarshal(body, &env) == nil {
+		se.Body = strings.TrimSpace(env.Message)
+		if len(env.Errors) > 0 {
+			se.Params = make(map[string]string, len(env.Errors))
+			for k, v := range env.Errors {
+				var s string
+				if json.Unmarshal(v, &s) != nil {
+					s = string(v)
+				}
+				se.Params[k] = s
+			}
+		}
+	} else if len(body) > 0 && len(body) < 512 && !strings.Contains(string(body), "<") {
+		se.Body = strings.TrimSpace(string(body)) // short plain-text body, not an HTML error page
+	}
+	return nil, se
+}
+
+func httpStatusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return t
+	}
+	return "HTTP " + strconv.Itoa(code)
+}

@@ -1,0 +1,189 @@
+package pvesim
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ---- create, clone, template, delete ----------------------------------------
+
+var createMeta = map[string]bool{"vmid": true, "node": true, "start": true, "storage": true, "password": true,
+	"ssh-public-keys": true, "pool": true, "unique": true, "archive": true, "force": true, "ostemplate": true,
+	"live-restore": true, "ignore-unpack-errors": true, "restore": true}
+
+var allocRe = regexp.MustCompile(`^([a-zA-Z0-9\-_.]+):(\d+(?:\.\d+)?)(,.*)?$`)
+
+// allocVolume turns "local-lvm:32" into "local-lvm:vm-100-disk-0,size=32G".
+func allocVolume(vmid, idx int, v string) (string, error) {
+	m := allocRe.FindStringSubmatch(v)
+	if m == nil {
+		return v, nil
+	}
+	st := storageByName(m[1])
+	if st == nil {
+		return "", fmt.Errorf("storage '%s' does not exist", m[1])
+	}
+	return fmt.Sprintf("%s:vm-%d-disk-%d,size=%sG%s", m[1], vmid, idx, m[2], m[3]), nil
+}
+
+func (s *Sim) mac() string {
+	return fmt.Sprintf("BC:24:11:%02X:%02X:%02X", s.rng.IntN(256), s.rng.IntN(256), s.rng.IntN(256))
+}
+
+func (s *Sim) uuid() string {
+	b := make([]byte, 16)
+	for i := range b {
+		b[i] = byte(s.rng.IntN(256))
+	}
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+var nicModelRe = regexp.MustCompile(`^(virtio|e1000|e1000e|rtl8139|vmxnet3)(=[0-9A-Fa-f:]+)?(,.*)?$`)
+
+// withMAC gives a NIC a fresh MAC, as Proxmox does on create and clone.
+func (s *Sim) withMAC(kind Kind, v string) string {
+	if kind == QEMU {
+		if m := nicModelRe.FindStringSubmatch(v); m != nil {
+			return m[1] + "=" + s.mac() + m[3]
+		}
+		return v
+	}
+	parts := strings.Split(v, ",")
+	out := parts[:0]
+	for _, p := range parts {
+		if !strings.HasPrefix(p, "hwaddr=") {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(append(out, "hwaddr="+s.mac()), ",")
+}
+
+func isDiskKey(k string) bool {
+	for _, p := range []string{"scsi", "virtio", "sata", "ide", "mp", "efidisk", "tpmstate"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return k == "rootfs"
+}
+
+func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
+	if !q.has("vmid") {
+		return nil, paramErr1("vmid", "property is missing and it is not optional")
+	}
+	vmid, err := strconv.Atoi(q.str("vmid"))
+	if err != nil || vmid < 100 || vmid > 999999999 {
+		return nil, paramErr1("vmid", "type check ('integer') failed - got '%s'", q.str("vmid"))
+	}
+	startAfter, err := q.boolParam("start")
+	if err != nil {
+		return nil, err
+	}
+	word := "VM"
+	if kind == LXC {
+		word = "CT"
+		if !q.has("ostemplate") {
+			return nil, paramErr1("ostemplate", "property is missing and it is not optional")
+		}
+	}
+	if s.guests[vmid] != nil {
+		return nil, fail500("%s %d already exists on node '%s'", word, vmid, s.guests[vmid].node)
+	}
+	conf := map[string]string{}
+	errs := map[string]string{}
+	for k, v := range q.params {
+		if createMeta[k] {
+			continue
+		}
+		cv, msg := canonical(kind, k, v)
+		if msg != "" {
+			errs[k] = msg
+			continue
+		}
+		conf[k] = cv
+	}
+	if len(errs) > 0 {
+		return nil, paramErr(errs)
+	}
+	disk := 0
+	for _, k := range sortedKeys(conf) {
+		switch {
+		case isDiskKey(k) && !strings.Contains(conf[k], "media=cdrom"):
+			v, err := allocVolume(vmid, disk, conf[k])
+			if err != nil {
+				return nil, fail500("unable to create %s %d - %v", word, vmid, err)
+			}
+			if v != conf[k] {
+				disk++
+			}
+			conf[k] = v
+		case strings.HasPrefix(k, "net"):
+			conf[k] = s.withMAC(kind, conf[k])
+		}
+	}
+	if kind == QEMU {
+		conf["smbios1"] = "uuid=" + s.uuid()
+		conf["vmgenid"] = s.uuid()
+		conf["meta"] = fmt.Sprintf("creation-qemu=9.0.2,ctime=%d", time.Now().Unix())
+	} else {
+		tmpl := q.str("ostemplate")
+		store, vol, _ := strings.Cut(tmpl, ":")
+		if st := storageByName(store); st == nil || !strings.HasPrefix(vol, "vztmpl/") || !knownAppliance(strings.TrimPrefix(vol, "vztmpl/")) {
+			return nil, fail500("unable to create CT %d - volume '%s' does not exist", vmid, tmpl)
+		}
+		if _, ok := conf["rootfs"]; !ok {
+			st := q.str("storage")
+			if st == "" {
+				st = "local-lvm"
+			}
+			conf["rootfs"] = fmt.Sprintf("%s:vm-%d-disk-%d,size=8G", st, vmid, disk)
+		}
+		if _, ok := conf["arch"]; !ok {
+			conf["arch"] = "amd64"
+		}
+		if _, ok := conf["ostype"]; !ok {
+			conf["ostype"] = strings.SplitN(strings.TrimPrefix(vol, "vztmpl/"), "-", 2)[0]
+		}
+	}
+	conf["lock"] = "create"
+	g := s.newGuest(vmid, kind, n.name, conf)
+	typ := map[Kind]string{QEMU: "qmcreate", LXC: "vzcreate"}[kind]
+	t := s.startTask(n.name, typ, kind, vmid, q.user, func() ([]string, error) {
+		if err := s.gone(g); err != nil {
+			return nil, err
+		}
+		delete(g.conf, "lock")
+		g.touch()
+		if startAfter {
+			g.status, g.startedAt = "running", time.Now()
+			s.pidSeq++
+			g.pid = s.pidSeq
+		}
+		return nil, nil
+	}, func() {
+		if s.guests[vmid] == g {
+			delete(s.guests, vmid)
+		}
+	})
+	return t.upid, nil
+}
+
+func knownAppliance(name string) bool {
+	for _, a := range appliances {
+		if a["template"] == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Sim) newGuest(vmid int, kind Kind, nodeName string, conf map[string]string) *guest {
+	g := &guest{vmid: vmid, kind: kind, node: nodeName, status: "stopped", conf: conf,
+		pending: map[string]string{}, pendingDel: map[string]bool{}, resID: string(kind) + "/" + strconv.Itoa(vmid)}
+	g.touch()
+	s.guests[vmid] = g
+	return g
+}

@@ -1,0 +1,226 @@
+package pvesim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ---- config reads and writes, pending changes -----------------------------
+
+func (s *Sim) getConfig(q *req, g *guest) (any, error) {
+	current, err := q.boolParam("current")
+	if err != nil {
+		return nil, err
+	}
+	conf := g.conf
+	if !current {
+		conf = g.effective()
+	}
+	out := make(map[string]any, len(conf)+1)
+	for k, v := range conf {
+		out[k] = s.typed(g.kind, k, v)
+	}
+	out["digest"] = g.digest
+	return out, nil
+}
+
+// pendingItem is an entry of GET …/pending: the applied value, the pending
+// one, a pending deletion (1).
+type pendingItem struct {
+	Key     string `json:"key"`
+	Value   any    `json:"value,omitempty"`
+	Pending any    `json:"pending,omitempty"`
+	Delete  int    `json:"delete,omitempty"`
+}
+
+// getPending lists every key of the config and of its pending section.
+// Like Proxmox (PVE::GuestHelpers::config_with_pending_array, whose printer
+// skips it), the list includes the config's digest as a key.
+func (s *Sim) getPending(q *req, g *guest) (any, error) {
+	keys := map[string]bool{}
+	for k := range g.conf {
+		keys[k] = true
+	}
+	for k := range g.pending {
+		keys[k] = true
+	}
+	for k := range g.pendingDel {
+		keys[k] = true
+	}
+	keys["digest"] = true
+	out := make([]pendingItem, 0, len(keys))
+	for _, k := range sortedKeys(keys) {
+		e := pendingItem{Key: k}
+		if k == "digest" {
+			e.Value = g.digest
+		}
+		if v, ok := g.conf[k]; ok {
+			e.Value = s.typed(g.kind, k, v)
+		}
+		if v, ok := g.pending[k]; ok {
+			e.Pending = s.typed(g.kind, k, v)
+		}
+		if g.pendingDel[k] {
+			e.Delete = 1
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ---- config writes -----------------------------------------------------------
+
+// configMeta are request parameters that are not config keys.
+var configMeta = map[string]bool{"digest": true, "delete": true, "revert": true, "skiplock": true,
+	"background_delay": true, "node": true, "vmid": true, "force": true}
+
+type configChange struct {
+	set    map[string]string
+	del    []string
+	revert []string
+}
+
+// parseConfigChange checks digest, lock and parameters up front, as
+// Proxmox does before forking the worker.
+func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
+	if d := q.str("digest"); d != "" && d != g.digest {
+		if g.kind == LXC {
+			return nil, fail500("detected modified configuration - file changed by other user? Try again.")
+		}
+		return nil, fail500("checksum mismatch (file change by other user?)")
+	}
+	skiplock, err := q.boolParam("skiplock")
+	if err != nil {
+		return nil, err
+	}
+	ch := &configChange{set: map[string]string{}}
+	errs := map[string]string{}
+	for k, v := range q.params {
+		if configMeta[k] {
+			continue
+		}
+		if k == "description" && v == "" {
+			ch.del = append(ch.del, k)
+			continue
+		}
+		cv, msg := canonical(g.kind, k, v)
+		if msg != "" {
+			errs[k] = msg
+			continue
+		}
+		ch.set[k] = cv
+	}
+	for _, k := range splitList(q.str("delete")) {
+		if _, ok := specFor(g.kind, k); !ok {
+			errs["delete"] = fmt.Sprintf("invalid format - unknown property '%s'", k)
+			continue
+		}
+		if _, both := ch.set[k]; both {
+			errs[k] = fmt.Sprintf("unable to delete '%s' - is also in set", k)
+			continue
+		}
+		ch.del = append(ch.del, k)
+	}
+	ch.revert = splitList(q.str("revert"))
+	if len(errs) > 0 {
+		return nil, paramErr(errs)
+	}
+	if len(ch.set) == 0 && len(ch.del) == 0 && len(ch.revert) == 0 {
+		return nil, fail500("no options specified")
+	}
+	if l := g.lock(); l != "" && !skiplock {
+		if _, setsLock := ch.set["lock"]; !setsLock {
+			return nil, fail500("%s", lockedErr(g))
+		}
+	}
+	return ch, nil
+}
+
+func splitList(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' })
+}
+
+// apply writes a change: immediately for stopped guests and hotpluggable
+// keys, into [PENDING] otherwise. It returns PVE's warnings.
+func (g *guest) apply(ch *configChange) []string {
+	var warnings []string
+	for _, k := range ch.revert {
+		delete(g.pending, k)
+		delete(g.pendingDel, k)
+	}
+	for _, k := range sortedKeys(ch.set) {
+		v := ch.set[k]
+		if g.running() && !hotpluggable(g, k) {
+			g.pending[k] = v
+			delete(g.pendingDel, k)
+			continue
+		}
+		g.conf[k] = v
+		delete(g.pending, k)
+		delete(g.pendingDel, k)
+	}
+	for _, k := range ch.del {
+		_, inConf := g.conf[k]
+		_, inPending := g.pending[k]
+		if !inConf && !inPending {
+			warnings = append(warnings, fmt.Sprintf("cannot delete '%s' - not set in current configuration!", k))
+			continue
+		}
+		delete(g.pending, k)
+		if g.running() && !hotpluggable(g, k) && inConf {
+			g.pendingDel[k] = true
+			continue
+		}
+		delete(g.conf, k)
+	}
+	g.touch()
+	return warnings
+}
+
+// putConfig is the synchronous update (QEMU and LXC): null on success.
+func (s *Sim) putConfig(q *req, g *guest) (any, error) {
+	ch, err := s.parseConfigChange(q, g)
+	if err != nil {
+		return nil, err
+	}
+	if s.roll(s.faults.FailRate) {
+		return nil, fail500("%s", flockTimeout(g.kind, g.vmid))
+	}
+	g.apply(ch)
+	return nil, nil
+}
+
+// postConfig is QEMU's asynchronous update: a qmconfig task, or null when
+// background_delay is given and the task finished within it.
+func (s *Sim) postConfig(q *req, g *guest) (any, error) {
+	ch, err := s.parseConfigChange(q, g)
+	if err != nil {
+		return nil, err
+	}
+	delay, err := q.intParam("background_delay", 0)
+	if err != nil {
+		return nil, err
+	}
+	if delay < 0 || delay > 30 {
+		return nil, paramErr1("background_delay", "value must have a minimum value of 1 and a maximum value of 30")
+	}
+	t := s.startTask(g.node, "qmconfig", g.kind, g.vmid, q.user, func() ([]string, error) {
+		if err := s.gone(g); err != nil {
+			return nil, err
+		}
+		return g.apply(ch), nil
+	}, nil)
+	if delay == 0 {
+		return t.upid, nil
+	}
+	return awaitTask{t: t, delay: time.Duration(delay) * time.Second, then: func(finished bool) (any, error) {
+		if !finished {
+			return t.upid, nil
+		}
+		if t.exit == "OK" || strings.HasPrefix(t.exit, "WARNINGS") {
+			return nil, nil
+		}
+		return nil, fail500("failed to update VM %d: %s", g.vmid, t.exit)
+	}}, nil
+}
