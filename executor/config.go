@@ -114,27 +114,30 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Concurrency == 0:
 		c.Concurrency = DefaultConcurrency
 	}
-	switch {
-	case c.AckWait < 0:
-		return c, fmt.Errorf(p+"AckWait must be >= 0, got %s", c.AckWait)
-	case c.AckWait == 0:
-		c.AckWait = DefaultAckWait
-	case c.AckWait < 30*time.Millisecond:
-		return c, fmt.Errorf(p+"AckWait must be at least 30ms, got %s", c.AckWait)
+	if err := duration(p+"AckWait", &c.AckWait, DefaultAckWait, 30*time.Millisecond); err != nil {
+		return c, err
 	}
-	switch {
-	case c.LeaseTTL < 0:
-		return c, fmt.Errorf(p+"LeaseTTL must be >= 0, got %s", c.LeaseTTL)
-	case c.LeaseTTL == 0:
-		c.LeaseTTL = DefaultLeaseTTL
-	case c.LeaseTTL < 100*time.Millisecond:
-		return c, fmt.Errorf(p+"LeaseTTL must be at least 100ms, got %s", c.LeaseTTL)
+	if err := duration(p+"LeaseTTL", &c.LeaseTTL, DefaultLeaseTTL, 100*time.Millisecond); err != nil {
+		return c, err
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
 	c.Clock = clock.Or(c.Clock)
 	return c, nil
+}
+
+// duration defaults a zero *d to def and refuses one below least.
+func duration(name string, d *time.Duration, def, least time.Duration) error {
+	switch {
+	case *d < 0:
+		return fmt.Errorf("%s must be >= 0, got %s", name, *d)
+	case *d == 0:
+		*d = def
+	case *d < least:
+		return fmt.Errorf("%s must be at least %s, got %s", name, least, *d)
+	}
+	return nil
 }
 
 var errNilDependency = errors.New("executor: New needs a Proxmox and a journal")
