@@ -39,6 +39,14 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 		}
 		return taskError(lockedErr(g))
 	}
+	// ready is what every worker checks first, as Proxmox's do under the
+	// config lock: the guest still exists, and no lock forbids the call.
+	ready := func(allow ...string) error {
+		if err := s.gone(g); err != nil {
+			return err
+		}
+		return checkLock(allow...)
+	}
 	start := func() {
 		g.applyPending()
 		g.status, g.paused, g.startedAt = "running", false, time.Now()
@@ -59,10 +67,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, fail500("CT %d already running", g.vmid)
 		}
 		work = func() ([]string, error) {
-			if err := s.gone(g); err != nil {
-				return nil, err
-			}
-			if err := checkLock("suspended"); err != nil {
+			if err := ready("suspended"); err != nil {
 				return nil, err
 			}
 			if g.running() {
@@ -81,10 +86,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, fail500("CT %d not running", g.vmid)
 		}
 		work = func() ([]string, error) {
-			if err := s.gone(g); err != nil {
-				return nil, err
-			}
-			if err := checkLock(); err != nil {
+			if err := ready(); err != nil {
 				return nil, err
 			}
 			stop() // stopping a stopped VM is a successful no-op
@@ -99,10 +101,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, fail500("VM is paused - cannot shutdown")
 		}
 		work = func() ([]string, error) {
-			if err := s.gone(g); err != nil {
-				return nil, err
-			}
-			if err := checkLock(); err != nil {
+			if err := ready(); err != nil {
 				return nil, err
 			}
 			if g.running() && s.noACPI[g.vmid] && !forceStop {
@@ -120,10 +119,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, fail500("VM %d not running", g.vmid) // "VM" for containers too (sic)
 		}
 		work = func() ([]string, error) {
-			if err := s.gone(g); err != nil {
-				return nil, err
-			}
-			if err := checkLock(); err != nil {
+			if err := ready(); err != nil {
 				return nil, err
 			}
 			if !g.running() {
@@ -141,10 +137,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, notRunning()
 		}
 		work = func() ([]string, error) {
-			if err := s.gone(g); err != nil {
-				return nil, err
-			}
-			if err := checkLock(); err != nil {
+			if err := ready(); err != nil {
 				return nil, err
 			}
 			g.startedAt, g.paused = time.Now(), false
@@ -156,10 +149,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, notRunning()
 		}
 		work = func() ([]string, error) {
-			if err := s.gone(g); err != nil {
-				return nil, err
-			}
-			if err := checkLock(); err != nil {
+			if err := ready(); err != nil {
 				return nil, err
 			}
 			if todisk && g.kind == QEMU {
