@@ -27,7 +27,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Long: `Starts an embedded JetStream and the simulator (no added latency), measures
 the raw bus (async publish, durable consume, ordered replay of as many
 messages of the same size as the pipeline writes), then the pipeline at
-saturation and at a fixed rate, a replay into fresh projections and an idle
+saturation and at a fixed rate, a replay into fresh views and an idle
 observer pass. -o json prints the report's fields.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

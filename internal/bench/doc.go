@@ -4,7 +4,7 @@
 // replay of as many messages, of the same size, as the pipeline writes),
 // then the full pipeline at saturation (throughput) and at a fixed rate
 // below it (latency, desired accepted → mutation received by the
-// simulator), then a replay of the journal into fresh projections, and the
+// simulator), then a replay of the journal into a fresh fold, and the
 // Proxmox calls of an idle observer pass.
 //
 // Ratios, not absolute numbers, are the result: the machine is shared, so

@@ -37,7 +37,7 @@ func (r *run) idle(ctx context.Context) error {
 	return nil
 }
 
-// replay folds the whole journal into fresh projections.
+// replay folds the whole journal into a fresh projector.
 func (r *run) replay(ctx context.Context) error {
 	s, err := r.b.Stream(ctx)
 	if err != nil {

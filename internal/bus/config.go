@@ -29,7 +29,7 @@ type Config struct {
 
 	// Stream is the journal stream's name (default "PVE").
 	Stream string
-	// Bucket is the projection KV bucket (default "converge_views").
+	// Bucket is the views KV bucket (default "converge_views").
 	Bucket string
 	// Partitions of the vmid space (default 16), fixed at stream creation.
 	Partitions int

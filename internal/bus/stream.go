@@ -49,7 +49,7 @@ func nonZero(n int64) int64 {
 }
 
 // ConsumeHeartbeat is the idle heartbeat every long-lived pull consumer
-// (planner, executors, projection rebuilds, timelines, bench) asks for. A
+// (planner, executors, replays, timelines, bench) asks for. A
 // pull consumer learns that the server no longer holds its pull request
 // only when two heartbeats go missing, and then pulls again (an ordered
 // consumer recreates itself at its cursor). nats.go's defaults (5 s for an
@@ -70,7 +70,7 @@ const (
 	provisionPatience = 2 * time.Minute
 )
 
-// Provision creates or updates the journal stream and the projection
+// Provision creates or updates the journal stream and the views
 // bucket. It is idempotent; it refuses to change the partition count of an
 // existing stream, which would move guests between partitions. Transient
 // failures (timeouts, 503s of a cluster without leaders) are retried for
@@ -224,7 +224,7 @@ func (b *Bus) WaitStream(ctx context.Context) (jetstream.Stream, *jetstream.Stre
 	}
 }
 
-// Views returns the projection bucket.
+// Views returns the views bucket.
 func (b *Bus) Views(ctx context.Context) (jetstream.KeyValue, error) {
 	return b.JS.KeyValue(ctx, b.cfg.Bucket)
 }
