@@ -44,9 +44,10 @@
 //     whose fold is behind (another planner acted, or it restarted) cannot
 //     publish a second action, and a replan of the same step is a
 //     duplicate.
-//  3. A publish refused by its fence frees the guest and replans it at
-//     once from the fold; any other failure frees it to be replanned on its
-//     next event or pass.
+//  3. A publish that fails (refused by its fence, failed, or not
+//     acknowledged in time) frees the guest and replans it at once from
+//     the fold; one that could not even be sent frees it to be replanned
+//     on its next event or pass.
 //  4. A guest is planned again when one of its events is folded, when its
 //     retry falls due (Tick), when observations turn stale or fresh, on a
 //     resync request and every FullPassInterval (every guest), and when its

@@ -264,6 +264,13 @@ func (a *App) start(ctx context.Context) {
 		}()
 	}
 	run("control", func(ctx context.Context) error { return a.router.Run(ctx, a.b) })
+	// The roles report poisoned messages through the router: it runs
+	// before they start (or has failed, which stops the process).
+	select {
+	case <-a.router.Running():
+	case <-a.roles["control"].done:
+	case <-ctx.Done():
+	}
 	if a.obs != nil {
 		run("observer", a.obs.Run)
 	}

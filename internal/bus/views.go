@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,9 @@ import (
 type ViewStore struct {
 	b  *Bus
 	js jetstream.JetStream // asynchronous puts: their own window
+
+	mu sync.Mutex
+	kv jetstream.KeyValue // looked up once; again after the bucket went
 }
 
 // maxViewPuts bounds unacknowledged view writes, and viewPutTimeout the
@@ -36,8 +40,31 @@ func (b *Bus) ViewStore() (*ViewStore, error) {
 	return &ViewStore{b: b, js: js}, nil
 }
 
-func (s *ViewStore) kv(ctx context.Context) (jetstream.KeyValue, error) {
-	return s.b.JS.KeyValue(ctx, s.b.cfg.Bucket)
+// bucket returns the bucket's handle: a lookup is a request to the
+// server, so it is made once, and again only once the bucket was found
+// gone (dropped by converge rebuild, and created again).
+func (s *ViewStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv != nil {
+		return s.kv, nil
+	}
+	kv, err := s.b.JS.KeyValue(ctx, s.b.cfg.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	s.kv = kv
+	return kv, nil
+}
+
+// gone forgets the handle when err says the bucket is no more.
+func (s *ViewStore) gone(err error) error {
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		s.mu.Lock()
+		s.kv = nil
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // Bucket is the bucket's name.
@@ -45,7 +72,7 @@ func (s *ViewStore) Bucket() string { return s.b.cfg.Bucket }
 
 // Get returns a key's value, nil if it has none.
 func (s *ViewStore) Get(ctx context.Context, key string) ([]byte, error) {
-	kv, err := s.kv(ctx)
+	kv, err := s.bucket(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -54,14 +81,14 @@ func (s *ViewStore) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, s.gone(err)
 	}
 	return e.Value(), nil
 }
 
 // Keys lists the keys matching a subject filter (none: empty).
 func (s *ViewStore) Keys(ctx context.Context, filter string) ([]string, error) {
-	kv, err := s.kv(ctx)
+	kv, err := s.bucket(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +97,7 @@ func (s *ViewStore) Keys(ctx context.Context, filter string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, s.gone(err)
 	}
 	defer func() { _ = lister.Stop() }()
 	var out []string
@@ -84,13 +111,13 @@ func (s *ViewStore) Keys(ctx context.Context, filter string) ([]string, error) {
 // with each put, until ctx ends; deletions and purges are left out. done
 // is closed once fn is called no more.
 func (s *ViewStore) Watch(ctx context.Context, filter string, fn func(key string, value []byte)) (<-chan struct{}, error) {
-	kv, err := s.kv(ctx)
+	kv, err := s.bucket(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w, err := kv.Watch(ctx, filter)
 	if err != nil {
-		return nil, err
+		return nil, s.gone(err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -127,6 +154,7 @@ func (s *ViewStore) PutAsync(key string, value []byte) (journal.Future, error) {
 func (s *ViewStore) Created(ctx context.Context) (at time.Time, ok bool, err error) {
 	st, err := s.b.JS.Stream(ctx, "KV_"+s.b.cfg.Bucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_ = s.gone(err)
 		return time.Time{}, false, nil
 	}
 	if err != nil {
@@ -140,6 +168,7 @@ func (s *ViewStore) Provision(ctx context.Context) error { return s.b.ProvisionV
 
 // Drop deletes the bucket; dropped is false when it was missing.
 func (s *ViewStore) Drop(ctx context.Context) (dropped bool, err error) {
+	_ = s.gone(jetstream.ErrBucketNotFound) // whatever happens, look it up again
 	switch err := s.b.JS.DeleteKeyValue(ctx, s.b.cfg.Bucket); {
 	case err == nil:
 		return true, nil

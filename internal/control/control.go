@@ -143,7 +143,8 @@ func (r *Router) Run(ctx context.Context, sub Subscriber) error {
 			}
 		}
 		if err := r.pubsub.Publish(topicControl, wm); err != nil {
-			r.log.Warn().Err(err).Msg("control request dropped")
+			// Only once the router has stopped: the process is stopping.
+			r.log.Debug().Err(err).Msg("control request dropped")
 		}
 	})
 	if err != nil {

@@ -119,19 +119,19 @@ func (o *Observer) Run(ctx context.Context) error {
 		Dur("config_refresh", o.cfg.ConfigRefresh).Msg("observer started")
 	t := o.cfg.Clock.NewTimer(o.cfg.Interval)
 	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		if _, err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Msg("observer pass incomplete")
 		}
 		t.Reset(o.cfg.Interval)
 		select {
 		case <-ctx.Done():
-			o.log.Info().Msg("observer stopped")
-			return nil
 		case <-t.C():
 		case <-o.wake:
 		}
 	}
+	o.log.Info().Msg("observer stopped")
+	return nil
 }
 
 func (o *Observer) now() time.Time { return o.cfg.Clock.Now().UTC() }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
@@ -127,6 +129,7 @@ func (l *Loop) Owned() []int { return l.leases.Owned() }
 // every guest once caught up, then plans each guest as its events arrive,
 // until ctx ends.
 func (l *Loop) Run(ctx context.Context) error {
+	l.writer.Start()
 	defer l.writer.Close(5 * time.Second) // lets the flush in hand finish
 	info, err := l.j.Info(ctx)
 	if err != nil {
@@ -190,13 +193,21 @@ func (l *Loop) Run(ctx context.Context) error {
 		case e := <-entries:
 			// Take what is already buffered too.
 			batch = append(batch[:0], event(e))
-			pending := e.Pending
+			pending, cluster := e.Pending, clusterEvent(e)
 			for n := len(entries); n > 0; n-- {
 				e := <-entries
 				batch = append(batch, event(e))
-				pending = e.Pending
+				pending, cluster = e.Pending, cluster || clusterEvent(e)
+			}
+			if cluster {
+				// A heartbeat or a resync runs the time-based work, which
+				// starts from settled publishes, as on a tick.
+				l.settle()
 			}
 			l.eng.Fold(batch, pending, l.clk.Now())
+			// The consequences first (guests marked for their documents),
+			// then the count: a reader that sees the count sees them.
+			l.dirty.Store(int64(l.eng.Dirty()))
 			l.metrics.folded.Add(float64(len(batch)))
 			clear(batch) // let the bodies go
 			if len(l.pubs) > 1024 {
@@ -209,6 +220,16 @@ func (l *Loop) Run(ctx context.Context) error {
 		l.carryOut(ctx)
 	}
 }
+
+// clusterEvent reports a heartbeat or a control request.
+func clusterEvent(e journal.Entry) bool {
+	return strings.HasPrefix(e.Subject, heartbeatPrefix) || strings.HasPrefix(e.Subject, controlPrefix)
+}
+
+var (
+	heartbeatPrefix = events.Prefix + "." + string(events.KindHeartbeat) + "."
+	controlPrefix   = events.Prefix + "." + string(events.KindControl) + "."
+)
 
 // event is a journal entry as the projector folds it.
 func event(e journal.Entry) projector.Event {

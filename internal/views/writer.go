@@ -26,16 +26,22 @@ type Writer struct {
 	batches chan *planner.Flush
 	failed  chan int
 	writing atomic.Int64
+	started bool
 	done    chan struct{}
 }
 
-// NewWriter starts a writer of cluster's documents for the planner named
-// planner, which plans with policy.
+// NewWriter returns a writer of cluster's documents for the planner named
+// plannerName, which plans with policy. Start starts it.
 func NewWriter(store Store, cluster, plannerName string, policy planner.Policy, log zerolog.Logger) *Writer {
-	w := &Writer{store: store, cluster: cluster, planner: plannerName, policy: &policy, log: log,
+	return &Writer{store: store, cluster: cluster, planner: plannerName, policy: &policy, log: log,
 		batches: make(chan *planner.Flush, 1), failed: make(chan int, 4096), done: make(chan struct{})}
+}
+
+// Start starts writing, on a goroutine of its own; call it once, from the
+// goroutine that will call Close.
+func (w *Writer) Start() {
+	w.started = true
 	go w.run()
-	return w
 }
 
 // Write hands a flush over. It returns false, taking nothing, while the
@@ -61,6 +67,9 @@ func (w *Writer) Writing() int { return int(w.writing.Load()) }
 // Close lets the flush in hand finish, for at most timeout.
 func (w *Writer) Close(timeout time.Duration) {
 	close(w.batches)
+	if !w.started {
+		return
+	}
 	select {
 	case <-w.done:
 	case <-time.After(timeout):

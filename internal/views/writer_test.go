@@ -22,6 +22,7 @@ func TestWriterWritesDocumentsAndPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := views.NewWriter(f.r.Store, "pve", "planner@test", pol, zerolog.Nop())
+	w.Start()
 	d := planner.Decision{Status: planner.Status{Kind: planner.Pending, Reason: "next: start"},
 		Steps: []planner.Step{{Op: events.OpStart, Reason: "desired power running"}}}
 	fl := &planner.Flush{Docs: []planner.Doc{{View: &projector.View{VMID: 101, Cluster: "pve", DesiredSeq: 7}, Decision: d}},
