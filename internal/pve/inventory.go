@@ -105,15 +105,9 @@ func decodeInventory(body []byte, p *pace.Pacer) (out []Resource, ok bool) {
 			if dec.Decode(&row) != nil {
 				return nil, false
 			}
-			kind := Kind(row.Type)
-			if !kind.Valid() {
-				continue
-			}
-			r, err := decodeRow(kind, &row)
-			if err != nil {
+			if out, ok = appendRow(out, &row); !ok {
 				return nil, false
 			}
-			out = append(out, r)
 		}
 		if t, err := dec.Token(); err != nil || t != json.Delim(']') {
 			return nil, false
@@ -219,16 +213,10 @@ func decodeResourcesTyped(data []byte) ([]Resource, bool) {
 	}
 	out := make([]Resource, 0, len(rows))
 	for _, row := range rows {
-		kind := Kind(row.Type)
-		if !kind.Valid() {
-			continue
-		}
-		r, err := decodeRow(kind, &row)
-		if err != nil {
+		var ok bool
+		if out, ok = appendRow(out, &row); !ok {
 			return nil, false
 		}
-		out = append(out, r)
-		continue
 	}
 	sortResources(out)
 	return out, true
@@ -246,6 +234,21 @@ func decodeRows(data []byte) ([]resourceRow, error) {
 	}
 	err := unmarshal(data, &rows)
 	return rows, err
+}
+
+// appendRow appends the guest of a typed row to out, as both typed paths
+// (decodeInventory, decodeResourcesTyped) read a row: a row that is not a
+// guest is skipped; ok is false when a guest row does not decode.
+func appendRow(out []Resource, row *resourceRow) (_ []Resource, ok bool) {
+	kind := Kind(row.Type)
+	if !kind.Valid() {
+		return out, true
+	}
+	r, err := decodeRow(kind, row)
+	if err != nil {
+		return nil, false
+	}
+	return append(out, r), true
 }
 
 // decodeRow reads a typed row with the same rules as decodeResource.
