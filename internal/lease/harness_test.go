@@ -57,9 +57,6 @@ func newScript(t *testing.T) *script {
 		owner: map[int]string{}, lost: map[string][]int{}, released: map[string][]int{}}
 }
 
-// at is the time d after the script's start.
-func (s *script) at(d time.Duration) time.Time { return s.t0.Add(d) }
-
 // start runs a member from now and waits for its first round.
 func (s *script) start(id string, tune func(*lease.Config)) *scripted {
 	s.t.Helper()
