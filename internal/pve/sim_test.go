@@ -322,7 +322,11 @@ func TestSimAuthModes(t *testing.T) {
 	bad, _ := pve.New(pve.Config{URL: s.URL(), Username: "root@pam", Password: "nope", Fingerprint: s.Fingerprint()})
 	_, err = bad.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
-	wrongPin := "AA" + s.Fingerprint()[2:]
+	// Flip the first byte: a constant prefix equals the real pin once in 256 certificates.
+	wrongPin := "00" + s.Fingerprint()[2:]
+	if wrongPin == s.Fingerprint() {
+		wrongPin = "FF" + s.Fingerprint()[2:]
+	}
 	pinned, _ := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret, Fingerprint: wrongPin})
 	_, err = pinned.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
