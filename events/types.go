@@ -43,10 +43,16 @@ type Observed struct {
 	// waits for a restart (PVE key names, normalised values).
 	Config  GuestConfig       `json:"config"`
 	Pending map[string]string `json:"pending,omitempty"`
-	// ReadAt is when Proxmox was read. Views keep the newest read, not the
-	// newest publish, so a slow observer cannot roll a view back.
+	// ReadAt is when Proxmox was read, on the reader's clock: shown to
+	// people, never used to order reads (clocks skew).
 	ReadAt time.Time `json:"read_at"`
 	Source string    `json:"source"`
+	// AfterSeq is the journal's last sequence known to the reader before it
+	// read Proxmox (0: unknown). Reads are ordered by the journal: an
+	// observation supersedes the one carried by the event at sequence S
+	// only if AfterSeq >= S, so a read that may have started before an
+	// executor's read-back never rolls the view back, whatever the clocks.
+	AfterSeq uint64 `json:"after_seq,omitempty"`
 }
 
 // Heartbeat is an observer's report after each pass, reachable or not.
@@ -85,6 +91,9 @@ type Action struct {
 	// Set and Delete are PVE config keys for set_config, values normalised.
 	Set    map[string]string `json:"set,omitempty"`
 	Delete []string          `json:"delete,omitempty"`
+	// Revert drops pending values of these keys (Proxmox's revert
+	// parameter): the applied value is the desired one, the pending one not.
+	Revert []string `json:"revert,omitempty"`
 	// Digest is the config digest the plan saw; Proxmox refuses the write
 	// if the config changed since.
 	Digest string `json:"digest,omitempty"`
