@@ -228,6 +228,7 @@ func (j *job) execute(ctx context.Context) outcome {
 		case class == pve.ClassAlreadyDone:
 			r = j.result(events.ResultSucceeded)
 			r.Reason = message(err)
+			r.ErrorClass = events.ClassAlreadyDone
 		default:
 			r = j.failed(err, class)
 		}

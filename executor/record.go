@@ -3,10 +3,10 @@ package executor
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/projector"
 )
 
 // The executor's record of an action, and the fences' reads: all direct
@@ -135,26 +135,39 @@ func acceptedDesired(m *journal.Entry, vmid int) bool {
 }
 
 // supersedingObservation returns the sequence of an observation of the
-// guest after basis (the newest, when it qualifies) that the projector would adopt over the basis (read
-// at or after it), 0 if there is none. An observation read before the basis
-// but published after it is ignored by the projector, so it must not fence
-// either: the planner would re-plan from the same basis forever.
+// guest after basis (the newest, when it qualifies) that the projector
+// would adopt over the basis, 0 if there is none. The rule is the
+// projector's (projector.Supersedes): a stamped observation supersedes only
+// if its reader knew the basis before reading (AfterSeq >= basis), so an
+// observer read that may predate the basis neither fences nor, whatever
+// the readers' clocks, makes the planner re-plan from the same basis
+// forever; an unstamped one is compared by read_at; one stamped far ahead of
+// the journal's time is refused by the projector and fences nothing.
 // last is the guest's newest observation (nil for none).
 func (e *Executor) supersedingObservation(ctx context.Context, vmid int, basis uint64, last *journal.Entry) (uint64, error) {
 	if last == nil || last.Seq <= basis {
 		return 0, nil
 	}
-	basisAt, err := e.readAt(ctx, basis)
-	if err != nil {
-		return 0, err
-	}
+	var basisObs *events.Observed
+	basisRead := false
+	var readErr error
 	adopted := func(m *journal.Entry) bool {
 		o, err := events.Decode[events.Observed](m.Data)
-		return err == nil && !o.ReadAt.Before(basisAt)
+		if err != nil || (!m.Time.IsZero() && o.ReadAt.After(m.Time.Add(projector.MaxReadAhead))) {
+			return false
+		}
+		if o.AfterSeq == 0 && !basisRead {
+			basisRead = true
+			basisObs, readErr = e.observationAt(ctx, basis)
+		}
+		return readErr == nil && projector.Supersedes(&o, basisObs, basis)
 	}
 	// The newest observation is what usually supersedes: one indexed read.
 	if adopted(last) {
-		return last.Seq, nil
+		return last.Seq, readErr
+	}
+	if readErr != nil {
+		return 0, readErr
 	}
 	for next := basis + 1; next < last.Seq; {
 		m, err := e.nextMsg(ctx, events.KindObserved, vmid, next)
@@ -163,38 +176,41 @@ func (e *Executor) supersedingObservation(ctx context.Context, vmid int, basis u
 		}
 		next = m.Seq + 1
 		if m.Seq < last.Seq && adopted(m) {
-			return m.Seq, nil
+			return m.Seq, readErr
+		}
+		if readErr != nil {
+			return 0, readErr
 		}
 	}
 	return 0, nil
 }
 
-// readAt returns when the observation stored at seq (an observed event or a
-// result embedding one) was read; zero if there is none.
-func (e *Executor) readAt(ctx context.Context, seq uint64) (time.Time, error) {
+// observationAt returns the observation stored at seq (an observed event or
+// a result embedding one); nil if there is none.
+func (e *Executor) observationAt(ctx context.Context, seq uint64) (*events.Observed, error) {
 	if seq == 0 {
-		return time.Time{}, nil
+		return nil, nil
 	}
 	m, err := e.j.Get(ctx, seq)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("basis %d: %w", seq, err)
+		return nil, fmt.Errorf("basis %d: %w", seq, err)
 	}
 	if m == nil {
-		return time.Time{}, nil
+		return nil, nil
 	}
 	info, err := events.ParseSubject(m.Subject)
 	if err != nil {
-		return time.Time{}, nil
+		return nil, nil
 	}
 	switch info.Kind {
 	case events.KindObserved:
 		if o, err := events.Decode[events.Observed](m.Data); err == nil {
-			return o.ReadAt, nil
+			return &o, nil
 		}
 	case events.KindResult:
 		if r, err := events.Decode[events.Result](m.Data); err == nil && r.Observed != nil {
-			return r.Observed.ReadAt, nil
+			return r.Observed, nil
 		}
 	}
-	return time.Time{}, nil
+	return nil, nil
 }

@@ -80,7 +80,7 @@ func (h *xharness) cmds() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"guest":     scenario.Cmd("set a guest in the scripted Proxmox", "VMID key=value...", h.guest),
 		"desired":   scenario.Cmd("journal a desired event", "VMID JSON", h.desired),
-		"observe":   scenario.Cmd("journal an observation read at now (or read_at=±D)", "VMID [read_at=D]", h.observe),
+		"observe":   scenario.Cmd("journal an observation read at now (or read_at=±D)", "VMID [read_at=D] [after=SEQ]", h.observe),
 		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V]", h.action),
 		"rawaction": scenario.Cmd("journal an action body as given", "VMID BODY", h.rawAction),
 		"deliver":   scenario.Cmd("hand the N-th delivery of the entry at SEQ to Handle", "SEQ [N]", h.deliver),
@@ -145,14 +145,20 @@ func (h *xharness) observe(args []string) (string, error) {
 		Node: "pve1", Kind: events.QEMU, Status: "stopped", ReadAt: h.clk.Now(), Source: events.SourceObserver}
 	for _, kv := range args[1:] {
 		k, v, _ := strings.Cut(kv, "=")
-		if k != "read_at" {
+		switch k {
+		case "read_at":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return "", err
+			}
+			o.ReadAt = h.clk.Now().Add(d)
+		case "after":
+			if o.AfterSeq, err = strconv.ParseUint(v, 10, 64); err != nil {
+				return "", err
+			}
+		default:
 			return "", fmt.Errorf("unknown observation key %q", k)
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return "", err
-		}
-		o.ReadAt = h.clk.Now().Add(d)
 	}
 	body, _ := json.Marshal(o)
 	seq := h.publish(events.KindObserved, vmid, nil, body)

@@ -40,6 +40,7 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 	case want != "" && st.Status == want:
 		r := j.result(events.ResultSucceeded)
 		r.Reason = "already " + want
+		r.ErrorClass = events.ClassAlreadyDone // nothing done: the planner backs off repeats
 		return j.finish(ctx, r), true
 	}
 	return abandon, false

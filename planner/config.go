@@ -28,6 +28,12 @@ type Policy struct {
 	// starts again from the base.
 	BackoffBase time.Duration `json:"backoff_base_ns"`
 	BackoffMax  time.Duration `json:"backoff_max_ns"`
+	// MaxBurst caps the actions of one desired revision that finish
+	// without failing within projector.BurstWindow: a guest that reaches it
+	// is stopped with an error saying so until the window ends or the
+	// desired state changes, so any remaining loop is visible and slow
+	// instead of a flood of Proxmox writes.
+	MaxBurst int `json:"max_burst"`
 	// ObserveOnly plans and reports but never acts.
 	ObserveOnly bool `json:"observe_only,omitempty"`
 }
@@ -45,6 +51,10 @@ const (
 	// a call every five minutes.
 	DefaultBackoffBase = time.Second
 	DefaultBackoffMax  = 5 * time.Minute
+	// DefaultMaxBurst is three times the longest plan (shutdown, config,
+	// start, reboot) with room for fences and a person editing the guest
+	// meanwhile; a loop reaches it in seconds.
+	DefaultMaxBurst = 12
 	// DefaultRebootForPending follows Terraform's bpg provider: pending
 	// changes of a guest whose power converge manages are applied by a
 	// reboot.
@@ -60,6 +70,7 @@ func DefaultPolicy() Policy {
 		ShutdownTimeout:  DefaultShutdownTimeout,
 		BackoffBase:      DefaultBackoffBase,
 		BackoffMax:       DefaultBackoffMax,
+		MaxBurst:         DefaultMaxBurst,
 	}
 }
 
@@ -79,7 +90,10 @@ func (p *Policy) Validate() error {
 	orDefault(&p.ShutdownTimeout, d.ShutdownTimeout)
 	orDefault(&p.BackoffBase, d.BackoffBase)
 	orDefault(&p.BackoffMax, d.BackoffMax)
+	orDefault(&p.MaxBurst, d.MaxBurst)
 	switch {
+	case p.MaxBurst < 1:
+		return fmt.Errorf("planner.Policy.MaxBurst must be >= 1, got %d", p.MaxBurst)
 	case p.ObserverTimeout < 0:
 		return fmt.Errorf("planner.Policy.ObserverTimeout must be > 0, got %v", p.ObserverTimeout)
 	case p.ShutdownTimeout < time.Second:

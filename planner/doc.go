@@ -16,7 +16,12 @@
 // on a locked guest (it waits), never from a rejected desired event, and
 // never stops a guest whose desired power is running. Retries back off
 // exponentially with deterministic jitter ([Policy.Backoff]), keyed to
-// the desired revision: a new revision starts again.
+// the desired revision: a new revision starts again. Outcomes that change
+// nothing (already done, skipped, repeated digest conflicts) back off the
+// same way from the second in a row, and a revision whose actions keep
+// finishing without converging the guest stops at [Policy.MaxBurst]
+// actions per window with status error and the reason: a loop is visible
+// and slow, never a flood.
 //
 // # Engine
 //

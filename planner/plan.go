@@ -35,6 +35,8 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		return decide(Blocked, "observer silent for %s (last heartbeat %s)", now.Sub(c.HeartbeatAt).Round(time.Second), c.HeartbeatAt.Format(time.RFC3339))
 	case !c.Reachable:
 		return decide(Blocked, "Proxmox unreachable: %s", c.Error)
+	case v.Observed == nil && v.RefusedObservation != nil:
+		return decide(Blocked, "guest not observed yet: observation #%d refused: %s", v.RefusedObservation.Seq, v.RefusedObservation.Reason)
 	case v.Observed == nil:
 		return decide(Blocked, "guest not observed yet")
 	}
@@ -81,8 +83,9 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 			dec.Steps = nil
 			return dec
 		}
-		// A digest conflict is answered by re-planning from the fresh read
-		// the result carried, not by waiting.
+		// A first digest conflict is answered by re-planning from the fresh
+		// read the result carried, not by waiting; repeated ones back off
+		// below.
 		if v.LastErrorKind != events.ClassConflict {
 			at := v.LastFailureAt.Add(p.Backoff(v.VMID, v.Failures))
 			if now.Before(at) {
@@ -93,11 +96,59 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 			}
 		}
 	}
+	if held, ok := loopGuard(v, p, now); ok {
+		held.Status.Drift = drift
+		return held
+	}
 	if p.ObserveOnly {
 		dec.Status.Reason = "observe-only: would " + dec.Status.Reason[len("next: "):]
 		dec.Steps = nil
 	}
 	return dec
+}
+
+// loopGuard holds a guest whose actions keep finishing without converging
+// it: repeated "already done", skipped or conflicting outcomes back off;
+// past Policy.MaxBurst actions in a window the guest is an error until the
+// window ends or the desired state changes.
+func loopGuard(v *projector.View, p Policy, now time.Time) (Decision, bool) {
+	if v.Burst >= p.MaxBurst {
+		until := v.BurstStart.Add(projector.BurstWindow)
+		if now.Before(until) {
+			d := decide(Error, "%d actions for desired revision %d finished without converging the guest since %s; stopped to avoid a loop until %s (or a new desired state): last %s",
+				v.Burst, v.DesiredSeq, v.BurstStart.Format(time.RFC3339), until.Format(time.RFC3339), lastOutcome(v))
+			d.Status.RetryAt = until
+			return d, true
+		}
+	}
+	if v.Repeats >= 2 {
+		at := v.LastRepeatAt.Add(p.Backoff(v.VMID, v.Repeats-1))
+		if now.Before(at) {
+			d := decide(Pending, "%d outcomes in a row changed nothing (last %s); next attempt %s", v.Repeats, lastOutcome(v), at.Format(time.RFC3339))
+			d.Status.RetryAt = at
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// lastOutcome describes the last result for a status line.
+func lastOutcome(v *projector.View) string {
+	r := v.LastResult
+	if r == nil {
+		return "none"
+	}
+	s := string(r.Op) + " " + string(r.Status)
+	if r.ErrorClass != "" {
+		s += " (" + string(r.ErrorClass) + ")"
+	}
+	switch {
+	case r.Error != "":
+		s += ": " + r.Error
+	case r.Reason != "":
+		s += ": " + r.Reason
+	}
+	return s
 }
 
 func lastOp(v *projector.View) string {
@@ -152,16 +203,27 @@ func show(s string) string {
 // diff orders the minimal steps: stop before writing config (so it applies
 // at once), write config before starting (so the guest boots with it), and
 // reboot a running guest only for desired values Proxmox keeps pending.
+//
+// A pending value is what the guest gets at its next restart, so one that
+// differs from the desired value is drift even when the applied value is
+// right. Then only the pending value goes (Proxmox's revert parameter):
+// rewriting the applied value would also drop it (Proxmox removes a pending
+// value equal to the applied one), but would take a key converge does not
+// need to change through the hotplug path and plan a needless reboot.
 func diff(v *projector.View, p Policy) (steps []Step, drift, waiting []string) {
 	d, o := v.Desired, v.Observed
 	set := map[string]string{}
-	var del, changed, pendingReboot []string
+	var del, revert, changed, pendingReboot []string
 	for _, f := range managedFields(d, o) {
 		target := f.have
 		if f.hasQueued {
 			target = f.queued
 		}
 		switch {
+		case target != f.want && f.hasQueued && f.have == f.want:
+			drift = append(drift, fmt.Sprintf("%s: want %s, pending %s (applies at next restart)", f.label, show(f.want), show(f.queued)))
+			revert = append(revert, f.key)
+			changed = append(changed, f.label+" (revert pending)")
 		case target != f.want:
 			drift = append(drift, fmt.Sprintf("%s: want %s, have %s", f.label, show(f.want), show(target)))
 			if f.want == "" && (f.key == "description" || f.key == "tags") {
@@ -176,9 +238,10 @@ func diff(v *projector.View, p Policy) (steps []Step, drift, waiting []string) {
 		}
 	}
 	sort.Strings(del)
+	sort.Strings(revert)
 	var cfg *Step
-	if len(set) > 0 || len(del) > 0 {
-		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del,
+	if len(set) > 0 || len(del) > 0 || len(revert) > 0 {
+		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del, Revert: revert,
 			Reason: "config drift: " + strings.Join(changed, ", ")}
 	}
 	running := o.Status == "running"

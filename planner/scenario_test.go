@@ -90,6 +90,8 @@ func (h *harness) config(args []string) (string, error) {
 			h.cfg.Policy.RebootForPending = &no
 		case "backoff":
 			h.cfg.Policy.BackoffBase, err = time.ParseDuration(v)
+		case "max-burst":
+			h.cfg.Policy.MaxBurst, err = strconv.Atoi(v)
 		case "checkpoint":
 			h.cfg.CheckpointInterval, err = time.ParseDuration(v)
 		default:
@@ -456,6 +458,9 @@ func (h *harness) ready() string {
 		}
 		for _, k := range a.Delete {
 			fmt.Fprintf(&b, " -%s", k)
+		}
+		for _, k := range a.Revert {
+			fmt.Fprintf(&b, " revert=%s", k)
 		}
 		fmt.Fprintf(&b, ": %s\n", a.Reason)
 		h.outbox = append(h.outbox, p)

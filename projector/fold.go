@@ -111,7 +111,9 @@ func (p *Projector) Apply(ev Event) Change {
 		if err != nil {
 			return Change{Err: err}
 		}
-		p.State.HeartbeatAt, p.State.HeartbeatSeq = hb.Time, ev.Seq
+		// The stream's time, not the observer's: an observer clock running
+		// behind (or a heartbeat stamped in 2099) must not hide its silence.
+		p.State.HeartbeatAt, p.State.HeartbeatSeq = streamTime(ev, hb.Time), ev.Seq
 		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
 		return Change{Cluster: true}
 	case events.KindControl:
@@ -178,11 +180,48 @@ func foldDesired(v *View, ev Event) {
 	v.Rejected = nil
 	v.RevisionActions = 0
 	v.Failures, v.LastFailureAt, v.LastError, v.LastErrorKind, v.Terminal = 0, time.Time{}, "", "", false
+	v.Burst, v.BurstStart, v.Repeats, v.LastRepeatAt = 0, time.Time{}, 0, time.Time{}
 }
 
-// newer reports whether o was read after the view's current observation.
-func (v *View) newer(o *events.Observed) bool {
-	return v.Observed == nil || !o.ReadAt.Before(v.Observed.ReadAt)
+// MaxReadAhead is how far an observation's read_at may be ahead of the
+// stream's time for the event that carries it: further ahead, the reader's
+// clock (or the event) is wrong and the observation is refused.
+const MaxReadAhead = time.Minute
+
+// streamTime is the event's stream time, or fallback for events without one
+// (tests folding bodies alone).
+func streamTime(ev Event, fallback time.Time) time.Time {
+	if ev.Time.IsZero() {
+		return fallback
+	}
+	return ev.Time
+}
+
+// refuse returns why an observation carried by ev cannot be used, "" if it
+// can.
+func refuse(o *events.Observed, ev Event) string {
+	if !ev.Time.IsZero() && o.ReadAt.After(ev.Time.Add(MaxReadAhead)) {
+		return fmt.Sprintf("read_at %s is %s ahead of the journal's time %s (reader's clock wrong?)",
+			o.ReadAt.Format(time.RFC3339), o.ReadAt.Sub(ev.Time).Round(time.Second), ev.Time.Format(time.RFC3339))
+	}
+	return ""
+}
+
+// Supersedes reports whether observation o read after journal sequence
+// o.AfterSeq is a later read of the guest than cur, carried by the event at
+// sequence curSeq. Reads are ordered by the journal, never by clocks: o is
+// later only if its reader knew curSeq before reading (AfterSeq >= curSeq).
+// An observation without AfterSeq (another publisher) falls back to
+// comparing read_at. The executor's observation fence uses the same rule.
+func Supersedes(o *events.Observed, cur *events.Observed, curSeq uint64) bool {
+	switch {
+	case o.AfterSeq > 0:
+		return o.AfterSeq >= curSeq
+	case cur == nil:
+		return true
+	default:
+		return !o.ReadAt.Before(cur.ReadAt)
+	}
 }
 
 func (p *Projector) foldObserved(v *View, ev Event) error {
@@ -192,7 +231,11 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 	}
 	p.internObserved(&o)
 	v.ObservedEventSeq = ev.Seq
-	if v.newer(&o) {
+	if why := refuse(&o, ev); why != "" {
+		v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: o.Publisher, At: ev.Time}
+		return nil
+	}
+	if Supersedes(&o, v.Observed, v.ObservedSeq) {
 		v.Observed, v.ObservedSeq = &o, ev.Seq
 	}
 	return nil
@@ -225,8 +268,16 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	if r.Observed != nil {
 		p.internObserved(r.Observed)
 	}
-	if r.Observed != nil && v.newer(r.Observed) {
-		v.Observed, v.ObservedSeq = r.Observed, ev.Seq
+	// An executor's read-back follows its own action, and a guest's
+	// actions run one at a time: it is the newest read, whatever the
+	// clocks say (a skewed reader must not make it look old: the planner
+	// would re-plan from the stale view over and over).
+	if r.Observed != nil {
+		if why := refuse(r.Observed, ev); why != "" {
+			v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: r.Publisher, At: ev.Time}
+		} else {
+			v.Observed, v.ObservedSeq = r.Observed, ev.Seq
+		}
 	}
 	if r.Status == events.ResultStarted {
 		if v.InFlight != nil && v.InFlight.ID == r.ActionID {
@@ -249,13 +300,36 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	if planned == nil || planned.DesiredSeq != v.DesiredSeq {
 		return nil // a result for an older revision does not count against this one
 	}
+	at := streamTime(ev, r.Time) // backoff runs on the journal's clock, not the executor's
 	switch r.Status {
-	case events.ResultSucceeded:
-		v.Failures, v.LastError, v.LastErrorKind, v.Terminal = 0, "", "", false
+	case events.ResultSucceeded, events.ResultSkipped:
+		if r.Status == events.ResultSucceeded {
+			v.Failures, v.LastError, v.LastErrorKind, v.Terminal = 0, "", "", false
+		}
+		// Actions that finish without failing yet leave the guest to be
+		// acted on again count towards the burst cap (planner.Policy).
+		if v.BurstStart.IsZero() || at.Sub(v.BurstStart) >= BurstWindow {
+			v.BurstStart, v.Burst = at, 0
+		}
+		v.Burst++
+		// "Already done" and repeated digest conflicts mean the plan keeps
+		// missing: they back off like failures.
+		if r.ErrorClass == events.ClassAlreadyDone || r.Status == events.ResultSkipped {
+			v.Repeats++
+			v.LastRepeatAt = at
+		} else {
+			v.Repeats = 0
+		}
 	case events.ResultFailed:
 		v.Failures++
-		v.LastFailureAt, v.LastError, v.LastErrorKind = r.Time, r.Error, r.ErrorClass
+		v.LastFailureAt, v.LastError, v.LastErrorKind = at, r.Error, r.ErrorClass
 		v.Terminal = r.ErrorClass.Terminal()
+		if r.ErrorClass == events.ClassConflict {
+			v.Repeats++
+			v.LastRepeatAt = at
+		} else {
+			v.Repeats = 0
+		}
 	}
 	return nil
 }

@@ -103,17 +103,22 @@ func TestDesiredRejection(t *testing.T) {
 	})
 }
 
-func TestObservationsOrderedByReadAt(t *testing.T) {
+func TestUnstampedObservationsOrderedByReadAt(t *testing.T) {
 	p := projector.New("pve")
 	newer := observed(101, at(100), "running")
 	older := observed(101, at(50), "stopped")
-	applyAll(t, p, observedEv(10, newer))
+	late := func(seq uint64, o *events.Observed) projector.Event {
+		ev := observedEv(seq, o)
+		ev.Time = at(200) // stored after every read
+		return ev
+	}
+	applyAll(t, p, late(10, newer))
 	v := p.Views[101]
 	if v.Observed.Status != "running" || v.ObservedSeq != 10 || v.ObservedEventSeq != 10 || v.BasisSeq() != 10 {
 		t.Fatalf("after first read: %+v", v)
 	}
 	// An older read published later (a slow observer) does not roll back.
-	applyAll(t, p, observedEv(11, older))
+	applyAll(t, p, late(11, older))
 	if v.Observed.Status != "running" || v.ObservedSeq != 10 {
 		t.Errorf("older read replaced a newer one: status %s seq %d", v.Observed.Status, v.ObservedSeq)
 	}
@@ -122,15 +127,84 @@ func TestObservationsOrderedByReadAt(t *testing.T) {
 	}
 	// A read at the same instant is not older: it replaces.
 	same := observed(101, at(100), "paused")
-	applyAll(t, p, observedEv(12, same))
+	applyAll(t, p, late(12, same))
 	if v.Observed.Status != "paused" || v.ObservedSeq != 12 {
 		t.Errorf("same-instant read: status %s seq %d", v.Observed.Status, v.ObservedSeq)
 	}
 	// Gone is an observation like any other.
-	gone := &events.Observed{VMID: 101, Cluster: "pve", Exists: false, ReadAt: at(200), Source: events.SourceObserver}
-	applyAll(t, p, observedEv(13, gone))
+	gone := &events.Observed{VMID: 101, Cluster: "pve", Exists: false, ReadAt: at(150), Source: events.SourceObserver}
+	applyAll(t, p, late(13, gone))
 	if v.Observed.Exists || v.ObservedSeq != 13 {
 		t.Errorf("gone not adopted: %+v", v.Observed)
+	}
+}
+
+// Reads are ordered by the journal, not by the readers' clocks: an
+// observer whose clock runs ahead must not make an executor's read-back
+// look old (the planner re-planned from the stale view thousands of times).
+func TestObservationsOrderedByJournal(t *testing.T) {
+	p := projector.New("pve")
+	skew := 20 * time.Second
+	first := observed(101, at(10).Add(skew), "stopped")
+	first.AfterSeq = 9
+	applyAll(t, p, desiredEv(5, 101, `{"vmid":101,"power":"running"}`, nil), observedEv(10, first),
+		actionEv(11, action(101, "a1", 5, events.OpStart)))
+	v := p.Views[101]
+	// The executor's read-back, on a correct clock, is 20 s "older".
+	r := result(101, "a1", events.ResultSucceeded, "", at(12))
+	r.Observed = observed(101, at(12), "running")
+	r.Observed.Source = events.SourceExecutor
+	applyAll(t, p, resultEv(12, r))
+	if v.Observed.Status != "running" || v.ObservedSeq != 12 {
+		t.Fatalf("read-back not adopted over a skewed observation: %s seq %d", v.Observed.Status, v.ObservedSeq)
+	}
+	// An observer read that started before the result was journalled may
+	// predate the action: it does not roll the view back, whatever its clock.
+	stale := observed(101, at(13).Add(skew), "stopped")
+	stale.AfterSeq = 11
+	applyAll(t, p, observedEv(13, stale))
+	if v.Observed.Status != "running" || v.ObservedSeq != 12 || v.BasisSeq() != 13 {
+		t.Errorf("a read started before the read-back replaced it: %s seq %d basis %d", v.Observed.Status, v.ObservedSeq, v.BasisSeq())
+	}
+	// One that started after it is a later read, even with a clock behind.
+	fresh := observed(101, at(1), "paused")
+	fresh.AfterSeq = 13
+	applyAll(t, p, observedEv(14, fresh))
+	if v.Observed.Status != "paused" || v.ObservedSeq != 14 {
+		t.Errorf("a later read was not adopted: %s seq %d", v.Observed.Status, v.ObservedSeq)
+	}
+	if !projector.Supersedes(fresh, stale, 13) || projector.Supersedes(stale, fresh, 14) {
+		t.Error("Supersedes disagrees with the fold")
+	}
+}
+
+// An observation stamped far ahead of the journal's time (a clock in 2099,
+// a forged event) is refused with a reason, and changes nothing else.
+func TestFutureObservationRefused(t *testing.T) {
+	p := projector.New("pve")
+	ok := observed(101, at(10), "stopped")
+	applyAll(t, p, observedEv(10, ok))
+	v := p.Views[101]
+	forged := observed(101, time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), "running")
+	applyAll(t, p, observedEv(11, forged))
+	if v.Observed.Status != "stopped" || v.ObservedSeq != 10 {
+		t.Fatalf("future observation adopted: %+v", v.Observed)
+	}
+	if v.RefusedObservation == nil || v.RefusedObservation.Seq != 11 || !strings.Contains(v.RefusedObservation.Reason, "ahead of the journal") {
+		t.Fatalf("refusal not recorded: %+v", v.RefusedObservation)
+	}
+	// A later ordinary read is adopted (a 2099 read_at does not block it).
+	next := observed(101, at(12), "running")
+	applyAll(t, p, observedEv(12, next))
+	if v.Observed.Status != "running" {
+		t.Errorf("a correct read after a refused one: %+v", v.Observed)
+	}
+	// A heartbeat from 2099 counts at the journal's time.
+	hb := heartbeatEv(13, "pve", true, "")
+	hb.Data = body(events.Heartbeat{Meta: events.NewMeta("observer", "", forged.ReadAt), Cluster: "pve", Reachable: true})
+	applyAll(t, p, hb)
+	if !p.State.HeartbeatAt.Equal(at(13)) {
+		t.Errorf("heartbeat at %s, want the journal's time %s", p.State.HeartbeatAt, at(13))
 	}
 }
 
@@ -197,14 +271,16 @@ func TestActionAndResultLifecycle(t *testing.T) {
 		t.Errorf("last action changed by a result")
 	}
 
-	// An embedded observation older than the view's is not adopted.
-	applyAll(t, p, observedEv(8, observed(101, at(100), "running")))
+	// An executor's read-back is adopted even when an observer's clock
+	// says it is older: it follows the guest's newest action.
+	ahead := observed(101, at(50), "running")
+	applyAll(t, p, observedEv(8, ahead))
 	a2 := action(101, "pve-101-1-2", 1, events.OpStop)
-	stale := result(101, a2.ID, events.ResultSkipped, "", at(9))
-	stale.Observed = observed(101, at(50), "stopped")
-	applyAll(t, p, actionEv(9, a2), resultEv(10, stale))
-	if v.Observed.Status != "running" || v.ObservedSeq != 8 {
-		t.Errorf("older embedded observation adopted: %+v seq %d", v.Observed, v.ObservedSeq)
+	later := result(101, a2.ID, events.ResultSkipped, "", at(9))
+	later.Observed = observed(101, at(9), "stopped")
+	applyAll(t, p, actionEv(9, a2), resultEv(10, later))
+	if v.Observed.Status != "stopped" || v.ObservedSeq != 10 {
+		t.Errorf("read-back not adopted: %+v seq %d", v.Observed, v.ObservedSeq)
 	}
 	if v.RevisionActions != 2 || v.InFlight != nil || v.LastResult.Status != events.ResultSkipped {
 		t.Errorf("revision actions %d in flight %+v last result %+v", v.RevisionActions, v.InFlight, v.LastResult)

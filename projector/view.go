@@ -53,9 +53,28 @@ type View struct {
 	LastErrorKind events.ErrorClass `json:"last_error_class,omitempty"`
 	Terminal      bool              `json:"terminal,omitempty"`
 
+	// Burst counts actions of DesiredSeq that finished without failing
+	// since BurstStart (a window of BurstWindow, on the journal's clock):
+	// the planner stops a guest whose actions keep succeeding without
+	// converging it (a loop) instead of flooding Proxmox.
+	Burst      int       `json:"burst,omitempty"`
+	BurstStart time.Time `json:"burst_start,omitzero"`
+	// Repeats counts consecutive outcomes that changed nothing or raced
+	// (already done, skipped, digest conflict); the planner backs them off
+	// from LastRepeatAt.
+	Repeats      int       `json:"repeats,omitempty"`
+	LastRepeatAt time.Time `json:"last_repeat_at,omitzero"`
+
+	// RefusedObservation is the newest observation refused as unusable
+	// (read_at far ahead of the journal's time).
+	RefusedObservation *Rejection `json:"refused_observation,omitempty"`
+
 	// Seq is the sequence of the last event that changed this view.
 	Seq uint64 `json:"seq"`
 }
+
+// BurstWindow is the window of View.Burst.
+const BurstWindow = 10 * time.Minute
 
 // Rejection records an invalid desired event.
 type Rejection struct {
