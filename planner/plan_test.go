@@ -131,6 +131,9 @@ func apply(o *events.Observed, s Step) *events.Observed {
 			setKey(k, "", &n.Config)
 			delete(n.Pending, k)
 		}
+		for _, k := range s.Revert {
+			delete(n.Pending, k)
+		}
 	case events.OpStart:
 		applyPending()
 		n.Status = "running"

@@ -39,6 +39,7 @@ type Step struct {
 	Op      events.Op         `json:"op"`
 	Set     map[string]string `json:"set,omitempty"`
 	Delete  []string          `json:"delete,omitempty"`
+	Revert  []string          `json:"revert,omitempty"`
 	Timeout time.Duration     `json:"timeout_ns,omitempty"`
 	Reason  string            `json:"reason"`
 }
