@@ -59,6 +59,7 @@ func (a *Action) detach() {
 	}
 	a.Set = ownMap(a.Set)
 	ownAll(a.Delete)
+	ownAll(a.Revert)
 }
 
 func (r *Result) detach() {

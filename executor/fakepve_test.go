@@ -132,6 +132,9 @@ func (p *fakePVE) UpdateConfig(ctx context.Context, ref pve.GuestRef, ch pve.Con
 		if ch.Digest != "" && ch.Digest != g.digest {
 			return &pve.Error{Class: pve.ClassConflict, Status: 500, Message: "detected modified configuration - file changed by other user? Try again."}
 		}
+		for _, k := range ch.Revert {
+			p.calls = append(p.calls, "revert "+k) // under p.mu, held by mutate
+		}
 		for k, v := range ch.Set {
 			switch k {
 			case "cores":

@@ -81,7 +81,7 @@ func (h *xharness) cmds() map[string]script.Cmd {
 		"guest":     scenario.Cmd("set a guest in the scripted Proxmox", "VMID key=value...", h.guest),
 		"desired":   scenario.Cmd("journal a desired event", "VMID JSON", h.desired),
 		"observe":   scenario.Cmd("journal an observation read at now (or read_at=±D)", "VMID [read_at=D] [after=SEQ]", h.observe),
-		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V]", h.action),
+		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V] [revert=KEY]", h.action),
 		"rawaction": scenario.Cmd("journal an action body as given", "VMID BODY", h.rawAction),
 		"deliver":   scenario.Cmd("hand the N-th delivery of the entry at SEQ to Handle", "SEQ [N]", h.deliver),
 		"proxmox":   scenario.Cmd("script the next call of an operation", "fail OP CLASS MESSAGE | task OP EXIT | sync OP | crash OP", h.proxmox),
@@ -192,6 +192,8 @@ func (h *xharness) action(args []string) (string, error) {
 				a.Set = map[string]string{}
 			}
 			a.Set[strings.TrimPrefix(k, "set.")] = v
+		case k == "revert":
+			a.Revert = append(a.Revert, v)
 		default:
 			return "", fmt.Errorf("unknown action key %q", k)
 		}

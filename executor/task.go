@@ -60,7 +60,7 @@ func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
 	case events.OpReboot:
 		return px.Reboot(ctx, j.ref)
 	case events.OpSetConfig:
-		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Digest: a.Digest})
+		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Revert: a.Revert, Digest: a.Digest})
 	}
 	err := fmt.Errorf("unknown operation %q", a.Op)
 	return pve.TaskRef{}, &pve.Error{Class: pve.ClassTerminal, Message: err.Error(), Err: err}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +74,10 @@ type ConfigChange struct {
 	Set map[string]string
 	// Delete lists keys to remove.
 	Delete []string
+	// Revert lists keys whose pending value (or pending deletion) is
+	// dropped, the applied value kept: Proxmox's revert parameter. A key
+	// may not be both reverted and set or deleted (Proxmox refuses it).
+	Revert []string
 	// Digest is the digest of the config the change was planned from.
 	// Proxmox refuses the write (ClassConflict) if the config changed since.
 	Digest string
@@ -150,8 +156,24 @@ func configBody(kind Kind, ch ConfigChange) (map[string]any, error) {
 		}
 		del[k] = true
 	}
-	if len(body) == 0 && len(del) == 0 {
+	revert := map[string]bool{}
+	for _, k := range ch.Revert {
+		if kind == KindLXC && k == "name" {
+			k = "hostname"
+		}
+		if !configKeyRE.MatchString(k) || reservedKeys[k] {
+			return nil, fmt.Errorf("%q is not a revertible config key", k)
+		}
+		if _, set := body[k]; set || del[k] {
+			return nil, fmt.Errorf("key %q is both reverted and set or deleted", k)
+		}
+		revert[k] = true
+	}
+	if len(body) == 0 && len(del) == 0 && len(revert) == 0 {
 		return nil, nil
+	}
+	if len(revert) > 0 {
+		body["revert"] = strings.Join(slices.Sorted(maps.Keys(revert)), ",")
 	}
 	if len(del) > 0 {
 		keys := make([]string, 0, len(del))
