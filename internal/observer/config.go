@@ -2,6 +2,7 @@ package observer
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -16,10 +17,20 @@ const (
 	// DefaultInterval: a change made by hand in Proxmox is seen within ten
 	// seconds, for one inventory call per pass.
 	DefaultInterval = 10 * time.Second
-	// DefaultConfigRefresh bounds the delay of drift the inventory does
-	// not show (description, onboot, pending changes) to five minutes,
-	// reading a slice of the guests each pass.
-	DefaultConfigRefresh = 5 * time.Minute
+	// DefaultConfigRefresh is the shortest time between two verification
+	// reads of one guest: a small estate is re-verified once per pass, not
+	// more, and the budget goes to larger ones.
+	DefaultConfigRefresh = DefaultInterval
+	// DefaultVerifyRate is the verification budget, config reads per
+	// second per cluster. pveproxy answers with three workers, a GET
+	// …/pending costs one of them roughly 10-50 ms: 20 a second keep at
+	// most about one worker busy, leaving two for executors and people,
+	// and verify 100 guests every 10 s (one pass), 10,000 within about
+	// 8.5 minutes.
+	DefaultVerifyRate = 20.0
+	// DefaultResyncInterval: at most one full re-verification per minute
+	// however many resyncs are asked for; those in between are merged.
+	DefaultResyncInterval = time.Minute
 	// DefaultReadConcurrency: pveproxy has three workers; four config
 	// reads at once keep a pass short without taking them all.
 	DefaultReadConcurrency = 4
@@ -41,11 +52,22 @@ type Config struct {
 	Name string
 	// Interval between passes (default 10s).
 	Interval time.Duration
-	// ConfigRefresh: every guest's config is re-read at least this often
-	// even if its inventory row did not change, which catches drift that
-	// /cluster/resources does not show (description, onboot, pending
-	// changes). 0 means the default (5m), negative never.
+	// ConfigRefresh is the shortest time between two verification reads
+	// of one guest (default Interval); negative: no verification at all
+	// (only new, changed and unconfirmed guests are read). Verification
+	// re-reads guests whose inventory row did not change, which catches
+	// drift that /cluster/resources does not show (description, onboot,
+	// pending values), within VerifyRate.
 	ConfigRefresh time.Duration
+	// VerifyRate is the verification budget in config reads per second
+	// (default 20). Every guest is verified at least once per
+	// max(ConfigRefresh, guests / VerifyRate), plus one Interval. Reads of
+	// new or changed guests are not verification and happen at once.
+	VerifyRate float64
+	// ResyncInterval: at most one resync (every guest due for
+	// verification) is carried out per ResyncInterval (default 1m);
+	// requests in between are merged into the next one.
+	ResyncInterval time.Duration
 	// ReadConcurrency bounds parallel config reads (default 4; pveproxy
 	// has few workers, so keep it small against a real cluster).
 	ReadConcurrency int
@@ -87,7 +109,19 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("observer: Interval must be > 0, got %s", c.Interval)
 	}
 	if c.ConfigRefresh == 0 {
-		c.ConfigRefresh = DefaultConfigRefresh
+		c.ConfigRefresh = c.Interval
+	}
+	switch {
+	case c.VerifyRate == 0:
+		c.VerifyRate = DefaultVerifyRate
+	case c.VerifyRate < 0 || math.IsNaN(c.VerifyRate) || math.IsInf(c.VerifyRate, 0):
+		return fmt.Errorf("observer: VerifyRate must be > 0, got %v", c.VerifyRate)
+	}
+	switch {
+	case c.ResyncInterval == 0:
+		c.ResyncInterval = DefaultResyncInterval
+	case c.ResyncInterval < 0:
+		return fmt.Errorf("observer: ResyncInterval must be > 0, got %s", c.ResyncInterval)
 	}
 	switch {
 	case c.ReadConcurrency == 0:

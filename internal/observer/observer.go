@@ -3,11 +3,13 @@ package observer
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
@@ -24,12 +26,19 @@ var _ Proxmox = (*pve.Client)(nil)
 
 // Journal is what the observer needs of the journal: heartbeats are
 // published and waited for, observations published asynchronously (a
-// window of MaxInFlight), and the newest observation of each guest read
-// back after a restart. *bus.Bus is one.
+// window of MaxInFlight), the newest observation of each guest read back
+// after a restart, and the journal's last sequence before each pass (the
+// passes' observations carry it as AfterSeq). *bus.Bus is one.
 type Journal interface {
 	journal.Appender
 	journal.AsyncAppender
 	journal.Latest
+	Extent
+}
+
+// Extent reports the journal's extent (journal.Follower has it).
+type Extent interface {
+	Info(ctx context.Context) (journal.Info, error)
 }
 
 // PassStats describe one pass.
@@ -38,9 +47,23 @@ type PassStats struct {
 	Reachable bool
 	// Guests listed by the inventory (0 when it failed).
 	Guests int
-	// ConfigReads attempted and ConfigErrors among them.
+	// ConfigReads attempted and ConfigErrors among them; Verified those of
+	// them that were verification (within the budget), the others read
+	// new, changed or unconfirmed guests.
 	ConfigReads  int
 	ConfigErrors int
+	Verified     int
+	// VerifyPeriod bounds, at this estate's size, how long drift the
+	// inventory does not show may go unseen: every guest is verified at
+	// least this often.
+	VerifyPeriod time.Duration
+	// AfterSeq is the journal's last sequence read before the inventory
+	// (0: unknown), carried by the observations read in this pass.
+	AfterSeq uint64
+	// Resync reports that a resync was carried out in this pass, merging
+	// ResyncsMerged requests into it.
+	Resync        bool
+	ResyncsMerged int
 	// Published observed events acknowledged by the stream, Gone those of
 	// them saying Exists=false, PublishErrors those not acknowledged.
 	Published     int
@@ -55,27 +78,39 @@ type Observer struct {
 	j   Journal
 	log zerolog.Logger
 
-	resyncReq atomic.Bool
-	wake      chan struct{}
+	// resyncs counts the requests not carried out yet (coalesced).
+	resyncs atomic.Int64
+	wake    chan struct{}
 
-	mu        sync.Mutex // serialises passes; guards everything below
-	loaded    bool
-	pass      uint64
-	guests    map[int]*guestState
-	published map[int]*events.Observed
-	lastCount int
-	lastErr   string
-	reachable bool
+	mu          sync.Mutex // serialises passes; guards everything below
+	loaded      bool
+	pass        uint64
+	guests      map[int]*guestState
+	published   map[int]*events.Observed
+	goneUnconf  map[int]bool // published gone, not confirmed yet
+	acked       []int        // vmids whose observations this pass's publish got acknowledged
+	extentKnown bool         // this pass read the journal's extent (AfterSeq)
+	lastCount   int
+	lastErr     string
+	reachable   bool
+	budget      *rate.Limiter // verification reads, on the clock's times
+	lastResync  time.Time     // when the last resync was carried out
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.
 type guestState struct {
 	// row is the inventory row as of the last successful config read.
-	row    rowKey
-	cfg    configSnap
-	readAt time.Time
-	read   bool // cfg holds a successful read
-	force  bool // re-read regardless (resync, or a failed read)
+	row      rowKey
+	cfg      configSnap
+	readAt   time.Time
+	afterSeq uint64 // the journal's last sequence before that read
+	read     bool   // cfg holds a successful read
+	force    bool   // re-read at once (a failed read)
+	due      bool   // verify before any other (resync)
+	// unconfirmed: a changed snapshot was published; it is read and
+	// published once more, with a newer AfterSeq, in case the projector
+	// ordered it before a concurrent executor's read-back.
+	unconfirmed bool
 }
 
 // New validates cfg and returns an observer. It does no I/O.
@@ -90,21 +125,33 @@ func New(cfg Config, px Proxmox, j Journal) (*Observer, error) {
 		return nil, err
 	}
 	return &Observer{
-		cfg:       cfg,
-		px:        px,
-		j:         j,
-		log:       cfg.Logger.With().Str("cluster", cfg.Cluster).Logger(), // the caller names the role
-		wake:      make(chan struct{}, 1),
-		guests:    map[int]*guestState{},
-		published: map[int]*events.Observed{},
-		reachable: true,
+		cfg:        cfg,
+		px:         px,
+		j:          j,
+		log:        cfg.Logger.With().Str("cluster", cfg.Cluster).Logger(), // the caller names the role
+		wake:       make(chan struct{}, 1),
+		guests:     map[int]*guestState{},
+		published:  map[int]*events.Observed{},
+		goneUnconf: map[int]bool{},
+		reachable:  true,
+		budget:     rate.NewLimiter(rate.Limit(cfg.VerifyRate), burst(cfg)),
 	}, nil
 }
 
-// Resync asks for a pass now that re-reads every guest's config. It never
-// blocks; requests made before the pass starts are coalesced.
+// burst is the verification budget's bucket: what accrues over one
+// Interval, so that a pass every Interval can spend the whole rate.
+func burst(cfg Config) int {
+	return max(1, int(math.Ceil(cfg.VerifyRate*cfg.Interval.Seconds())))
+}
+
+// Resync asks that every guest's config be verified, through the
+// verification budget: the guests go first in the verification order, so
+// a large estate is re-read over several passes, not in one burst. At most
+// one resync is carried out per ResyncInterval; requests in between are
+// merged into the next one (logged with their count). A request that can
+// be carried out now wakes Run for a pass. It never blocks.
 func (o *Observer) Resync() {
-	o.resyncReq.Store(true)
+	o.resyncs.Add(1)
 	select {
 	case o.wake <- struct{}{}:
 	default:
@@ -124,10 +171,18 @@ func (o *Observer) Run(ctx context.Context) error {
 			o.log.Warn().Err(err).Msg("observer pass incomplete")
 		}
 		t.Reset(o.cfg.Interval)
-		select {
-		case <-ctx.Done():
-		case <-t.C():
-		case <-o.wake:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+			case <-t.C():
+			case <-o.wake:
+				if !o.resyncAllowed() {
+					// Merged: carried out by a later pass, once allowed.
+					continue
+				}
+			}
+			break wait
 		}
 	}
 	o.log.Info().Msg("observer stopped")

@@ -39,14 +39,16 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	}
 	o.pass++
 	st := PassStats{Pass: o.pass}
-	if o.resyncReq.Swap(false) {
-		for _, g := range o.guests {
-			g.force = true
-		}
-		o.log.Info().Uint64("pass", o.pass).Msg("resync: re-reading every guest's config")
-	}
-
 	readAt := o.now()
+	o.takeResync(&st, readAt)
+	// The journal's end before reading Proxmox: what this pass reads is at
+	// least as new as every event up to it (AfterSeq).
+	info, err := o.j.Info(ctx)
+	if o.extentKnown = err == nil; err != nil {
+		o.log.Debug().Err(err).Msg("journal extent unknown; this pass's observations carry no after_seq")
+	} else {
+		st.AfterSeq = info.LastSeq
+	}
 	inv, err := o.px.Inventory(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -62,7 +64,9 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	guests := o.plan(inv, readAt, pace.Default(ctx))
 	st.Guests = len(guests)
 	o.lastCount = len(guests)
-	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt)
+	st.Verified = o.verify(guests, readAt)
+	st.VerifyPeriod = o.verifyPeriod(len(guests))
+	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -75,27 +79,32 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 			continue // keep the last published snapshot; read again next pass
 		}
 		snap := o.snapshot(l.res, l.state, now)
-		if prev := o.published[snap.VMID]; !sameObservation(snap, prev) || o.expiring(prev, now) {
+		if prev := o.published[snap.VMID]; !sameObservation(snap, prev) || o.expiring(prev, now) || l.state.unconfirmed {
 			out = append(out, snap)
 		}
 	}
-	out = append(out, o.disappeared(guests, readAt, now)...)
+	out = append(out, o.disappeared(guests, readAt, now, st.AfterSeq)...)
 
 	pubErr := o.publish(ctx, out, &st)
+	o.settleConfirmations(ctx, st)
 	herr := o.heartbeat(ctx, st, nil)
 	ev := o.log.Debug()
 	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
+		Int("verified", st.Verified).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
 		Int("config_errors", st.ConfigErrors).Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")
 	return st, errors.Join(pubErr, herr)
 }
 
 // plan matches the inventory against what is remembered and decides which
-// configs to read. Guests no longer listed are forgotten here; disappeared
-// reports them.
+// configs to read at once: guests never read, whose row changed, whose last
+// read failed, whose last changed snapshot is unconfirmed, or whose
+// snapshot is about to expire from the journal. verify adds those the
+// budget lets it verify. Guests no longer listed are forgotten here;
+// disappeared reports them.
 // plan is paced by p (package pace): a pass is background work.
 func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []listed {
 	out := make([]listed, 0, len(inv))
@@ -113,7 +122,7 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 			o.guests[r.VMID] = g
 		}
 		key := rowKeyOf(r)
-		read := !g.read || g.force || key != g.row || refreshDue(r.VMID, g.readAt, readAt, o.cfg.ConfigRefresh)
+		read := !g.read || g.force || key != g.row || g.unconfirmed || o.expiring(o.published[r.VMID], readAt)
 		out = append(out, listed{res: r, key: key, state: g, read: read})
 	}
 	for vmid := range o.guests {
@@ -126,7 +135,7 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 
 // readConfigs reads, with bounded concurrency, the configs plan asked for
 // and records the successful reads.
-func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time.Time) (reads, failed int) {
+func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time.Time, afterSeq uint64) (reads, failed int) {
 	var todo []int
 	for i := range guests {
 		if guests[i].read {
@@ -180,7 +189,7 @@ feed:
 				Err(l.err).Msg("config read failed; keeping the last snapshot")
 			continue
 		}
-		g.cfg, g.row, g.readAt, g.read, g.force = snapOf(l.cfg), l.key, readAt, true, false
+		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = snapOf(l.cfg), l.key, readAt, afterSeq, true, false, false
 	}
 	if firstErr != nil {
 		o.log.Warn().Int("failed", failed).Int("reads", reads).Err(firstErr).
@@ -193,22 +202,28 @@ feed:
 }
 
 // disappeared returns an Exists=false observation for every vmid last
-// published as existing that this (successful) inventory does not list.
-func (o *Observer) disappeared(guests []listed, readAt, now time.Time) []*events.Observed {
+// published as existing that this (successful) inventory does not list,
+// and once more for those published gone and not confirmed yet.
+func (o *Observer) disappeared(guests []listed, readAt, now time.Time, afterSeq uint64) []*events.Observed {
 	listedIDs := make(map[int]bool, len(guests))
 	for _, l := range guests {
 		listedIDs[l.res.VMID] = true
 	}
 	var gone []int
 	for vmid, p := range o.published {
-		if p.Exists && !listedIDs[vmid] {
+		if (p.Exists || o.goneUnconf[vmid]) && !listedIDs[vmid] {
 			gone = append(gone, vmid)
+		}
+	}
+	for vmid := range o.goneUnconf {
+		if listedIDs[vmid] {
+			delete(o.goneUnconf, vmid) // back: its own snapshot says so
 		}
 	}
 	sort.Ints(gone)
 	out := make([]*events.Observed, 0, len(gone))
 	for _, vmid := range gone {
-		out = append(out, o.goneSnapshot(vmid, readAt, now))
+		out = append(out, o.goneSnapshot(vmid, readAt, now, afterSeq))
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 // published snapshot. Unacknowledged ones are not recorded, so the next
 // pass publishes them again.
 func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *PassStats) error {
+	o.acked = o.acked[:0]
 	if len(obs) == 0 {
 		return nil
 	}
@@ -40,7 +41,8 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 			fail(f.obs, err)
 			return
 		}
-		o.published[f.obs.VMID] = f.obs
+		o.confirm(f.obs)
+		o.acked = append(o.acked, f.obs.VMID)
 		st.Published++
 		if !f.obs.Exists {
 			st.Gone++
@@ -73,4 +75,48 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 			Msg("some observed events were not acknowledged; they are retried next pass")
 	}
 	return firstErr
+}
+
+// confirm records an acknowledged observation as the vmid's last published
+// snapshot. One that changed the snapshot is unconfirmed: the projector
+// adopts it only if its AfterSeq reaches the sequence of the observation it
+// would replace, and an executor's read-back journalled while this pass
+// read Proxmox is newer. The next pass reads the guest and publishes it
+// once more, with a newer AfterSeq, so a real change never hides behind
+// "already published". A confirmation that changes nothing needs none.
+func (o *Observer) confirm(ob *events.Observed) {
+	changed := !sameObservation(ob, o.published[ob.VMID])
+	o.published[ob.VMID] = ob
+	if ob.Exists {
+		delete(o.goneUnconf, ob.VMID)
+		if g := o.guests[ob.VMID]; g != nil {
+			g.unconfirmed = changed
+		}
+		return
+	}
+	if changed {
+		o.goneUnconf[ob.VMID] = true
+	} else {
+		delete(o.goneUnconf, ob.VMID)
+	}
+}
+
+// settleConfirmations spares the confirmations when nothing can have come
+// between this pass's reads and its publishes: the journal grew by exactly
+// the observations acknowledged, so no executor's read-back is newer than
+// them. On a busy journal (or an unknown extent) they stay due.
+func (o *Observer) settleConfirmations(ctx context.Context, st PassStats) {
+	if len(o.acked) == 0 || !o.extentKnown {
+		return
+	}
+	info, err := o.j.Info(ctx)
+	if err != nil || info.LastSeq != st.AfterSeq+uint64(len(o.acked)) {
+		return
+	}
+	for _, vmid := range o.acked {
+		if g := o.guests[vmid]; g != nil {
+			g.unconfirmed = false
+		}
+		delete(o.goneUnconf, vmid)
+	}
 }

@@ -64,19 +64,21 @@ func (o *Observer) snapshot(r pve.Resource, g *guestState, now time.Time) *event
 		Config:   g.cfg.Config,
 		Pending:  g.cfg.Pending,
 		ReadAt:   g.readAt,
+		AfterSeq: g.afterSeq,
 		Source:   events.SourceObserver,
 	}
 }
 
 // goneSnapshot is the observation of a guest Proxmox no longer lists.
-func (o *Observer) goneSnapshot(vmid int, readAt, now time.Time) *events.Observed {
+func (o *Observer) goneSnapshot(vmid int, readAt, now time.Time, afterSeq uint64) *events.Observed {
 	return &events.Observed{
-		Meta:    events.NewMeta(o.cfg.Name, "", now),
-		VMID:    vmid,
-		Cluster: o.cfg.Cluster,
-		Config:  events.GuestConfig{Tags: []string{}},
-		ReadAt:  readAt,
-		Source:  events.SourceObserver,
+		Meta:     events.NewMeta(o.cfg.Name, "", now),
+		VMID:     vmid,
+		Cluster:  o.cfg.Cluster,
+		Config:   events.GuestConfig{Tags: []string{}},
+		ReadAt:   readAt,
+		AfterSeq: afterSeq,
+		Source:   events.SourceObserver,
 	}
 }
 
@@ -98,25 +100,4 @@ func sameObservation(a, b *events.Observed) bool {
 		ca.Name == cb.Name && ca.Description == cb.Description && ca.Cores == cb.Cores &&
 		ca.MemoryMiB == cb.MemoryMiB && ca.OnBoot == cb.OnBoot && slices.Equal(ca.Tags, cb.Tags) &&
 		maps.Equal(a.Pending, b.Pending)
-}
-
-// refreshDue reports whether a guest last read at last is due for its
-// periodic re-read at now. Each vmid has its own phase within the period,
-// so guests read in the same pass fall due in different passes; a guest is
-// always due once a whole period has passed since its last read.
-func refreshDue(vmid int, last, now time.Time, period time.Duration) bool {
-	if period <= 0 {
-		return false
-	}
-	p := int64(period)
-	phase := int64((uint64(vmid) * 0x9E3779B97F4A7C15) % uint64(p))
-	return floorDiv(now.UnixNano()+phase, p) > floorDiv(last.UnixNano()+phase, p)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }

@@ -109,52 +109,6 @@ func TestSameObservation(t *testing.T) {
 	}
 }
 
-// TestRefreshDueStaggered: guests read in the same pass fall due for their
-// periodic re-read spread over the period, and all of them within one
-// period.
-func TestRefreshDueStaggered(t *testing.T) {
-	const n = 10000
-	period := 5 * time.Minute
-	read := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	countDue := func(at time.Time) int {
-		c := 0
-		for vmid := 100; vmid < 100+n; vmid++ {
-			if refreshDue(vmid, read, at, period) {
-				c++
-			}
-		}
-		return c
-	}
-	if c := countDue(read); c != 0 {
-		t.Fatalf("%d due at the time of the read", c)
-	}
-	// After 10% of the period about 10% are due (the phases are spread).
-	if c := countDue(read.Add(period / 10)); c < n/20 || c > n/5 {
-		t.Fatalf("%d of %d due after a tenth of the period", c, n)
-	}
-	if c := countDue(read.Add(period / 2)); c < n*2/5 || c > n*3/5 {
-		t.Fatalf("%d of %d due after half the period", c, n)
-	}
-	if c := countDue(read.Add(period)); c != n {
-		t.Fatalf("%d of %d due after a whole period", c, n)
-	}
-	if refreshDue(100, read, read.Add(1000*period), -1) || refreshDue(100, read, read.Add(1000*period), 0) {
-		t.Fatal("a non-positive period never refreshes")
-	}
-	// Each guest in a steady state is re-read once per period.
-	for vmid := 100; vmid < 110; vmid++ {
-		last, reads := read, 0
-		for at := read; at.Before(read.Add(10 * period)); at = at.Add(10 * time.Second) {
-			if refreshDue(vmid, last, at, period) {
-				last, reads = at, reads+1
-			}
-		}
-		if reads < 9 || reads > 10 {
-			t.Fatalf("vmid %d re-read %d times in 10 periods", vmid, reads)
-		}
-	}
-}
-
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}
 	if err := c.defaults(); err != nil {
