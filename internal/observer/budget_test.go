@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -15,7 +18,8 @@ func TestResyncAmplificationBounded(t *testing.T) {
 	const guests, requests = 200, 83
 	px := newCountingPVE(guests)
 	clk := newClock()
-	o, _ := memObserver(t, px, clk)
+	reg := prometheus.NewRegistry()
+	o, _ := memObserver(t, px, clk, func(c *observer.Config) { c.Registerer = reg })
 	pass(t, o) // every guest read once: the observer starts knowing nothing
 	before := px.totalReads()
 	for range requests {
@@ -27,6 +31,23 @@ func TestResyncAmplificationBounded(t *testing.T) {
 	t.Logf("%d resync requests in 10 s over %d guests: %d config reads", requests, guests, reads)
 	if reads > guests {
 		t.Fatalf("%d resync requests over %d guests made %d config reads, want at most one full re-read (%d)", requests, guests, reads, guests)
+	}
+	// The merging shows in the metrics.
+	metric := func(name string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetCounter().GetValue() + mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	if asked, done, period := metric("converge_observer_resync_requests_total"), metric("converge_observer_resyncs_total"),
+		metric("converge_observer_verify_period_seconds"); asked != requests || done != 1 || period != 10 {
+		t.Fatalf("metrics: %v requests, %v resyncs, verify period %vs; want %d, 1, 10", asked, done, period, requests)
 	}
 }
 

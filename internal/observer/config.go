@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
@@ -84,6 +85,9 @@ type Config struct {
 	// newest snapshot stays in the journal.
 	ObservedTTL time.Duration
 	Logger      zerolog.Logger
+	// Registerer, if set, receives the observer's metrics (verification
+	// period, config reads by reason, resyncs asked and carried out).
+	Registerer prometheus.Registerer
 	// Clock stamps reads and events and times passes (default clock.Real).
 	Clock clock.Clock
 }

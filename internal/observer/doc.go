@@ -7,18 +7,29 @@
 // # A pass
 //
 // [Observer.Pass] (run immediately by [Observer.Run], then every
-// Config.Interval, and at once after [Observer.Resync]) does:
+// Config.Interval, and at once after a [Observer.Resync] that is carried
+// out) does:
 //
-//  1. Exactly one inventory call (GET /cluster/resources?type=vm).
+//  1. Reads the journal's last sequence (the pass's AfterSeq; if that
+//     fails the pass goes on with 0), then exactly one inventory call
+//     (GET /cluster/resources?type=vm).
 //  2. Config reads (pve.Client.GuestConfig: …/pending, which lists applied
-//     values, pending ones and the digest) only for guests that
-//     were never read by this process, whose inventory row changed since
-//     their last successful read (status, lock, tags, name, node, kind,
-//     template, maxcpu, maxmem), that are due for Config.ConfigRefresh, or
-//     after a Resync (every guest). An idle pass therefore makes one
-//     Proxmox call. The refresh is staggered: each vmid has its own phase
-//     within the refresh period, so a steady estate is re-read a slice at a
-//     time; a guest is re-read at most ConfigRefresh after its last read.
+//     values, pending ones and the digest), at once for guests that were
+//     never read by this process, whose inventory row changed since their
+//     last successful read (status, lock, tags, name, node, kind,
+//     template, maxcpu, maxmem), whose last read failed, whose last
+//     changed snapshot is unconfirmed (below), or whose snapshot is about
+//     to expire from the journal (ObservedTTL). Then verification: the
+//     other guests are re-read within a budget of Config.VerifyRate reads
+//     a second (a token bucket on Config.Clock, refilled between passes),
+//     longest unverified first, none within Config.ConfigRefresh of its
+//     last read. This catches drift /cluster/resources does not show
+//     (pending values, description, onboot): every guest is verified at
+//     least once per max(ConfigRefresh, guests / VerifyRate), plus one
+//     Interval (PassStats.VerifyPeriod, the metric
+//     converge_observer_verify_period_seconds; docs/drift.md). An idle
+//     small estate costs one inventory call a pass plus its
+//     verification; a large one never more than the budget.
 //  3. One [events.Observed] per guest, built from the inventory row and the
 //     applied config, with the managed keys whose new value waits for a
 //     restart in Pending (PVE key names, "hostname" reported as "name";
@@ -26,16 +37,25 @@
 //     memory in MiB, a pending deletion as the key's default). ReadAt is
 //     the clock reading taken before the pass's inventory call that
 //     produced the data, so it never claims to be newer than any of the
-//     reads it combines.
-//  4. A publish to pve.observed.<cluster>.<vmid> only when the snapshot
-//     differs from the last one this observer published for the vmid
-//     (Meta and ReadAt ignored). Publishes are asynchronous with a bounded
-//     number in flight; one that is not acknowledged is not recorded and is
-//     retried on the next pass.
+//     reads it combines; AfterSeq, which orders reads (the projector adopts
+//     an observation only if its AfterSeq reaches the sequence of the one
+//     it replaces), is the AfterSeq of the pass that read the config.
+//  4. A publish to pve.observed.<cluster>.<vmid> when the snapshot differs
+//     from the last one this observer published for the vmid (Meta,
+//     ReadAt and AfterSeq ignored), and once more for a changed snapshot
+//     on the next pass, re-read, unchanged or not (a confirmation): an
+//     executor's read-back journalled while the pass read Proxmox has a
+//     higher sequence than the pass's AfterSeq, so the projector keeps it
+//     and a real change would hide behind "already published". A pass
+//     after which the journal grew by exactly its own observations needs
+//     no confirmation (nothing came between). Publishes are asynchronous
+//     with a bounded number in flight; one that is not acknowledged is
+//     not recorded and is retried on the next pass.
 //  5. After a successful inventory only: every vmid last published as
 //     existing that the inventory no longer lists is published as
-//     Exists=false. A failed inventory (unreachable, timeout, 5xx, bad
-//     credentials) publishes nothing but the heartbeat.
+//     Exists=false (and confirmed like a change). A failed inventory
+//     (unreachable, timeout, 5xx, bad credentials) publishes nothing but
+//     the heartbeat.
 //  6. A heartbeat on pve.heartbeat.<cluster>, reachable or not, with the
 //     error text, the pass number, the guest count of the last successful
 //     inventory and the interval.
@@ -43,6 +63,16 @@
 // A config read that fails for one guest (it vanished between inventory and
 // read, it is migrating, a transient error) does not fail the pass: the
 // guest keeps its last published snapshot and is read again next pass.
+//
+// # Resync
+//
+// [Observer.Resync] puts every guest first in the verification order; the
+// reads still go through the budget, so a large estate is re-read over
+// several passes rather than in one burst. At most one resync is carried
+// out per Config.ResyncInterval (default 1m): requests in between are
+// merged into the next one, which a later pass carries out (logged with
+// the number merged; metrics converge_observer_resync_requests_total and
+// converge_observer_resyncs_total). A merged request does not wake Run.
 //
 // # Restart
 //
@@ -54,7 +84,7 @@
 //
 // The observer compares against what observers published; observations
 // embedded in results by executors are not consulted (the projector orders
-// all observations by ReadAt).
+// all observations by AfterSeq and journal sequence).
 //
 // # Concurrency
 //

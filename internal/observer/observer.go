@@ -94,7 +94,8 @@ type Observer struct {
 	lastErr     string
 	reachable   bool
 	budget      *rate.Limiter // verification reads, on the clock's times
-	lastResync  time.Time     // when the last resync was carried out
+	metrics     *metrics
+	lastResync  time.Time // when the last resync was carried out
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.
@@ -135,6 +136,7 @@ func New(cfg Config, px Proxmox, j Journal) (*Observer, error) {
 		goneUnconf: map[int]bool{},
 		reachable:  true,
 		budget:     rate.NewLimiter(rate.Limit(cfg.VerifyRate), burst(cfg)),
+		metrics:    newMetrics(cfg.Registerer),
 	}, nil
 }
 
@@ -152,6 +154,7 @@ func burst(cfg Config) int {
 // be carried out now wakes Run for a pass. It never blocks.
 func (o *Observer) Resync() {
 	o.resyncs.Add(1)
+	o.metrics.resyncAsked.Inc()
 	select {
 	case o.wake <- struct{}{}:
 	default:
@@ -163,7 +166,8 @@ func (o *Observer) Resync() {
 // Pass errors are logged, not returned: the next pass retries.
 func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info().Str("observer", o.cfg.Name).Dur("interval", o.cfg.Interval).
-		Dur("config_refresh", o.cfg.ConfigRefresh).Msg("observer started")
+		Dur("config_refresh", o.cfg.ConfigRefresh).Float64("verify_rate", o.cfg.VerifyRate).
+		Dur("resync_interval", o.cfg.ResyncInterval).Msg("observer started")
 	t := o.cfg.Clock.NewTimer(o.cfg.Interval)
 	defer t.Stop()
 	for ctx.Err() == nil {

@@ -87,6 +87,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 
 	pubErr := o.publish(ctx, out, &st)
 	o.settleConfirmations(ctx, st)
+	o.metrics.pass(st)
 	herr := o.heartbeat(ctx, st, nil)
 	ev := o.log.Debug()
 	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {

@@ -1,0 +1,42 @@
+package observer
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the observer's Prometheus series (Config.Registerer): the
+// verification delay the estate's size allows, reads by why, and resyncs
+// asked for against those carried out (the rest were merged).
+type metrics struct {
+	verifyPeriod prometheus.Gauge
+	reads        *prometheus.CounterVec
+	resyncAsked  prometheus.Counter
+	resyncDone   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		verifyPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_observer_verify_period_seconds",
+			Help: "Every guest's config (applied and pending values) is verified at least this often, at the current number of guests."}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_observer_config_reads_total",
+			Help: "Proxmox config reads by reason: verify (within the budget) or change (new, changed, failed before, unconfirmed)."}, []string{"reason"}),
+		resyncAsked: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_resync_requests_total",
+			Help: "Resync requests received; those beyond converge_observer_resyncs_total were merged."}),
+		resyncDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_resyncs_total",
+			Help: "Resyncs carried out (every guest verified first, within the budget)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.verifyPeriod, m.reads, m.resyncAsked, m.resyncDone)
+	}
+	return m
+}
+
+// pass records a pass's figures.
+func (m *metrics) pass(st PassStats) {
+	if st.Reachable {
+		m.verifyPeriod.Set(st.VerifyPeriod.Seconds())
+	}
+	m.reads.WithLabelValues("verify").Add(float64(st.Verified))
+	m.reads.WithLabelValues("change").Add(float64(st.ConfigReads - st.Verified))
+	if st.Resync {
+		m.resyncDone.Inc()
+	}
+}
