@@ -31,6 +31,8 @@ type roleFlags struct {
 	retentionAge    time.Duration
 	retentionBytes  int64
 	observedTTL     time.Duration
+	verifyRate      float64
+	resyncInterval  time.Duration
 	noReboot        bool
 	observeOnly     bool
 	shutdownTimeout time.Duration
@@ -43,7 +45,9 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.StringVar(&f.name, "name", host, "this instance's name in events and logs")
 	fl.StringVar(&f.http, "http", httpDefault, "serve /metrics, /healthz, /readyz and /v1 on this host:port (empty: off)")
 	fl.DurationVar(&f.observeInterval, "observe-interval", observer.DefaultInterval, "how often the observer polls Proxmox")
-	fl.DurationVar(&f.configRefresh, "config-refresh", observer.DefaultConfigRefresh, "re-read every guest's config at least this often (drift invisible in the inventory)")
+	fl.DurationVar(&f.configRefresh, "config-refresh", 0, "shortest time between two verification reads of one guest's config (0: the observe interval; negative: no verification)")
+	fl.Float64Var(&f.verifyRate, "verify-rate", observer.DefaultVerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
+	fl.DurationVar(&f.resyncInterval, "resync-interval", observer.DefaultResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
 	fl.StringVar(&f.pve.URL, "pve-url", os.Getenv("PVE_URL"), "Proxmox VE API URL, e.g. https://pve1:8006 (env PVE_URL)")
 	fl.StringVar(&f.pve.TokenID, "pve-token-id", os.Getenv("PVE_TOKEN_ID"), "API token id user@realm!name (env PVE_TOKEN_ID)")
 	fl.StringVar(&f.pve.TokenSecret, "pve-token-secret", os.Getenv("PVE_TOKEN_SECRET"), "API token secret (env PVE_TOKEN_SECRET)")
@@ -80,7 +84,8 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) a
 	bc.MaxAge, bc.MaxBytes = f.retentionAge, f.retentionBytes
 	return app.Config{
 		Cluster: g.cluster, Name: f.name, Roles: roles, Bus: bc, HTTP: f.http, Logger: log,
-		Observer: observer.Config{Interval: f.observeInterval, ConfigRefresh: f.configRefresh, ObservedTTL: f.observedTTL},
+		Observer: observer.Config{Interval: f.observeInterval, ConfigRefresh: f.configRefresh, ObservedTTL: f.observedTTL,
+			VerifyRate: f.verifyRate, ResyncInterval: f.resyncInterval},
 		Planner: planloop.Config{Planner: planner.Config{Policy: f.policy(), CheckpointInterval: f.checkpointEvery},
 			LeaseTTL: f.leaseTTL},
 		Executor: executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL},

@@ -163,6 +163,7 @@ func (a *App) build(ctx context.Context) error {
 		}
 		oc := a.cfg.Observer
 		oc.Logger = a.log.With().Str("role", "observer").Logger()
+		oc.Registerer = a.reg
 		if a.obs, err = observer.New(oc, a.cfg.Proxmox, ob); err != nil {
 			return err
 		}
