@@ -53,9 +53,11 @@ type Router struct {
 	cluster string
 	h       Handlers
 	log     zerolog.Logger
-	pubsub  *gochannel.GoChannel
-	router  *message.Router
-	poison  prometheus.Counter
+	// resyncLog samples resync requests: the first of each minute.
+	resyncLog zerolog.Logger
+	pubsub    *gochannel.GoChannel
+	router    *message.Router
+	poison    prometheus.Counter
 }
 
 // New builds a router for cluster. reg, if set, receives the router's
@@ -64,7 +66,8 @@ type Router struct {
 func New(cluster string, h Handlers, log zerolog.Logger, reg prometheus.Registerer) (*Router, error) {
 	logger := zerologAdapter{log: log.With().Str("component", "control").Logger()}
 	r := &Router{cluster: cluster, h: h, log: log,
-		pubsub: gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 64}, logger),
+		resyncLog: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: time.Minute}),
+		pubsub:    gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 64}, logger),
 		poison: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_poisoned_total",
 			Help: "Messages that could not be decoded or handled (control requests, journal events, actions)."})}
 	var err error
@@ -95,7 +98,9 @@ func (r *Router) handleControl(m *message.Message) error {
 	}
 	switch c.Command {
 	case events.CommandResync:
-		r.log.Info().Str("publisher", c.Publisher).Msg("resync requested")
+		// Requests may come in floods; the observer merges them and logs
+		// what it carries out, so one line a minute is enough here.
+		r.resyncLog.Info().Str("publisher", c.Publisher).Msg("resync requested (further requests within a minute are not logged; the observer merges them)")
 		if r.h.Resync != nil {
 			r.h.Resync()
 		}

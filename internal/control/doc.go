@@ -7,9 +7,11 @@
 // react (the observer re-reading every guest) receive them live over core
 // NATS on the process's own connection ([Subscriber]) and through a
 // watermill Router (on an in-process gochannel), with panic recovery,
-// correlation ids and Prometheus metrics. Handling is idempotent: two
-// resyncs in a row cost one extra pass, nothing else, so at-least-once,
-// unordered delivery is enough here.
+// correlation ids and Prometheus metrics. Handling is idempotent: the
+// observer merges resyncs (at most one per its ResyncInterval, its reads
+// within its verification budget), so a flood of requests costs Proxmox no
+// more than one; at-least-once, unordered delivery is enough here. The
+// router logs the first resync request of each minute.
 //
 // # Poison queue
 //
