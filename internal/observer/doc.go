@@ -17,9 +17,8 @@
 //     values, pending ones and the digest), at once for guests that were
 //     never read by this process, whose inventory row changed since their
 //     last successful read (status, lock, tags, name, node, kind,
-//     template, maxcpu, maxmem), whose last read failed, whose last
-//     changed snapshot is unconfirmed (below), or whose snapshot is about
-//     to expire from the journal (ObservedTTL). Then verification: the
+//     template, maxcpu, maxmem), whose last read failed, or whose last
+//     changed snapshot is unconfirmed (below). Then verification: the
 //     other guests are re-read within a budget of Config.VerifyRate reads
 //     a second (a token bucket on Config.Clock, refilled between passes),
 //     longest unverified first, none within Config.ConfigRefresh of its
@@ -42,7 +41,10 @@
 //     it replaces), is the AfterSeq of the pass that read the config.
 //  4. A publish to pve.observed.<cluster>.<vmid> when the snapshot differs
 //     from the last one this observer published for the vmid (Meta,
-//     ReadAt and AfterSeq ignored), and once more for a changed snapshot
+//     ReadAt and AfterSeq ignored), or is past half ObservedTTL (published
+//     again as it is, so it never expires from the journal; its AfterSeq,
+//     that of its read, keeps it from superseding anything newer), and
+//     once more for a changed snapshot
 //     on the next pass, re-read, unchanged or not (a confirmation): an
 //     executor's read-back journalled while the pass read Proxmox has a
 //     higher sequence than the pass's AfterSeq, so the projector keeps it

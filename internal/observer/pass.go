@@ -102,9 +102,10 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 
 // plan matches the inventory against what is remembered and decides which
 // configs to read at once: guests never read, whose row changed, whose last
-// read failed, whose last changed snapshot is unconfirmed, or whose
-// snapshot is about to expire from the journal. verify adds those the
-// budget lets it verify. Guests no longer listed are forgotten here;
+// read failed, or whose last changed snapshot is unconfirmed. verify adds
+// those the budget lets it verify. (A snapshot about to expire from the
+// journal is published again as it is, with the after_seq of the read it
+// comes from: it cannot supersede anything newer.) Guests no longer listed are forgotten here;
 // disappeared reports them.
 // plan is paced by p (package pace): a pass is background work.
 func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []listed {
@@ -123,7 +124,7 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 			o.guests[r.VMID] = g
 		}
 		key := rowKeyOf(r)
-		read := !g.read || g.force || key != g.row || g.unconfirmed || o.expiring(o.published[r.VMID], readAt)
+		read := !g.read || g.force || key != g.row || g.unconfirmed
 		out = append(out, listed{res: r, key: key, state: g, read: read})
 	}
 	for vmid := range o.guests {
