@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,13 +25,31 @@ type Server struct {
 	Cluster string
 	Views   views.Reader
 	// Journal publishes desired state posted over HTTP.
-	Journal journal.Appender
-	// Connected, if set, reports whether the process reaches NATS.
-	Connected func() bool
-	Gatherer  prometheus.Gatherer
-	// Ready, if set, reports whether the roles of this process are ready.
-	Ready  func() error
+	Journal  journal.Appender
+	Gatherer prometheus.Gatherer
+	// Checks, if set, are the readiness checks of this process, evaluated
+	// at each /readyz request: it must be cheap (report what probes and
+	// roles already found, never call out). Without it /readyz is ready.
+	Checks func() []Check
 	Logger zerolog.Logger
+}
+
+// Check is the outcome of one readiness check.
+type Check struct {
+	// Name says what was checked: "journal", "planner", "proxmox", …
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Reason says why the check fails (or, for a passing one, what it
+	// last saw).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Readiness is the /readyz body.
+type Readiness struct {
+	Status string `json:"status"` // "ready" or "not ready"
+	// Reason sums up the failing checks, "name: reason; …".
+	Reason string  `json:"reason,omitempty"`
+	Checks []Check `json:"checks"`
 }
 
 // Handler returns the HTTP routes.
@@ -47,18 +66,25 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// readyz answers 200 when every check passes, otherwise 503; the body
+// lists every check, and Reason the failing ones.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.Connected != nil && !s.Connected() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": "not connected to NATS"})
-		return
+	out := Readiness{Status: "ready", Checks: []Check{}}
+	if s.Checks != nil {
+		out.Checks = append(out.Checks, s.Checks()...)
 	}
-	if s.Ready != nil {
-		if err := s.Ready(); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
-			return
+	var failing []string
+	for _, c := range out.Checks {
+		if !c.OK {
+			failing = append(failing, c.Name+": "+c.Reason)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	if len(failing) > 0 {
+		out.Status, out.Reason = "not ready", strings.Join(failing, "; ")
+		writeJSON(w, http.StatusServiceUnavailable, out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listGuests(w http.ResponseWriter, r *http.Request) {

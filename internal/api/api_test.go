@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -61,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &api.Server{Cluster: "pve", Views: views.Reader{Store: store, Cluster: "pve"}, Journal: b, Connected: b.NC.IsConnected,
+	s := &api.Server{Cluster: "pve", Views: views.Reader{Store: store, Cluster: "pve"}, Journal: b,
 		Gatherer: reg, Logger: zerolog.Nop()}
 	return &fixture{ctx: ctx, bus: b, kv: kv, stream: stream, server: s, h: s.Handler()}
 }
@@ -122,41 +120,38 @@ func TestHealthAndMetrics(t *testing.T) {
 
 func TestReadyz(t *testing.T) {
 	f := newFixture(t)
-	var readyErr error
-	f.server.Ready = func() error { return readyErr }
+	var checks []api.Check
+	f.server.Checks = func() []api.Check { return checks }
 	h := f.server.Handler()
-	get := func() (int, map[string]string) {
+	get := func() (int, api.Readiness) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequestWithContext(f.ctx, "GET", "/readyz", nil))
-		var m map[string]string
+		var m api.Readiness
 		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
 			t.Fatalf("/readyz body %q: %v", rec.Body, err)
 		}
 		return rec.Code, m
 	}
-	if code, m := get(); code != http.StatusOK || m["status"] != "ready" {
-		t.Fatalf("ready: %d %v", code, m)
+	checks = []api.Check{{Name: "journal", OK: true}, {Name: "planner", OK: true}}
+	if code, m := get(); code != http.StatusOK || m.Status != "ready" || len(m.Checks) != 2 || m.Reason != "" {
+		t.Fatalf("ready: %d %+v", code, m)
 	}
-	readyErr = errors.New("planner replaying the journal (seq 10 of 20)")
-	if code, m := get(); code != http.StatusServiceUnavailable || m["reason"] != readyErr.Error() || m["status"] != "not ready" {
-		t.Fatalf("not ready: %d %v", code, m)
+	// Every failing check is named, with its reason; passing ones are listed.
+	checks = []api.Check{
+		{Name: "journal", OK: false, Reason: "JetStream refuses writes: stream sealed"},
+		{Name: "planner", OK: true},
+		{Name: "proxmox", OK: false, Reason: "Proxmox rejects the credentials: 401"},
 	}
-	// No Ready hook: connected is enough.
-	f.server.Ready = nil
+	code, m := get()
+	if code != http.StatusServiceUnavailable || m.Status != "not ready" || len(m.Checks) != 3 ||
+		m.Reason != "journal: JetStream refuses writes: stream sealed; proxmox: Proxmox rejects the credentials: 401" {
+		t.Fatalf("not ready: %d %+v", code, m)
+	}
+	// No checks: ready (liveness only).
+	f.server.Checks = nil
 	h = f.server.Handler()
-	if code, _ := get(); code != http.StatusOK {
-		t.Fatalf("without a Ready hook: %d", code)
-	}
-	// Disconnected from NATS.
-	nc, err := nats.Connect("", nats.InProcessServer(bustest.Server(t, f.bus)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	f.server.Connected = nc.IsConnected
-	h = f.server.Handler()
-	if code, m := get(); code != http.StatusServiceUnavailable || !strings.Contains(m["reason"], "not connected to NATS") {
-		t.Fatalf("disconnected: %d %v", code, m)
+	if code, m := get(); code != http.StatusOK || m.Status != "ready" {
+		t.Fatalf("without checks: %d %+v", code, m)
 	}
 }
 

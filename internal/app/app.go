@@ -43,6 +43,12 @@ type App struct {
 	http   *http.Server
 	ln     net.Listener
 
+	// conns are the roles' own connections, named for readiness; pxw
+	// watches the inventory calls for it; rd computes /readyz.
+	conns []probeConn
+	pxw   *pxWatch
+	rd    *readiness
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errMu  sync.Mutex
@@ -125,6 +131,7 @@ func (a *App) own(ctx context.Context, role string) (*bus.Bus, error) {
 		return nil, err
 	}
 	a.buss = append(a.buss, b)
+	a.conns = append(a.conns, connOf("journal:"+role, b))
 	return b, nil
 }
 
@@ -156,6 +163,9 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	poison := a.router.Poison
+	if a.cfg.Roles.Observer || a.cfg.Roles.Executor {
+		a.pxw = &pxWatch{Proxmox: a.cfg.Proxmox, clock: a.cfg.Ready.Clock}
+	}
 	if a.cfg.Roles.Observer {
 		ob, err := a.own(ctx, "observer")
 		if err != nil {
@@ -164,7 +174,9 @@ func (a *App) build(ctx context.Context) error {
 		oc := a.cfg.Observer
 		oc.Logger = a.log.With().Str("role", "observer").Logger()
 		oc.Registerer = a.reg
-		if a.obs, err = observer.New(oc, a.cfg.Proxmox, ob); err != nil {
+		// Through the watch: its passes' inventory calls tell readiness
+		// whether Proxmox answers.
+		if a.obs, err = observer.New(oc, a.pxw, ob); err != nil {
 			return err
 		}
 	}
@@ -222,23 +234,16 @@ func (a *App) buildHTTP() error {
 	if err != nil {
 		return err
 	}
+	a.rd = a.newReadiness()
 	a.http = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: (&api.Server{
 		Cluster: a.cfg.Cluster, Views: views.Reader{Store: store, Cluster: a.cfg.Cluster}, Journal: a.b,
-		Connected: a.b.NC.IsConnected, Gatherer: a.reg, Logger: a.log.With().Str("role", "http").Logger(),
-		Ready: a.ready,
+		Gatherer: a.reg, Logger: a.log.With().Str("role", "http").Logger(),
+		Checks: a.rd.checks,
 	}).Handler()}
 	if a.ln, err = net.Listen("tcp", a.cfg.HTTP); err != nil {
 		return fmt.Errorf("--http %s: %w", a.cfg.HTTP, err)
 	}
 	a.log.Info().Str("addr", a.ln.Addr().String()).Msg("HTTP API listening")
-	return nil
-}
-
-// ready reports whether the roles of this process are ready.
-func (a *App) ready() error {
-	if a.plan != nil && !a.plan.Ready() {
-		return errors.New("planner is still folding the journal")
-	}
 	return nil
 }
 
@@ -280,6 +285,9 @@ func (a *App) start(ctx context.Context) {
 	}
 	for i, ex := range a.execs {
 		run("executor-"+strconv.Itoa(i), ex.Run)
+	}
+	if a.rd != nil {
+		run("ready", a.rd.run)
 	}
 	if a.http != nil {
 		run("http", func(ctx context.Context) error {

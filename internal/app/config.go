@@ -67,7 +67,9 @@ type Config struct {
 	Executors int
 	// HTTP, if set, is where the HTTP API listens (/metrics, /healthz,
 	// /readyz, /v1).
-	HTTP   string
+	HTTP string
+	// Ready says how readiness (/readyz) is probed.
+	Ready  ReadyConfig
 	Logger zerolog.Logger
 }
 
@@ -91,6 +93,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Embedded == nil && c.Bus.URLs == "" {
 		return errors.New("app: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
+	}
+	if err := c.Ready.defaults(c.Observer.Interval); err != nil {
+		return err
 	}
 	if c.Executors == 0 {
 		c.Executors = 1

@@ -14,6 +14,28 @@
 // the executor's pull requests and heartbeats. The control router and the
 // HTTP API share the process's main connection.
 //
+// # Readiness
+//
+// /readyz (internal/api) is ready when every check passes:
+//
+//   - journal, and journal:<role> for each role's own connection: the
+//     connection is up and the stream takes writes. Every
+//     ReadyConfig.Interval (5 s) a probe publishes on the cluster's
+//     heartbeat subject with a fence no subject can pass; a writable
+//     stream refuses it as "wrong last sequence" and stores nothing, while
+//     a sealed or deleted stream, a stream without leader or quorum, or
+//     JetStream disabled (as the server does when out of disk) answers
+//     otherwise or not within 3 s. A single server whose JetStream storage
+//     limit is reached refuses only real writes (it checks the limit after
+//     the fence): the probe does not see that.
+//   - planner (where it runs): caught up with the journal.
+//   - proxmox (where the observer or an executor runs): the newest
+//     inventory call answered, without a 401/403 or an untrusted
+//     certificate. The observer's passes make that call anyway; when none
+//     answered within ReadyConfig.ProxmoxFresh (three observe intervals, at
+//     least 30 s; an executor alone never lists the inventory), the probe
+//     makes one itself. A /readyz request never calls Proxmox or NATS.
+//
 // # Lifecycle
 //
 // [Start] returns once every role is running in the background; [App.Wait]
