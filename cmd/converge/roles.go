@@ -37,6 +37,9 @@ type roleFlags struct {
 	observeOnly     bool
 	shutdownTimeout time.Duration
 	name            string
+	// builtinSim: pve is `up`'s own simulator (--sim), whose plain http
+	// on loopback is not warned about.
+	builtinSim bool
 }
 
 func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
@@ -48,7 +51,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.configRefresh, "config-refresh", 0, "shortest time between two verification reads of one guest's config (0: the observe interval; negative: no verification)")
 	fl.Float64Var(&f.verifyRate, "verify-rate", observer.DefaultVerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", observer.DefaultResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
-	fl.StringVar(&f.pve.URL, "pve-url", os.Getenv("PVE_URL"), "Proxmox VE API URL, e.g. https://pve1:8006 (env PVE_URL)")
+	fl.StringVar(&f.pve.URL, "pve-url", os.Getenv("PVE_URL"), "Proxmox VE API URL, e.g. https://pve1:8006 (env PVE_URL); plain http:// sends the credentials in clear (warned at start)")
 	fl.StringVar(&f.pve.TokenID, "pve-token-id", os.Getenv("PVE_TOKEN_ID"), "API token id user@realm!name (env PVE_TOKEN_ID)")
 	fl.StringVar(&f.pve.TokenSecret, "pve-token-secret", os.Getenv("PVE_TOKEN_SECRET"), "API token secret (env PVE_TOKEN_SECRET)")
 	fl.StringVar(&f.pve.Fingerprint, "pve-fingerprint", os.Getenv("PVE_FINGERPRINT"), "pin the Proxmox certificate's SHA-256 fingerprint")
@@ -98,6 +101,9 @@ func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 	}
 	if f.pve.Insecure {
 		log.Warn().Str("url", f.pve.URL).Msg("TLS VERIFICATION OF PROXMOX IS OFF (--pve-insecure): anyone on the path can impersonate Proxmox and read the API token; use --pve-fingerprint or --pve-ca")
+	}
+	if f.pve.PlainHTTP() && !(f.builtinSim && f.pve.Loopback()) {
+		log.Warn().Str("url", f.pve.URL).Msg("PROXMOX OVER PLAIN HTTP (--pve-url http://…): the API token or password, and every ticket, cross the network in clear, readable and replayable by anyone on the path; use https:// with --pve-fingerprint or --pve-ca")
 	}
 	cfg := f.pve
 	cfg.Timeout = f.pveTimeout

@@ -81,6 +81,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		log.Info().Str("url", sim.URL()).Str("token_id", tokenID).Str("faults", sim.ControlURL()+"/faults").
 			Int("guests", f.simGuests).Msg("Proxmox VE simulator running")
 		f.pve = pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: secret}
+		f.builtinSim = true // its http on loopback is not warned about
 	}
 	px, err := f.pveClient(log)
 	if err != nil {

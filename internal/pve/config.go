@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -37,7 +38,7 @@ const (
 // defaults and validation live in Validate.
 type Config struct {
 	// URL of the API, e.g. https://pve1:8006/api2/json; /api2/json is
-	// appended when missing.
+	// appended when missing. Plain http is accepted, see PlainHTTP.
 	URL string
 	// TokenID ("user@realm!tokenid") and TokenSecret authenticate with an
 	// API token (preferred: no login round trip, no ticket expiry).
@@ -158,6 +159,31 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf(p+"ConfigTaskWait (%s) must be shorter than Timeout (%s): Proxmox holds the request that long", c.ConfigTaskWait, c.Timeout)
 	}
 	return c, nil
+}
+
+// PlainHTTP reports whether c.URL is plain http: the API token or the
+// password, and every ticket, cross the network in clear, readable and
+// replayable by anyone on the path. It is allowed (the simulator speaks
+// http); callers log a loud warning, and Loopback tells them whether the
+// traffic stays on this host.
+func (c Config) PlainHTTP() bool {
+	u, err := url.Parse(c.URL)
+	return err == nil && strings.EqualFold(u.Scheme, "http")
+}
+
+// Loopback reports whether c.URL's host is a loopback address or
+// "localhost".
+func (c Config) Loopback() bool {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func validTokenID(id string) bool {

@@ -85,7 +85,9 @@
 // Token secrets, passwords and tickets are never logged; [Config] redacts
 // them when printed. TLS is verified against the system pool, a CA file, or
 // a pinned SHA-256 certificate fingerprint; HTTP/2 is off (PVE speaks
-// HTTP/1.1 and its messages live in the reason phrase).
+// HTTP/1.1 and its messages live in the reason phrase). A plain http URL is
+// accepted (the simulator speaks it) but sends the credentials and tickets
+// in clear: [Config.PlainHTTP] says so, and callers warn loudly.
 //
 // # Concurrency
 //
