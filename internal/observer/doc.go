@@ -44,8 +44,8 @@
 //     ReadAt and AfterSeq ignored), or is past half ObservedTTL (published
 //     again as it is, so it never expires from the journal; its AfterSeq,
 //     that of its read, keeps it from superseding anything newer), and
-//     once more for a changed snapshot
-//     on the next pass, re-read, unchanged or not (a confirmation): an
+//     once more for a changed snapshot on the next pass, re-read,
+//     unchanged or not (a confirmation): an
 //     executor's read-back journalled while the pass read Proxmox has a
 //     higher sequence than the pass's AfterSeq, so the projector keeps it
 //     and a real change would hide behind "already published". A pass

@@ -45,7 +45,8 @@ func (m *memJournal) Info(ctx context.Context) (ijournal.Info, error) {
 func (m *memJournal) observed(t *testing.T, after uint64) []events.Observed {
 	t.Helper()
 	var out []events.Observed
-	for _, e := range m.Entries() {
+	entries := m.Entries()
+	for _, e := range entries[min(int(after), len(entries)):] { // sequences start at 1
 		info, err := events.ParseSubject(e.Subject)
 		if e.Seq <= after || err != nil || info.Kind != events.KindObserved {
 			continue
