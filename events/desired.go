@@ -81,12 +81,27 @@ type ValidationError struct {
 	Problems []FieldError
 }
 
+// Error lists the problems, at most MaxProblems of them each cut to a
+// couple of hundred bytes, in at most MaxReasonBytes: it becomes the
+// reason a rejected guest's status shows.
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
+	var b strings.Builder
+	b.WriteString("invalid desired event: ")
+	ps := capProblems(e.Problems)
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if p.Field != "" {
+			b.WriteString(truncate(p.Field, maxProblemBytes/2))
+			b.WriteString(": ")
+		}
+		b.WriteString(truncate(p.Message, maxProblemBytes))
+		if b.Len() > MaxReasonBytes {
+			break
+		}
 	}
-	return "invalid desired event: " + strings.Join(parts, "; ")
+	return TruncateReason(b.String())
 }
 
 var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) {
@@ -102,9 +117,18 @@ var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) {
 })
 
 // DecodeDesired parses and validates a desired event body published on the
-// subject of subjectVMID (0 skips the subject check). Every problem is
-// reported in a *ValidationError.
+// subject of subjectVMID (0 skips the subject check). Problems are
+// reported in a *ValidationError: a body over MaxDesiredBytes is refused
+// unread; a key given twice, invalid UTF-8 or anything but one JSON value
+// is refused before the schema runs; otherwise every problem is found and
+// the first MaxProblems kept.
 func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
+	if err := checkSize(body); err != nil {
+		return nil, err
+	}
+	if err := checkStrict(body); err != nil {
+		return nil, err
+	}
 	if d, ok := fastDecode(body); ok {
 		if err := d.check(subjectVMID); err != nil {
 			return nil, err
@@ -128,7 +152,7 @@ func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
 		problems = schemaProblems(ve)
 	}
 	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
+		return nil, &ValidationError{Problems: capProblems(problems)}
 	}
 	var d Desired
 	dec := json.NewDecoder(bytes.NewReader(body))

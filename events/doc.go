@@ -21,9 +21,18 @@
 // A desired event states a guest's whole desired state and replaces the
 // previous one; a field it omits is not managed. [DecodeDesired] validates
 // a body against the JSON Schema shipped in desired.schema.json ([Schema])
-// and against the subject's vmid, and returns a [*ValidationError] listing
-// every problem with its field. Invalid events stay in the stream (nothing
-// is lost) and are reported as rejected; nothing is planned from them.
+// and against the subject's vmid, and returns a [*ValidationError] naming
+// each problem's field. Before the schema runs, a body over
+// [MaxDesiredBytes] (64 KiB) is refused unread, and a body with a key given
+// twice (at any depth, vmid included), invalid UTF-8 (raw or as a lone
+// surrogate escape) or more than one JSON value is refused: JSON readers
+// disagree on such bodies (Go keeps a duplicate key's last value, others
+// the first; Go replaces invalid UTF-8), so no reader may see another
+// guest or value than converge did. A rejection keeps at most
+// [MaxProblems] problems ("… and N more") and its reason at most
+// [MaxReasonBytes], so a hostile body is cheap to refuse and to report.
+// Invalid events stay in the stream (nothing is lost) and are reported as
+// rejected; nothing is planned from them.
 //
 // Schema version, publisher identity and correlation id travel in headers
 // ([HeaderSchema], [HeaderPublisher], [HeaderCorrelationID]) because the
