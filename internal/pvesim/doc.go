@@ -20,7 +20,10 @@
 //   - Guests keep applied config, a [PENDING] section and a SHA-1 digest of
 //     the serialised file that changes on every write; a write carrying a
 //     stale digest fails. Running guests keep non-hotpluggable changes pending
-//     until the next start or reboot.
+//     until the next start or reboot. Every write drops pending values equal
+//     to the applied ones (cleanup_pending); revert drops a key's pending
+//     value or deletion, and may not name a key the request also sets or
+//     deletes.
 //   - Mutations run as asynchronous tasks with PVE-format UPIDs (trailing
 //     colon), task status that echoes upid and node, logs ending in
 //     "TASK OK", "TASK WARNINGS: n" or "TASK ERROR: ...", and Proxmox's own

@@ -2,6 +2,7 @@ package pvesim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -122,7 +123,20 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		}
 		ch.del = append(ch.del, k)
 	}
-	ch.revert = splitList(q.str("revert"))
+	// As qemu-server's update_vm_api: a reverted key may be neither set
+	// nor deleted by the same request.
+	for _, k := range splitList(q.str("revert")) {
+		switch _, set := ch.set[k]; {
+		case !knownKey(g.kind, k):
+			errs["revert"] = fmt.Sprintf("unknown option '%s'", k)
+		case set:
+			errs["delete"] = fmt.Sprintf("you can't use '-%s' and -revert %s' at the same time", k, k)
+		case slices.Contains(ch.del, k):
+			errs["revert"] = fmt.Sprintf("you can't use '-delete %s' and -revert %s' at the same time", k, k)
+		default:
+			ch.revert = append(ch.revert, k)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, paramErr(errs)
 	}
@@ -174,8 +188,31 @@ func (g *guest) apply(ch *configChange) []string {
 		}
 		delete(g.conf, k)
 	}
+	g.cleanupPending()
 	g.touch()
 	return warnings
+}
+
+// cleanupPending drops pending values equal to the applied ones and
+// pending deletions of keys that are not set, as every Proxmox config
+// write does (PVE::AbstractConfig::cleanup_pending): writing back the
+// applied value of a key leaves nothing pending.
+func (g *guest) cleanupPending() {
+	for k, v := range g.pending {
+		if cur, ok := g.conf[k]; ok && cur == v {
+			delete(g.pending, k)
+		}
+	}
+	for k := range g.pendingDel {
+		if _, ok := g.conf[k]; !ok {
+			delete(g.pendingDel, k)
+		}
+	}
+}
+
+func knownKey(kind Kind, k string) bool {
+	_, ok := specFor(kind, k)
+	return ok
 }
 
 // putConfig is the synchronous update (QEMU and LXC): null on success.
