@@ -23,6 +23,15 @@
 // actions per window with status error and the reason: a loop is visible
 // and slow, never a flood.
 //
+// A managed value is compared with what the guest will run with after its
+// next restart: the pending value if Proxmox holds one, the applied one
+// otherwise. A desired value that is only pending is not rewritten (it
+// waits for a restart, or a reboot the policy allows); a pending value
+// that differs from the desired one is drift: when the applied value is
+// the desired one, the step is a set_config that only reverts the pending
+// value (Step.Revert, Proxmox's revert parameter; no reboot follows),
+// otherwise a config write like any other.
+//
 // # Engine
 //
 // [Engine] is the planner as a state machine, in the manner of etcd raft's
