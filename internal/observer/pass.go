@@ -105,8 +105,8 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 // read failed, or whose last changed snapshot is unconfirmed. verify adds
 // those the budget lets it verify. (A snapshot about to expire from the
 // journal is published again as it is, with the after_seq of the read it
-// comes from: it cannot supersede anything newer.) Guests no longer listed are forgotten here;
-// disappeared reports them.
+// comes from: it cannot supersede anything newer.) Guests no longer listed
+// are forgotten here; disappeared reports them.
 // plan is paced by p (package pace): a pass is background work.
 func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []listed {
 	out := make([]listed, 0, len(inv))
