@@ -14,7 +14,9 @@
 // Events of one guest travel on pve.<kind>.<cluster>.<vmid> ([Subject]).
 // The stream stores them as pve.<kind>.<cluster>.<vmid>.<partition>
 // (a subject transform adds the partition, see internal/bus);
-// [ParseSubject] reads both forms.
+// [ParseSubject] reads both forms. The journal takes only these shapes
+// (and pve.heartbeat.<cluster>, pve.control.<cluster>): a publish on any
+// other pve. subject finds no stream and fails.
 //
 // # Desired events
 //

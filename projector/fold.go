@@ -169,7 +169,7 @@ func foldDesired(v *View, ev Event) {
 		err = fmt.Errorf("unsupported schema version %q (this converge reads 1)", ev.Header.Get(events.HeaderSchema))
 	}
 	if err != nil {
-		v.Rejected = &Rejection{Seq: ev.Seq, Reason: err.Error(), Publisher: publisher, At: ev.Time}
+		v.Rejected = &Rejection{Seq: ev.Seq, Reason: events.TruncateReason(err.Error()), Publisher: publisher, At: ev.Time}
 		return
 	}
 	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher = d, ev.Seq, ev.Time, publisher

@@ -19,7 +19,7 @@ func (b *Bus) StreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        b.cfg.Stream,
 		Description: "converge journal: desired, observed, action, result, heartbeat and control events",
-		Subjects:    []string{events.Prefix + ".>"},
+		Subjects:    JournalSubjects(),
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    b.cfg.Replicas,
@@ -39,6 +39,24 @@ func (b *Bus) StreamConfig() jetstream.StreamConfig {
 			Destination: events.Prefix + ".{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{partition(" + strconv.Itoa(b.cfg.Partitions) + ",2,3)}}",
 		},
 	}
+}
+
+// JournalSubjects are the subjects the journal takes: exactly the shapes
+// converge publishes, pve.<kind>.<cluster>.<vmid> for guests' events (the
+// transform stores them with their partition) and pve.<kind>.<cluster>
+// for heartbeats and control requests. Anything else (a five-token
+// subject that would skip the transform, an unknown kind) finds no
+// stream: its publisher gets an error and nothing is folded. Provision
+// narrows the catch-all pve.> of journals created before.
+func JournalSubjects() []string {
+	var s []string
+	for _, k := range []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult} {
+		s = append(s, events.Prefix+"."+string(k)+".*.*")
+	}
+	for _, k := range []events.Kind{events.KindHeartbeat, events.KindControl} {
+		s = append(s, events.Prefix+"."+string(k)+".*")
+	}
+	return s
 }
 
 func nonZero(n int64) int64 {
