@@ -239,6 +239,12 @@ func (a *App) buildHTTP() error {
 		Cluster: a.cfg.Cluster, Views: views.Reader{Store: store, Cluster: a.cfg.Cluster}, Journal: a.b,
 		Gatherer: a.reg, Logger: a.log.With().Str("role", "http").Logger(),
 		Checks: a.rd.checks,
+		VerifyPeriod: func() time.Duration {
+			if a.obs == nil {
+				return 0
+			}
+			return a.obs.VerifyPeriod()
+		},
 	}).Handler()}
 	if a.ln, err = net.Listen("tcp", a.cfg.HTTP); err != nil {
 		return fmt.Errorf("--http %s: %w", a.cfg.HTTP, err)

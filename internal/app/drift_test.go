@@ -113,6 +113,9 @@ func TestPendingEditCorrected(t *testing.T) {
 		return len(g.Pending) == 0 && g.Config["cores"] == "3"
 	}
 	period := st.VerifyPeriod
+	if got := obs.VerifyPeriod(); got != period || period != interval {
+		t.Fatalf("verification period %s (reported %s), want %s at 100 guests", period, got, interval)
+	}
 	passes := 0
 	for passes < 4 && !corrected() {
 		st = pass()

@@ -80,7 +80,9 @@ type Observer struct {
 
 	// resyncs counts the requests not carried out yet (coalesced).
 	resyncs atomic.Int64
-	wake    chan struct{}
+	// period is the last reachable pass's VerifyPeriod (nanoseconds).
+	period atomic.Int64
+	wake   chan struct{}
 
 	mu          sync.Mutex // serialises passes; guards everything below
 	loaded      bool
@@ -194,3 +196,9 @@ func (o *Observer) Run(ctx context.Context) error {
 }
 
 func (o *Observer) now() time.Time { return o.cfg.Clock.Now().UTC() }
+
+// VerifyPeriod is the verification period at the estate's size as of the
+// last pass that reached Proxmox (0 before one did, or with verification
+// off): how long drift the inventory does not show may go unseen. Safe from
+// any goroutine.
+func (o *Observer) VerifyPeriod() time.Duration { return time.Duration(o.period.Load()) }

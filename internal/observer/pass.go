@@ -66,6 +66,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	o.lastCount = len(guests)
 	st.Verified = o.verify(guests, readAt)
 	st.VerifyPeriod = o.verifyPeriod(len(guests))
+	o.period.Store(int64(st.VerifyPeriod))
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
 	if ctx.Err() != nil {
 		return st, ctx.Err()
