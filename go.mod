@@ -17,6 +17,7 @@ require (
 	github.com/spf13/cobra v1.10.1
 	golang.org/x/term v0.47.0
 	golang.org/x/text v0.43.0
+	golang.org/x/time v0.16.0
 	golang.org/x/tools v0.51.0
 	pgregory.net/rapid v1.2.0
 	rsc.io/script v0.0.2
@@ -59,6 +60,5 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
