@@ -65,6 +65,10 @@ type Heartbeat struct {
 	Pass      uint64        `json:"pass"`
 	Guests    int           `json:"guests"`
 	Interval  time.Duration `json:"interval_ns"`
+	// VerifyPeriod bounds how long any guest's config (applied and pending
+	// values) goes unread at the current estate and verification budget:
+	// the longest a drift that /cluster/resources does not show can hide.
+	VerifyPeriod time.Duration `json:"verify_period_ns,omitempty"`
 }
 
 // Op is what an action does to a guest.

@@ -115,6 +115,7 @@ func (p *Projector) Apply(ev Event) Change {
 		// behind (or a heartbeat stamped in 2099) must not hide its silence.
 		p.State.HeartbeatAt, p.State.HeartbeatSeq = streamTime(ev, hb.Time), ev.Seq
 		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
+		p.State.VerifyPeriod = hb.VerifyPeriod
 		return Change{Cluster: true}
 	case events.KindControl:
 		c, err := decodeAs[events.Control](ev)

@@ -206,6 +206,18 @@ func TestFutureObservationRefused(t *testing.T) {
 	if !p.State.HeartbeatAt.Equal(at(13)) {
 		t.Errorf("heartbeat at %s, want the journal's time %s", p.State.HeartbeatAt, at(13))
 	}
+	if p.State.VerifyPeriod != 0 {
+		t.Errorf("verify period %s from a heartbeat without one", p.State.VerifyPeriod)
+	}
+	hb2 := heartbeatEv(14, "pve", true, "")
+	hb2.Data = body(events.Heartbeat{Meta: events.NewMeta("observer", "", at(14)), Cluster: "pve", Reachable: true, VerifyPeriod: 8 * time.Minute})
+	applyAll(t, p, hb2)
+	if p.State.VerifyPeriod != 8*time.Minute {
+		t.Errorf("verify period %s, want 8m", p.State.VerifyPeriod)
+	}
+	if !p.State.HeartbeatAt.Equal(at(14)) {
+		t.Errorf("heartbeat at %s, want the journal's time %s", p.State.HeartbeatAt, at(14))
+	}
 }
 
 func TestBasisSeqIsMax(t *testing.T) {

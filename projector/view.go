@@ -92,6 +92,9 @@ type ClusterState struct {
 	Reachable    bool          `json:"reachable"`
 	Error        string        `json:"error,omitempty"`
 	Interval     time.Duration `json:"interval_ns,omitempty"`
+	// VerifyPeriod is the observer's bound on how long a guest's config
+	// goes unread (events.Heartbeat.VerifyPeriod).
+	VerifyPeriod time.Duration `json:"verify_period_ns,omitempty"`
 	ResyncSeq    uint64        `json:"resync_seq,omitempty"`
 	ResyncAt     time.Time     `json:"resync_at,omitzero"`
 }

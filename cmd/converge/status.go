@@ -111,6 +111,10 @@ func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now ti
 		fmt.Fprintln(w, "no planner has written views yet (is `converge up` or `converge planner` running?)")
 	} else if !cd.State.Reachable || cd.State.HeartbeatAt.IsZero() {
 		fmt.Fprintf(w, "Proxmox NOT REACHABLE (last heartbeat %s): %s\n", age(now, cd.State.HeartbeatAt), cd.State.Error)
+	} else if p := cd.State.VerifyPeriod; p > 0 {
+		// What /cluster/resources does not show (pending values, description,
+		// onboot) is found within this bound.
+		fmt.Fprintf(w, "every guest's config is verified within %s\n", p.Round(time.Second))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VMID\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")

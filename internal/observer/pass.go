@@ -241,6 +241,8 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 		Pass:      st.Pass,
 		Guests:    o.lastCount,
 		Interval:  o.cfg.Interval,
+		// Published so that status can say how long a drift may hide.
+		VerifyPeriod: o.verifyPeriod(o.lastCount),
 	}
 	if passErr != nil {
 		hb.Error = passErr.Error()
