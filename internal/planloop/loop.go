@@ -55,6 +55,7 @@ type Loop struct {
 
 	pubs    []pendingPub
 	writer  *views.Writer
+	rejects *rejections
 	stream  journal.Info // as it stood at start
 	ckptOK  bool         // the checkpoint store opened
 	ckptWG  sync.WaitGroup
@@ -105,7 +106,8 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 	if l.eng, err = planner.NewEngine(pc); err != nil {
 		return nil, err
 	}
-	l.writer = views.NewWriter(store, pc.Cluster, pc.Name, l.eng.Config().Policy, l.log)
+	l.writer = views.NewWriter(store, pc.Cluster, pc.Name, l.eng.Config().Policy, l.clk, l.log)
+	l.rejects = newRejections(l.log, cfg.Registerer, l.writer)
 	return l, nil
 }
 
@@ -297,6 +299,7 @@ func (l *Loop) flush(f *planner.Flush) {
 	for _, k := range planner.StatusKinds {
 		l.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
 	}
+	l.rejects.note(f.Docs, l.clk.Now())
 	if !l.writer.Write(f) {
 		ids := make([]int, len(f.Docs))
 		for i, d := range f.Docs {

@@ -16,6 +16,8 @@ type GuestDoc struct {
 	Status    planner.Status  `json:"status"`
 	Next      []planner.Step  `json:"next,omitempty"`
 	UpdatedAt time.Time       `json:"updated_at"`
+	// Truncated is set when the document was cut down to MaxDocBytes.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ClusterDoc is the cluster's document: the observers' state, the journal

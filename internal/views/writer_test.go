@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
@@ -21,7 +22,7 @@ func TestWriterWritesDocumentsAndPolicy(t *testing.T) {
 	if err := pol.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	w := views.NewWriter(f.r.Store, "pve", "planner@test", pol, zerolog.Nop())
+	w := views.NewWriter(f.r.Store, "pve", "planner@test", pol, clock.Real, zerolog.Nop())
 	w.Start()
 	d := planner.Decision{Status: planner.Status{Kind: planner.Pending, Reason: "next: start"},
 		Steps: []planner.Step{{Op: events.OpStart, Reason: "desired power running"}}}
