@@ -127,3 +127,21 @@ func Partition(cluster string, vmid, n int) int {
 func StoredSubject(kind Kind, cluster string, vmid, partitions int) string {
 	return Subject(kind, cluster, vmid) + "." + strconv.Itoa(Partition(cluster, vmid, partitions))
 }
+
+// CheckPartition refuses a stored subject whose partition is not the one
+// its guest's events are stored in, for a stream of n partitions. Such an
+// event did not come through the stream's partition transform (it was
+// published on a stored-form subject, before the journal took only the
+// shapes converge publishes): no partition's reader, lease or fence sees
+// it, so it is never acted on. A subject without a partition (as
+// published) or of a cluster-wide event passes.
+func (i SubjectInfo) CheckPartition(n int) error {
+	if i.Partition < 0 || i.VMID == 0 || n <= 0 {
+		return nil
+	}
+	if want := Partition(i.Cluster, i.VMID, n); i.Partition != want {
+		return fmt.Errorf("%s event of guest %d stored under partition %d, not %d: it skipped the journal's partition transform; ignored",
+			i.Kind, i.VMID, i.Partition, want)
+	}
+	return nil
+}

@@ -74,19 +74,19 @@ func BenchmarkPlannerMemory(b *testing.B) {
 				Config: events.GuestConfig{Name: fmt.Sprintf("vm-%d", vmid), Description: "web frontend", Tags: []string{"prod", "web"}, Cores: 2, MemoryMiB: 2048},
 				ReadAt: t0, Source: events.SourceObserver}
 			ds := next()
-			d := projector.Event{Seq: ds, Subject: events.Subject(events.KindDesired, "pve", vmid) + ".1",
+			d := projector.Event{Seq: ds, Subject: events.StoredSubject(events.KindDesired, "pve", vmid, DefaultPartitions),
 				Data: []byte(fmt.Sprintf(`{"vmid":%d,"power":"running","cores":2,"memory_mib":2048,"description":"web frontend","tags":["prod","web"]}`, vmid))}
-			ob := projector.Event{Seq: next(), Subject: events.Subject(events.KindObserved, "pve", vmid) + ".1", Data: mustJSON(o)}
+			ob := projector.Event{Seq: next(), Subject: events.StoredSubject(events.KindObserved, "pve", vmid, DefaultPartitions), Data: mustJSON(o)}
 			a := events.Action{Meta: events.NewMeta("planner@host", fmt.Sprintf("desired-pve-%d-%d", vmid, ds), t0),
 				ID: fmt.Sprintf("pve-%d-%d-1", vmid, ds), VMID: vmid, Cluster: "pve", Node: "pve1", Kind: events.QEMU,
 				Op: events.OpSetConfig, Set: map[string]string{"description": "web frontend"}, Reason: "config drift: description",
 				DesiredSeq: ds, BasisSeq: ds + 1, Attempt: 1}
-			ac := projector.Event{Seq: next(), Subject: events.Subject(events.KindAction, "pve", vmid) + ".1", Data: mustJSON(a)}
+			ac := projector.Event{Seq: next(), Subject: events.StoredSubject(events.KindAction, "pve", vmid, DefaultPartitions), Data: mustJSON(a)}
 			o.Source, o.ReadAt = events.SourceExecutor, t0.Add(time.Second)
 			r := events.Result{Meta: a.Meta, ActionID: a.ID, VMID: vmid, Cluster: "pve", Op: a.Op, Status: events.ResultSucceeded,
 				UPID: fmt.Sprintf("UPID:pve1:%08X:00001234:6B000000:qmconfig:%d:root@pam!converge:", vmid, vmid), Node: "pve1",
 				Observed: &o, Executor: "executor@host"}
-			re := projector.Event{Seq: next(), Subject: events.Subject(events.KindResult, "pve", vmid) + ".1", Data: mustJSON(r)}
+			re := projector.Event{Seq: next(), Subject: events.StoredSubject(events.KindResult, "pve", vmid, DefaultPartitions), Data: mustJSON(r)}
 			e.Fold([]projector.Event{d, ob, ac, re}, 0, t0)
 		}
 		// Every document handed out, as the loop's writer takes them.

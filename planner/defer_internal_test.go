@@ -28,7 +28,7 @@ func TestBehindPlansEachGuestOnceOnItsNewestDesired(t *testing.T) {
 	seq := uint64(0)
 	desired := func(vmid int) projector.Event {
 		seq++
-		return projector.Event{Seq: seq, Subject: events.Subject(events.KindDesired, "pve", vmid) + ".1",
+		return projector.Event{Seq: seq, Subject: events.StoredSubject(events.KindDesired, "pve", vmid, DefaultPartitions),
 			Data: []byte(fmt.Sprintf(`{"vmid":%d,"description":"rev %d"}`, vmid, seq)), Time: t0}
 	}
 	// fold is one batch as the loop hands it over: pending is how many

@@ -129,7 +129,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, proj: projector.New(cfg.Cluster),
+	proj := projector.New(cfg.Cluster)
+	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
+	return &Engine{cfg: cfg, proj: proj,
 		decision: map[int]Decision{}, counts: map[StatusKind]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
 		// Until a heartbeat is folded, observations count as stale: the
@@ -146,6 +148,7 @@ func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	p.Partitions = e.cfg.Partitions
 	e.proj = p
 	e.lastCkptSeq, e.lastCkpt = s.Seq, now
 	return nil

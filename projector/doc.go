@@ -41,6 +41,10 @@
 //     (events.ErrorClass.Terminal) is not retried.
 //   - Events already folded (by sequence) and other clusters' events are
 //     ignored, so a batch may be delivered twice.
+//   - With Projector.Partitions set (the planner and replays set it), an
+//     event stored under another partition than its guest's is not folded
+//     (Change.Err): it skipped the journal's partition transform, and no
+//     partition's reader or fence would see it.
 //
 // # Snapshots
 //

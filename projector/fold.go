@@ -26,6 +26,10 @@ type Projector struct {
 	State   ClusterState
 	// LastSeq is the last sequence applied.
 	LastSeq uint64
+	// Partitions is the journal's partition count. When set, an event
+	// stored under another partition than its guest's is not folded
+	// (events.SubjectInfo.CheckPartition).
+	Partitions int `json:"-"` // configuration, not fold state
 
 	// strs interns the few distinct values that recur in every event
 	// (publishers, nodes, operations): one copy instead of one per guest.
@@ -98,6 +102,9 @@ func (p *Projector) Apply(ev Event) Change {
 		info, err = ev.pre.info, ev.pre.infoErr
 	} else {
 		info, err = events.ParseSubject(ev.Subject)
+	}
+	if err == nil && p.Partitions > 0 {
+		err = info.CheckPartition(p.Partitions)
 	}
 	if err != nil {
 		return Change{Err: err}

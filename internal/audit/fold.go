@@ -29,6 +29,11 @@ func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster stri
 	if err != nil {
 		return nil, fmt.Errorf("journal: stream %s: %w", stream, err)
 	}
+	// As the planner does, events stored under another partition than
+	// their guest's are not folded.
+	if n, err := Partitions(s.CachedInfo().Config); err == nil {
+		p.Partitions = n
+	}
 	st := s.CachedInfo().State
 	last, err := target(ctx, s, st, until)
 	if err != nil || last == 0 {
