@@ -21,6 +21,15 @@
 // partition group, waits for a checkpoint being written, writes a last one
 // if the fold advanced, and lets the writer finish (at most five seconds).
 //
+// # Rejections and unwritten documents
+//
+// Rejected desired events of the guests this planner writes documents for
+// are logged once each (vmid, seq, publisher, reason), at most one line a
+// second after a burst of ten, the rest counted
+// (converge_planner_desired_rejected_total). Documents the writer could
+// not write come back after its backoff (views.WriteBackoff), not at every
+// flush; the writer's failures are metrics (converge_views_*).
+//
 // # Views bucket
 //
 // The loop watches the views bucket (views.WatchBucket): a bucket dropped
