@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -145,7 +146,7 @@ func TestWriterFailureIsLoggedOnceAndBacksOff(t *testing.T) {
 			t.Fatal("writer busy")
 		}
 		for w.Writing() > 0 { // the writer's goroutine finishes the flush
-			time.Sleep(time.Millisecond)
+			runtime.Gosched()
 		}
 	}
 	handedBack := 0
