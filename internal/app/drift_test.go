@@ -1,22 +1,15 @@
 package app_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/clock/clocktest"
-	"github.com/converge-pve/converge/internal/journal"
-	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
-	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -28,34 +21,14 @@ import (
 // reverts the pending value, within two verification periods, counted in
 // observer passes on a fake clock.
 func TestPendingEditCorrected(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sim := pvesimtest.Start(t, pvesim.Options{Guests: 99})
 	const vmid = 900
+	clk := clocktest.New(time.Now())
+	const interval = 10 * time.Second
+	p := startPipeline(t, pvesim.Options{Guests: 99}, observer.Config{Clock: clk, Interval: interval})
+	sim, obs, rd := p.sim, p.obs, p.rd
 	if err := sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Cores: 3, Running: true, Name: "web"}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.Start(ctx, app.Config{
-		Roles:    app.Roles{Planner: true, Executor: true},
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  pvesimtest.Client(t, sim),
-		Logger:   zerolog.Nop(),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = a.Wait() })
-	clk := clocktest.New(time.Now())
-	const interval = 10 * time.Second
-	obs, err := observer.New(observer.Config{Clock: clk, Interval: interval, Logger: zerolog.Nop()}, pvesimtest.Client(t, sim), a.Bus())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := a.Bus().ViewStore()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := views.Reader{Store: vs, Cluster: events.DefaultCluster}
 	tctx := pvesimtest.Context(t)
 	pass := func() observer.PassStats {
 		t.Helper()
@@ -66,17 +39,6 @@ func TestPendingEditCorrected(t *testing.T) {
 		}
 		return st
 	}
-	// until polls a condition of the planner and executor, which run on
-	// the real clock.
-	until := func(limit time.Duration, cond func() bool) bool {
-		for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
-			if cond() {
-				return true
-			}
-			time.Sleep(20 * time.Millisecond) // polling a condition, not timing
-		}
-		return cond()
-	}
 	converged := func() bool {
 		d, err := rd.Guest(tctx, vmid)
 		return err == nil && d != nil && d.Status.Kind == planner.Converged
@@ -84,13 +46,7 @@ func TestPendingEditCorrected(t *testing.T) {
 
 	st := pass()
 	cores, running := 3, events.PowerRunning
-	m, err := events.DesiredMessage(&events.Desired{VMID: vmid, Cores: &cores, Power: &running}, events.PublishOptions{Publisher: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Bus().Append(tctx, m, journal.Expect{}); err != nil {
-		t.Fatal(err)
-	}
+	p.desire(t, &events.Desired{VMID: vmid, Cores: &cores, Power: &running})
 	if !until(20*time.Second, converged) {
 		t.Fatal("guest never converged")
 	}

@@ -1,21 +1,15 @@
 package app_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/journal"
-	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
-	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -28,87 +22,12 @@ type skewed struct {
 
 func (s skewed) Now() time.Time { return s.Clock.Now().Add(s.d) }
 
-// pipeline is a planner and an executor in one process on an embedded
-// NATS, driving a simulator; the test runs the observer's passes itself.
-type pipeline struct {
-	a   *app.App
-	sim *pvesim.Sim
-	obs *observer.Observer
-	rd  views.Reader
-}
-
-func startPipeline(t *testing.T, obsClock clock.Clock) *pipeline {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sim := pvesimtest.Start(t, pvesim.Options{Guests: 4})
-	cfg := app.Config{
-		Roles:    app.Roles{Planner: true, Executor: true},
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  pvesimtest.Client(t, sim),
-		Logger:   zerolog.Nop(),
-	}
-	a, err := app.Start(ctx, cfg)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = a.Wait() })
-	obs, err := observer.New(observer.Config{Clock: obsClock, ConfigRefresh: -1, Logger: zerolog.Nop()}, pvesimtest.Client(t, sim), a.Bus())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := a.Bus().ViewStore()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pipeline{a: a, sim: sim, obs: obs, rd: views.Reader{Store: vs, Cluster: events.DefaultCluster}}
-}
-
-func (p *pipeline) pass(t *testing.T) {
-	t.Helper()
-	if _, err := p.obs.Pass(pvesimtest.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p *pipeline) desire(t *testing.T, d *events.Desired) uint64 {
-	t.Helper()
-	m, err := events.DesiredMessage(d, events.PublishOptions{Publisher: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ack, err := p.a.Bus().Append(pvesimtest.Context(t), m, journal.Expect{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ack.Seq
-}
-
-// waitState waits until the guest's document, written at or after seq, is
-// in state, or until limit passes; it returns the last document read.
-func (p *pipeline) waitState(t *testing.T, vmid int, seq uint64, state planner.StatusKind, limit time.Duration) *views.GuestDoc {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	var doc *views.GuestDoc
-	for time.Now().Before(deadline) {
-		d, err := p.rd.Guest(pvesimtest.Context(t), vmid)
-		if err == nil && d != nil {
-			doc = d
-			if d.View != nil && d.View.Seq >= seq && d.Status.Kind == state {
-				return d
-			}
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
-	}
-	return doc
-}
-
 // An observer whose clock runs 20 s ahead made every read-back of the
 // executor look older than the observer's snapshot: the read-back was
 // discarded and the planner re-planned the same write from the stale view,
 // thousands of times. Reads are ordered by the journal now.
 func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
-	p := startPipeline(t, skewed{clock.Real, 20 * time.Second})
+	p := startPipeline(t, pvesim.Options{Guests: 4}, observer.Config{Clock: skewed{clock.Real, 20 * time.Second}, ConfigRefresh: -1})
 	p.pass(t)
 	const vmid = 100
 	desc, name := "set by converge", "skewed-100"
@@ -134,7 +53,7 @@ func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
 // later read look older: about a thousand actions a second, indefinitely.
 // It is refused now, with the reason in status.
 func TestFutureObservationRefused(t *testing.T) {
-	p := startPipeline(t, clock.Real)
+	p := startPipeline(t, pvesim.Options{Guests: 4}, observer.Config{ConfigRefresh: -1})
 	p.pass(t)
 	const vmid = 101
 	forged := &events.Observed{Meta: events.NewMeta("mallory", "", time.Now()), VMID: vmid, Cluster: events.DefaultCluster,

@@ -1,0 +1,105 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/app"
+	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/observer"
+	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
+	"github.com/converge-pve/converge/internal/views"
+	"github.com/converge-pve/converge/planner"
+)
+
+// pipeline is a planner and an executor in one process on an embedded
+// NATS, driving a simulator; the test runs the observer's passes itself.
+type pipeline struct {
+	a   *app.App
+	sim *pvesim.Sim
+	obs *observer.Observer
+	rd  views.Reader
+}
+
+// startPipeline starts the simulator with opts, a planner and an executor,
+// and an observer with obsCfg (its logger silenced).
+func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config) *pipeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sim := pvesimtest.Start(t, opts)
+	cfg := app.Config{
+		Roles:    app.Roles{Planner: true, Executor: true},
+		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
+		Proxmox:  pvesimtest.Client(t, sim),
+		Logger:   zerolog.Nop(),
+	}
+	a, err := app.Start(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = a.Wait() })
+	obsCfg.Logger = zerolog.Nop()
+	obs, err := observer.New(obsCfg, pvesimtest.Client(t, sim), a.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := a.Bus().ViewStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{a: a, sim: sim, obs: obs, rd: views.Reader{Store: vs, Cluster: events.DefaultCluster}}
+}
+
+func (p *pipeline) pass(t *testing.T) {
+	t.Helper()
+	if _, err := p.obs.Pass(pvesimtest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *pipeline) desire(t *testing.T, d *events.Desired) uint64 {
+	t.Helper()
+	m, err := events.DesiredMessage(d, events.PublishOptions{Publisher: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := p.a.Bus().Append(pvesimtest.Context(t), m, journal.Expect{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Seq
+}
+
+// until polls cond, a condition of the planner and executor (which run on
+// the real clock), until it holds or limit passes.
+func until(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
+	}
+	return cond()
+}
+
+// waitState waits until the guest's document, written at or after seq, is
+// in state, or until limit passes; it returns the last document read.
+func (p *pipeline) waitState(t *testing.T, vmid int, seq uint64, state planner.StatusKind, limit time.Duration) *views.GuestDoc {
+	t.Helper()
+	var doc *views.GuestDoc
+	until(limit, func() bool {
+		d, err := p.rd.Guest(pvesimtest.Context(t), vmid)
+		if err == nil && d != nil {
+			doc = d
+		}
+		return doc != nil && doc.View != nil && doc.View.Seq >= seq && doc.Status.Kind == state
+	})
+	return doc
+}
