@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/bus/bustest"
 	"github.com/converge-pve/converge/internal/natsserver"
 )
 
@@ -75,20 +76,7 @@ func checkSubjects(t *testing.T, ctx context.Context, b *bus.Bus) {
 func TestStreamRefusesMalformedSubjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	b, err := bus.Connect(ctx, bus.Config{InProcess: s, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	if err := b.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	checkSubjects(t, ctx, b)
+	checkSubjects(t, ctx, bustest.New(t))
 }
 
 // TestProvisionNarrowsAnOldStream: a journal created by an earlier
