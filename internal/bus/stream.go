@@ -160,6 +160,9 @@ func (b *Bus) provision(ctx context.Context) error {
 			}
 		}
 	}
+	if err := b.provisionKeep(ctx); err != nil { // after the journal it sources
+		return err
+	}
 	return b.ProvisionViews(ctx)
 }
 

@@ -93,6 +93,15 @@ type Latest interface {
 	LastPerSubject(ctx context.Context, filter string, fn func(Entry)) error
 }
 
+// Kept reads what the journal keeps of every guest whatever its retention
+// drops: each guest's newest desired events, actions and results
+// (docs/retention.md).
+type Kept interface {
+	// Kept returns the kept entries whose journal sequence lies in
+	// (after, before), in journal order, under their journal sequence.
+	Kept(ctx context.Context, after, before uint64) ([]Entry, error)
+}
+
 // Follower delivers the journal in order.
 type Follower interface {
 	// Info returns the journal's extent, waiting through transient

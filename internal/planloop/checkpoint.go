@@ -9,6 +9,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -122,10 +123,12 @@ func (l *Loop) usable(cp *Checkpoint) string {
 		return fmt.Sprintf("of a stream created %s; this one was created %s", cp.StreamCreated.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
 	case cp.Seq > info.LastSeq:
 		return fmt.Sprintf("at seq %d, beyond the stream's last %d (stream recreated?)", cp.Seq, info.LastSeq)
-	case info.FirstSeq > cp.Seq+1 && info.Msgs > 0:
+	case info.FirstSeq > cp.Seq+1 && info.Msgs > 0 && l.kept() == nil:
 		// Events between the checkpoint and the stream's start are gone:
 		// the tail alone would miss them. (Retention removing older
-		// events is fine: the checkpoint already holds their effect.)
+		// events is fine: the checkpoint already holds their effect.) A
+		// journal that keeps every guest's newest desired events, actions
+		// and results bridges the gap (foldKept).
 		return fmt.Sprintf("at seq %d, but the stream now starts at %d", cp.Seq, info.FirstSeq)
 	}
 	for id, v := range cp.Views {
@@ -134,4 +137,39 @@ func (l *Loop) usable(cp *Checkpoint) string {
 		}
 	}
 	return ""
+}
+
+// kept is the journal's Kept role, nil if it has none.
+func (l *Loop) kept() journal.Kept {
+	k, _ := l.j.(journal.Kept)
+	return k
+}
+
+// foldKept folds what the journal's retention dropped between the fold's
+// start (the checkpoint, or nothing) and the journal's first entry, as
+// far as the journal keeps it: every guest's newest desired events,
+// actions and results, under their own sequences. It returns where to
+// follow the journal from.
+func (l *Loop) foldKept(ctx context.Context) (after uint64, err error) {
+	from, info := l.eng.LastSeq(), l.stream
+	if info.Msgs == 0 || info.FirstSeq <= from+1 {
+		return from, nil
+	}
+	k := l.kept()
+	if k == nil {
+		return from, nil
+	}
+	es, err := k.Kept(ctx, from, info.FirstSeq)
+	if err != nil {
+		return 0, fmt.Errorf("planner: kept entries: %w", err)
+	}
+	evs := make([]projector.Event, len(es))
+	for i, e := range es {
+		evs[i] = event(e)
+	}
+	l.eng.Fold(evs, 0, l.clk.Now())
+	l.metrics.folded.Add(float64(len(evs)))
+	l.log.Info().Uint64("after", from).Uint64("journal_first", info.FirstSeq).Int("recovered", len(evs)).
+		Msg("journal retention dropped events the fold needs; folded what the keep stream holds of them")
+	return info.FirstSeq - 1, nil
 }

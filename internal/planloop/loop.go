@@ -156,7 +156,14 @@ func (l *Loop) Run(ctx context.Context) error {
 				Uint64("tail", info.LastSeq-min(info.LastSeq, cp.Seq)).Msg("resuming from checkpoint")
 		}
 	}
-	feed, err := l.j.Follow(ctx, l.eng.LastSeq())
+	// Catching up to where the journal ends now; what retention dropped
+	// since the fold's start comes first, from the kept entries.
+	l.eng.Begin(info.LastSeq, l.clk.Now())
+	after, err := l.foldKept(ctx)
+	if err != nil {
+		return err
+	}
+	feed, err := l.j.Follow(ctx, after)
 	if err != nil {
 		return fmt.Errorf("planner: follow the journal: %w", err)
 	}
@@ -169,7 +176,6 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	})
 	l.log.Info().Uint64("replay_to", info.LastSeq).Msg("planner folding the journal")
-	l.eng.Begin(info.LastSeq, l.clk.Now())
 	l.carryOut(ctx)
 	tick := l.clk.NewTicker(l.cfg.Tick)
 	defer tick.Stop()
