@@ -10,6 +10,7 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -100,14 +101,19 @@ func TestCheckpointAcrossRetentionGap(t *testing.T) {
 	checkManaged(t, l)
 }
 
-// TestNoCheckpointAfterRetention: a planner without a checkpoint (a
-// rebuild) on a journal retention has cut keeps every guest's desired
-// state.
+// TestNoCheckpointAfterRetention: after `converge rebuild` (views and
+// checkpoint dropped) on a journal retention has cut, the planner folding
+// without a checkpoint keeps every guest's desired state.
 func TestNoCheckpointAfterRetention(t *testing.T) {
 	b := bustest.New(t)
 	evictGap(t, b)
-	if _, err := b.Checkpoints().Delete(context.Background(), CheckpointName("pve")); err != nil {
+	store, err := b.ViewStore()
+	if err != nil {
 		t.Fatal(err)
+	}
+	// As `converge rebuild` does: views and checkpoint dropped.
+	if r, err := views.Rebuild(context.Background(), store, b.Checkpoints(), CheckpointName("pve")); err != nil || !r.CheckpointDropped {
+		t.Fatalf("rebuild: %+v, %v", r, err)
 	}
 	l, stop := runLoop(t, b, "p2")
 	stop()

@@ -23,7 +23,9 @@ type Rebuilt struct {
 // checkpoint, and creates the bucket again, empty. The journal is not
 // touched: it is the source of truth. A running planner notices the new
 // bucket (WatchBucket) and writes every document again from its fold; one
-// started later folds the journal from the start.
+// started later folds the journal from the start, and first, if retention
+// has cut the journal, what the keep stream holds of every guest
+// (docs/retention.md): desired state survives a rebuild.
 func Rebuild(ctx context.Context, store Store, ckpts CheckpointDropper, checkpoint string) (Rebuilt, error) {
 	var r Rebuilt
 	var err error
