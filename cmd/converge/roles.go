@@ -42,6 +42,12 @@ type roleFlags struct {
 	builtinSim bool
 }
 
+// DefaultObservedRetention is how long the journal keeps observed
+// snapshots and heartbeats by default: a day bounds an idle journal
+// (docs/retention.md) while each guest's newest snapshot, republished at
+// half the term, never leaves it.
+const DefaultObservedRetention = 24 * time.Hour
+
 func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl := cmd.Flags()
 	host, _ := os.Hostname()
@@ -62,7 +68,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.ackWait, "ack-wait", executor.DefaultAckWait, "how long an action may go without a heartbeat before another executor may take it")
 	fl.DurationVar(&f.retentionAge, "retention-age", 0, "keep journal events this long (0: no age limit); set the same on every role, each provisions the stream")
 	fl.Int64Var(&f.retentionBytes, "retention-bytes", 0, "keep at most this many bytes of journal, oldest dropped first (0: no size limit)")
-	fl.DurationVar(&f.observedTTL, "observed-retention", 0, "keep observed snapshots and heartbeats this long (0: as long as the journal); each guest's newest snapshot is republished at half this term, so it never expires")
+	fl.DurationVar(&f.observedTTL, "observed-retention", DefaultObservedRetention, "keep observed snapshots and heartbeats this long (0: as long as the journal keeps anything); each guest's newest snapshot is republished at half this term, so it never expires")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", planner.DefaultCheckpointInterval, "how often the planner checkpoints its fold while it advances (and on shutdown); negative: never")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor or planner keeps its partitions before others take them over")
 	fl.BoolVar(&f.noReboot, "no-reboot", false, "never reboot guests to apply pending config (they stay pending)")
