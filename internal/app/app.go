@@ -141,7 +141,11 @@ func (a *App) own(ctx context.Context, role string) (*bus.Bus, error) {
 type plannerJournal struct {
 	journal.Follower
 	journal.AsyncAppender
+	kept // what retention does not drop (docs/retention.md)
 }
+
+// kept names the embedded journal.Kept, whose method has its name.
+type kept = journal.Kept
 
 // Planner's asynchronous publishes: a window large enough for a burst of
 // actions, and a timeout after which a publish lost with a dying server is
@@ -196,7 +200,7 @@ func (a *App) build(ctx context.Context) error {
 		pc := a.cfg.Planner
 		pc.Registerer, pc.Poison = a.reg, poison
 		pc.Logger = a.log.With().Str("role", "planner").Logger()
-		if a.plan, err = planloop.New(pc, plannerJournal{pb, async}, store, pb.Checkpoints(), pb.LeaseStore); err != nil {
+		if a.plan, err = planloop.New(pc, plannerJournal{pb, async, pb}, store, pb.Checkpoints(), pb.LeaseStore); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -67,9 +66,8 @@ func (l *Loop) writeCheckpoint(ctx context.Context, s *projector.Snapshot) error
 }
 
 // loadCheckpoint returns the stored checkpoint if it can be resumed from
-// on this journal: same cluster and stream, taken within the stream's
-// current range (not from before a purge or retention cut, nor from a
-// stream since recreated). nil means fold from the start.
+// on this journal: same cluster and stream, not beyond the stream's end,
+// not from a stream since recreated. nil means fold from the start.
 func (l *Loop) loadCheckpoint(ctx context.Context) *Checkpoint {
 	if !l.ckptOK {
 		return nil
@@ -111,7 +109,10 @@ func decodeCheckpoint(body []byte) (cp *Checkpoint, why string) {
 }
 
 // usable says why a checkpoint cannot be resumed from on this journal, ""
-// if it can.
+// if it can. A stream that now starts after cp.Seq+1 is fine: retention
+// dropped events the tail misses, and foldKept folds what the journal
+// keeps of them (every guest's newest desired events, actions and
+// results), as a fold from the start does.
 func (l *Loop) usable(cp *Checkpoint) string {
 	info, cluster := l.stream, l.eng.Config().Cluster
 	switch {
@@ -123,13 +124,6 @@ func (l *Loop) usable(cp *Checkpoint) string {
 		return fmt.Sprintf("of a stream created %s; this one was created %s", cp.StreamCreated.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
 	case cp.Seq > info.LastSeq:
 		return fmt.Sprintf("at seq %d, beyond the stream's last %d (stream recreated?)", cp.Seq, info.LastSeq)
-	case info.FirstSeq > cp.Seq+1 && info.Msgs > 0 && l.kept() == nil:
-		// Events between the checkpoint and the stream's start are gone:
-		// the tail alone would miss them. (Retention removing older
-		// events is fine: the checkpoint already holds their effect.) A
-		// journal that keeps every guest's newest desired events, actions
-		// and results bridges the gap (foldKept).
-		return fmt.Sprintf("at seq %d, but the stream now starts at %d", cp.Seq, info.FirstSeq)
 	}
 	for id, v := range cp.Views {
 		if v == nil || v.VMID != id {
@@ -137,12 +131,6 @@ func (l *Loop) usable(cp *Checkpoint) string {
 		}
 	}
 	return ""
-}
-
-// kept is the journal's Kept role, nil if it has none.
-func (l *Loop) kept() journal.Kept {
-	k, _ := l.j.(journal.Kept)
-	return k
 }
 
 // foldKept folds what the journal's retention dropped between the fold's
@@ -155,11 +143,7 @@ func (l *Loop) foldKept(ctx context.Context) (after uint64, err error) {
 	if info.Msgs == 0 || info.FirstSeq <= from+1 {
 		return from, nil
 	}
-	k := l.kept()
-	if k == nil {
-		return from, nil
-	}
-	es, err := k.Kept(ctx, from, info.FirstSeq)
+	es, err := l.j.Kept(ctx, from, info.FirstSeq)
 	if err != nil {
 		return 0, fmt.Errorf("planner: kept entries: %w", err)
 	}

@@ -20,11 +20,13 @@ import (
 	"github.com/converge-pve/converge/projector"
 )
 
-// Journal is what the planner needs of the journal: to follow it, and to
-// publish its actions (fenced, asynchronously).
+// Journal is what the planner needs of the journal: to follow it, to
+// publish its actions (fenced, asynchronously), and what it keeps of every
+// guest whatever its retention drops.
 type Journal interface {
 	journal.Follower
 	journal.AsyncAppender
+	journal.Kept
 }
 
 // CheckpointStore keeps checkpoints by name (bus.Checkpoints).
@@ -57,7 +59,10 @@ type Loop struct {
 	writer  *views.Writer
 	rejects *rejections
 	stream  journal.Info // as it stood at start
-	ckptOK  bool         // the checkpoint store opened
+	// first is the journal's first sequence as last read: an action
+	// before it is gone, and fences of actions seen there expect none.
+	first   uint64
+	ckptOK  bool // the checkpoint store opened
 	ckptWG  sync.WaitGroup
 	ckptErr chan error
 
@@ -140,7 +145,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("planner: journal: %w", err)
 	}
-	l.stream = info
+	l.stream, l.first = info, info.FirstSeq
 	if err := l.ckpts.Open(ctx); err != nil {
 		l.log.Warn().Err(err).Msg("checkpoints unavailable; folding the journal from the start")
 		l.eng.DisableCheckpoints()

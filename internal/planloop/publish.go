@@ -1,7 +1,9 @@
 package planloop
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
@@ -21,7 +23,14 @@ func (l *Loop) publish(p planner.Publish) {
 	}
 	m := events.Message{Subject: events.Subject(events.KindAction, a.Cluster, a.VMID), Data: body, Header: events.Header{}}
 	m.Header.Set(events.HeaderCorrelationID, a.CorrelationID)
-	x := journal.FencedAt(p.ExpectLastSeq)
+	fence := p.ExpectLastSeq
+	if fence < l.first {
+		// The action the plan saw is no longer in the journal (retention,
+		// docs/retention.md): its subject must hold nothing newer, that
+		// is, nothing at all.
+		fence = 0
+	}
+	x := journal.FencedAt(fence)
 	x.MsgID = a.ID
 	f, err := l.j.AppendAsync(m, x)
 	if err != nil {
@@ -51,6 +60,7 @@ func (l *Loop) settle() {
 		default:
 			if errors.Is(err, journal.ErrFenced) {
 				l.log.Info().Int("vmid", p.vmid).Str("action", p.id).Msg("action fence moved; not planned twice")
+				l.refreshFirst() // or retention dropped the action it saw
 			} else {
 				l.log.Warn().Err(err).Int("vmid", p.vmid).Str("action", p.id).Msg("publish action failed; will replan")
 			}
@@ -59,4 +69,14 @@ func (l *Loop) settle() {
 	}
 	clear(l.pubs[len(keep):]) // settled futures hold their messages: let them go
 	l.pubs = keep
+}
+
+// refreshFirst reads where the journal starts now, for fences of actions
+// retention has dropped since.
+func (l *Loop) refreshFirst() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if info, err := l.j.Info(ctx); err == nil {
+		l.first = info.FirstSeq
+	}
 }

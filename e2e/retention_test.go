@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+// TestDesiredStateSurvivesRetention (issue 17, defect 3): with a small
+// --retention-bytes, other traffic evicts a guest's only desired event
+// from the journal; converge is SIGKILLed (no checkpoint since) and
+// restarted; drift made behind its back is still corrected, because the
+// keep stream holds every guest's newest desired event.
+func TestDesiredStateSurvivesRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	sim, err := pvesim.New(pvesim.Options{Guests: 4, Tokens: map[string]string{"root@pam!rt": "rt-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	data := t.TempDir()
+	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsURL := "nats://" + natsAddr
+	up := func(name string) *proc {
+		// One checkpoint (right after the first fold), then none until
+		// shutdown: the crash below happens with none after the desire.
+		p := startProc(t, name, "up", "--checkpoint-interval", "1h", "--retention-bytes", "150000", "--data", data,
+			"--nats-listen", natsAddr, "--http", httpAddr, "--pve-url", sim.URL(), "--pve-token-id", "root@pam!rt",
+			"--pve-token-secret", "rt-secret", "--observe-interval", "200ms")
+		eventually(t, 60*time.Second, name+" ready", func() bool {
+			res, err := http.Get("http://" + httpAddr + "/readyz")
+			if err != nil {
+				return false
+			}
+			res.Body.Close()
+			return res.StatusCode == 200
+		})
+		return p
+	}
+	connect := func() jetstream.JetStream {
+		nc, err := nats.Connect(natsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		return js
+	}
+	var guests []pvesim.GuestInfo
+	for _, g := range sim.Guests() {
+		if !g.Template {
+			guests = append(guests, g)
+		}
+	}
+	g, filler := guests[0], guests[1]
+	description := func() string {
+		gi, _ := sim.Guest(g.VMID)
+		return strings.TrimRight(gi.Config["description"], "\n ")
+	}
+
+	up1 := up("up1")
+	js := connect()
+	ctx := t.Context()
+	ack, err := js.Publish(ctx, events.Subject(events.KindDesired, "pve", g.VMID),
+		[]byte(`{"vmid":`+strconv.Itoa(g.VMID)+`,"description":"kept"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the desired description applied", func() bool { return description() == "kept" })
+	// Another guest's desired events, the same 8 KB each time (one
+	// change, then none): they push the journal past its byte limit.
+	body := `{"vmid":` + strconv.Itoa(filler.VMID) + `,"description":"` + strings.Repeat("x", 8000) + `"}`
+	s, err := js.Stream(ctx, "PVE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the desired event evicted by retention", func() bool {
+		if _, err := js.Publish(ctx, events.Subject(events.KindDesired, "pve", filler.VMID), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.FirstSeq > ack.Sequence
+	})
+	// The keep stream is the server's; a SIGKILL loses nothing it stored.
+	keep, err := js.Stream(ctx, "PVE_KEEP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the desired event in the keep stream", func() bool {
+		m, err := keep.GetLastMsgForSubject(ctx, events.StoredSubject(events.KindDesired, "pve", g.VMID, 16))
+		return err == nil && strings.HasPrefix(m.Header.Get("Nats-Stream-Source"), "PVE "+strconv.FormatUint(ack.Sequence, 10)+" ")
+	})
+
+	up1.kill()
+	up2 := up("up2")
+	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: "root@pam!rt", TokenSecret: "rt-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gi, _ := sim.Guest(g.VMID)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := px.UpdateConfig(cctx, pve.GuestRef{Kind: pve.Kind(gi.Kind), Node: gi.Node, VMID: g.VMID},
+		pve.ConfigChange{Set: map[string]string{"description": "edited by hand"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			out, _ := runCLI(t, "status", "--nats", natsURL, "-o", "json", strconv.Itoa(g.VMID))
+			t.Logf("status of %d: %s", g.VMID, tail(out, 3000))
+		}
+	}()
+	eventually(t, 20*time.Second, "drift corrected after retention and SIGKILL", func() bool { return description() == "kept" })
+	if b, _ := os.ReadFile(up2.log); !strings.Contains(string(b), "folded what the keep stream holds") {
+		t.Fatal("up2 did not fold kept entries")
+	}
+}
