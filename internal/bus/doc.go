@@ -3,7 +3,7 @@
 // file, nkey, TLS), idempotent provisioning of the journal stream and the
 // views bucket, and the implementations of the narrow interfaces the roles
 // use instead of a connection: the journal's roles of package journal
-// (Reader, Appender, AsyncAppender, Follower, Consumer, Latest), the view
+// (Reader, Appender, AsyncAppender, Follower, Consumer, Latest, Kept), the view
 // store of package views ([ViewStore]), the lease store of package lease
 // ([Bus.LeaseStore]), the planner's checkpoint store ([Checkpoints]) and
 // live subscriptions for the control router ([Bus.Subscribe]). It does not
@@ -24,6 +24,13 @@
 // use stored subjects ([events.StoredSubject], [events.StoredFilter]).
 // Fenced publishes that the stream refuses (10071, or 10164 on a
 // replicated stream) are journal.ErrFenced.
+//
+// A second stream, the keep stream ("<stream>_KEEP", [Bus.KeepStreamConfig]),
+// is provisioned with the journal: JetStream fills it by sourcing the
+// journal's desired, action and result subjects, KeepPerSubject per
+// stored subject, without age or size limit, so that every guest's newest
+// ones survive the journal's retention; [Bus.Kept] reads them back under
+// their journal sequence (docs/retention.md).
 //
 // # Views
 //

@@ -18,6 +18,9 @@
 //   - [AsyncAppender]: the same without waiting, for the planner's actions
 //     and the observer's snapshots.
 //   - [Follower]: every entry after a sequence, in order (the planner's fold).
+//   - [Kept]: every guest's newest desired events, actions and results,
+//     whatever the journal's retention dropped, under their journal
+//     sequences (the planner's fold across a retention gap).
 //
 // # Subjects
 //

@@ -15,8 +15,15 @@
 // # Start and stop
 //
 // [Loop.Run] restores the newest usable checkpoint (same cluster and
-// stream, within the stream's current range), follows the journal from
-// the event after it, and is [Loop.Ready] once the engine caught up. When
+// stream, not beyond its end, not of a stream since recreated). If the
+// journal now starts after the checkpoint (or, with none, after 1),
+// retention dropped events the fold needs: it folds first what the
+// journal keeps of them (journal.Kept: every guest's newest desired
+// events, actions and results, under their own sequences), then follows
+// the journal from its first event; otherwise from the event after the
+// checkpoint. It is [Loop.Ready] once the engine caught up. An action
+// whose predecessor retention dropped is fenced on an empty subject
+// (docs/retention.md). When
 // its context ends it flushes the documents still to write, leaves the
 // partition group, waits for a checkpoint being written, writes a last one
 // if the fold advanced, and lets the writer finish (at most five seconds).
