@@ -95,7 +95,7 @@ func (c *consumer) run(ctx context.Context) {
 
 // deliverOne hands out the next matching entry; false when there is none.
 func (c *consumer) deliverOne() bool {
-	entries := c.j.Entries()
+	entries, first := c.j.Entries(), c.j.firstSeq()
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
@@ -103,7 +103,7 @@ func (c *consumer) deliverOne() bool {
 	}
 	for ; c.next <= uint64(len(entries)); c.next++ {
 		e := entries[c.next-1]
-		if !matches(c.spec.Filter, e.Subject) {
+		if e.Seq < first || !matches(c.spec.Filter, e.Subject) { // trimmed: gone
 			continue
 		}
 		n, pending := c.delivered[e.Seq]

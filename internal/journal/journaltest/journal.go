@@ -3,6 +3,7 @@ package journaltest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,8 @@ type Journal struct {
 	now        func() time.Time
 
 	mu      sync.Mutex
-	entries []journal.Entry
+	entries []journal.Entry   // every entry ever appended, trimmed ones too
+	first   uint64            // entries before it are trimmed (Trim)
 	last    map[string]uint64 // stored subject → its newest sequence
 	msgIDs  map[string]uint64
 	// failAppends, when set, makes Appends fail with it (an unreachable
@@ -33,6 +35,7 @@ var (
 	_ journal.Appender      = (*Journal)(nil)
 	_ journal.AsyncAppender = (*Journal)(nil)
 	_ journal.Consumer      = (*Journal)(nil)
+	_ journal.Kept          = (*Journal)(nil)
 )
 
 // New returns an empty journal of the given partition count, stamping
@@ -84,8 +87,8 @@ func (j *Journal) appendLocked(m events.Message, x journal.Expect) (journal.Ack,
 		}
 	}
 	subject := j.stored(m.Subject)
-	if x.Fenced && j.last[subject] != x.LastSubjectSeq {
-		return journal.Ack{}, fmt.Errorf("%w: %s ends at %d, not %d", journal.ErrFenced, subject, j.last[subject], x.LastSubjectSeq)
+	if last := j.lastLocked(subject); x.Fenced && last != x.LastSubjectSeq {
+		return journal.Ack{}, fmt.Errorf("%w: %s ends at %d, not %d", journal.ErrFenced, subject, last, x.LastSubjectSeq)
 	}
 	seq := uint64(len(j.entries)) + 1
 	hdr := events.Header{}
@@ -136,10 +139,15 @@ func (j *Journal) Info(context.Context) (journal.Info, error) {
 	if n > 0 {
 		info.FirstSeq = 1
 	}
+	if j.first > 1 {
+		// As JetStream after a cut: FirstSeq may be LastSeq+1, empty.
+		info.FirstSeq = j.first
+		info.Msgs = n - min(n, j.first-1)
+	}
 	return info, nil
 }
 
-// Entries returns a copy of every entry, oldest first.
+// Entries returns a copy of every entry, oldest first, trimmed ones too.
 func (j *Journal) Entries() []journal.Entry {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -152,7 +160,7 @@ func (j *Journal) Lasts(_ context.Context, cluster string, vmid int, kinds ...ev
 	defer j.mu.Unlock()
 	out := make([]*journal.Entry, len(kinds))
 	for i, k := range kinds {
-		if seq := j.last[events.StoredSubject(k, cluster, vmid, j.partitions)]; seq > 0 {
+		if seq := j.lastLocked(events.StoredSubject(k, cluster, vmid, j.partitions)); seq > 0 {
 			e := j.entries[seq-1]
 			out[i] = &e
 		}
@@ -165,7 +173,7 @@ func (j *Journal) Next(_ context.Context, kind events.Kind, cluster string, vmid
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	subject := events.StoredSubject(kind, cluster, vmid, j.partitions)
-	for i := max(seq, 1) - 1; i < uint64(len(j.entries)); i++ {
+	for i := max(seq, j.first, 1) - 1; i < uint64(len(j.entries)); i++ {
 		if j.entries[i].Subject == subject {
 			e := j.entries[i]
 			return &e, nil
@@ -178,9 +186,64 @@ func (j *Journal) Next(_ context.Context, kind events.Kind, cluster string, vmid
 func (j *Journal) Get(_ context.Context, seq uint64) (*journal.Entry, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if seq == 0 || seq > uint64(len(j.entries)) {
+	if seq == 0 || seq < j.first || seq > uint64(len(j.entries)) {
 		return nil, nil
 	}
 	e := j.entries[seq-1]
 	return &e, nil
+}
+
+// lastLocked is the subject's newest entry still in the journal, 0 if
+// none: retention trims oldest first, so a trimmed newest means an empty
+// subject.
+func (j *Journal) lastLocked(subject string) uint64 {
+	if seq := j.last[subject]; seq >= j.first {
+		return seq
+	}
+	return 0
+}
+
+// KeepPerSubject is how many entries per subject Kept keeps, as the
+// bus's keep stream does.
+const KeepPerSubject = 8
+
+// Trim drops the entries before first, as retention would: reads,
+// consumers and fences no longer see them; Kept still has each guest's
+// newest desired events, actions and results.
+func (j *Journal) Trim(first uint64) {
+	j.mu.Lock()
+	j.first = max(j.first, first)
+	j.mu.Unlock()
+}
+
+// firstSeq is where the journal starts (Trim).
+func (j *Journal) firstSeq() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.first
+}
+
+// Kept implements journal.Kept like the bus's keep stream: the newest
+// KeepPerSubject entries of each desired, action and result subject,
+// trimmed or not, those in (after, before), in order.
+func (j *Journal) Kept(_ context.Context, after, before uint64) ([]journal.Entry, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seen := map[string]int{}
+	var out []journal.Entry
+	for i := len(j.entries) - 1; i >= 0; i-- {
+		e := j.entries[i]
+		k, _, _ := strings.Cut(strings.TrimPrefix(e.Subject, events.Prefix+"."), ".")
+		switch events.Kind(k) {
+		case events.KindDesired, events.KindAction, events.KindResult:
+		default:
+			continue
+		}
+		if seen[e.Subject]++; seen[e.Subject] > KeepPerSubject || e.Seq <= after || e.Seq >= before {
+			continue
+		}
+		out = append(out, e)
+	}
+	slices.Reverse(out)
+	return out, nil
 }
