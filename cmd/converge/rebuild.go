@@ -31,7 +31,9 @@ func newRebuildCmd(g *globals) *cobra.Command {
 empty views bucket. The journal is not touched: it is the source of truth.
 A running planner notices the new bucket within seconds and rewrites every view
 from its fold; a planner started later folds the journal from the start (there
-is no checkpoint any more). With --wait, rebuild waits for the rewrite.`,
+is no checkpoint any more), beginning with what the keep stream holds of events
+retention dropped, so every guest's desired state survives (docs/retention.md).
+With --wait, rebuild waits for the rewrite.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
