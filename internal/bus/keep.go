@@ -68,16 +68,21 @@ func (b *Bus) provisionKeep(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("bus: stream %s: %w", want.Name, err)
 	}
-	have := s.CachedInfo().Config
-	if have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.Replicas == want.Replicas && have.Description == want.Description &&
-		len(have.Sources) == 1 && have.Sources[0].Name == want.Sources[0].Name &&
-		slices.Equal(have.Sources[0].SubjectTransforms, want.Sources[0].SubjectTransforms) {
+	if sameKeep(s.CachedInfo().Config, want) { // an update is a Raft proposal on a cluster
 		return nil
 	}
 	if _, err := b.JS.UpdateStream(ctx, want); err != nil {
 		return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
 	}
 	return nil
+}
+
+// sameKeep compares the fields KeepStreamConfig sets.
+func sameKeep(have, want jetstream.StreamConfig) bool {
+	return have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.Replicas == want.Replicas && have.Description == want.Description &&
+		have.Storage == want.Storage && have.MaxAge == 0 && have.MaxBytes == -1 && have.MaxMsgs == -1 &&
+		len(have.Sources) == 1 && have.Sources[0].Name == want.Sources[0].Name &&
+		slices.Equal(have.Sources[0].SubjectTransforms, want.Sources[0].SubjectTransforms)
 }
 
 // Kept implements journal.Kept: it reads the whole keep stream with one
