@@ -137,18 +137,30 @@ func (l *Loop) usable(cp *Checkpoint) string {
 // start (the checkpoint, or nothing) and the journal's first entry, as
 // far as the journal keeps it: every guest's newest desired events,
 // actions and results, under their own sequences. It returns where to
-// follow the journal from.
+// follow the journal from. A journal retention has cut may be at its
+// limit, dropping its oldest entries while the feed reads them: the kept
+// entries after its first are held for bridge.
 func (l *Loop) foldKept(ctx context.Context) (after uint64, err error) {
 	from, info := l.eng.LastSeq(), l.stream
-	if info.Msgs == 0 || info.FirstSeq <= from+1 {
+	if info.FirstSeq <= 1 || info.LastSeq <= from {
 		return from, nil
 	}
-	es, err := l.j.Kept(ctx, from, info.FirstSeq)
+	es, err := l.j.Kept(ctx, from, info.LastSeq+1)
 	if err != nil {
 		return 0, fmt.Errorf("planner: kept entries: %w", err)
 	}
-	evs := make([]projector.Event, len(es))
-	for i, e := range es {
+	n := 0
+	for n < len(es) && es[n].Seq < info.FirstSeq {
+		n++
+	}
+	if len(es) > n {
+		l.ahead = es[n:]
+	}
+	if info.FirstSeq <= from+1 {
+		return from, nil
+	}
+	evs := make([]projector.Event, n)
+	for i, e := range es[:n] {
 		evs[i] = event(e)
 	}
 	l.eng.Fold(evs, 0, l.clk.Now())
@@ -156,4 +168,24 @@ func (l *Loop) foldKept(ctx context.Context) (after uint64, err error) {
 	l.log.Info().Uint64("after", from).Uint64("journal_first", info.FirstSeq).Int("recovered", len(evs)).
 		Msg("journal retention dropped events the fold needs; folded what the keep stream holds of them")
 	return info.FirstSeq - 1, nil
+}
+
+// bridge appends to batch the kept entries the feed skipped before seq
+// (retention dropped them before the feed read them), and forgets those
+// it passed.
+func (l *Loop) bridge(batch []projector.Event, seq uint64) []projector.Event {
+	for len(l.ahead) > 0 && l.ahead[0].Seq <= seq {
+		if k := l.ahead[0]; k.Seq < seq {
+			batch = append(batch, event(k))
+			l.bridged++
+		}
+		l.ahead = l.ahead[1:]
+		if len(l.ahead) == 0 {
+			l.ahead = nil
+			if l.bridged > 0 {
+				l.log.Info().Int("recovered", l.bridged).Msg("journal retention dropped events before the planner read them; folded what the keep stream holds of them")
+			}
+		}
+	}
+	return batch
 }

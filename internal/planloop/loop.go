@@ -59,6 +59,11 @@ type Loop struct {
 	writer  *views.Writer
 	rejects *rejections
 	stream  journal.Info // as it stood at start
+	// ahead are kept entries the journal held at start, in order, until
+	// the feed passes them: retention may drop them before it reads them
+	// (bridge).
+	ahead   []journal.Entry
+	bridged int
 	// first is the journal's first sequence as last read: an action
 	// before it is gone, and fences of actions seen there expect none.
 	first   uint64
@@ -205,11 +210,11 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.eng.RewriteAll()
 		case e := <-entries:
 			// Take what is already buffered too.
-			batch = append(batch[:0], event(e))
+			batch = append(l.bridge(batch[:0], e.Seq), event(e))
 			pending, cluster := e.Pending, clusterEvent(e)
 			for n := len(entries); n > 0; n-- {
 				e := <-entries
-				batch = append(batch, event(e))
+				batch = append(l.bridge(batch, e.Seq), event(e))
 				pending, cluster = e.Pending, cluster || clusterEvent(e)
 			}
 			if cluster {
