@@ -21,7 +21,9 @@
 // journal keeps of them (journal.Kept: every guest's newest desired
 // events, actions and results, under their own sequences), then follows
 // the journal from its first event; otherwise from the event after the
-// checkpoint. It is [Loop.Ready] once the engine caught up. An action
+// checkpoint; kept entries the journal held at start but dropped before
+// the feed read them are folded where the feed skips them. It is
+// [Loop.Ready] once the engine caught up. An action
 // whose predecessor retention dropped is fenced on an empty subject
 // (docs/retention.md). When
 // its context ends it flushes the documents still to write, leaves the
