@@ -18,6 +18,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/secret"
 )
 
 // defaultGCPercent is the garbage collector's target when GOGC is unset.
@@ -62,14 +63,17 @@ type globals struct {
 	cluster  string
 	natsUser string
 	natsPass string
-	natsCred string
-	natsNKey string
-	natsCA   string
-	natsCert string
-	natsKey  string
-	stream   string
-	bucket   string
-	replicas int
+	// natsPassword is where natsPass comes from (file, env or flag),
+	// resolved before any command runs.
+	natsPassword secret.Flag
+	natsCred     string
+	natsNKey     string
+	natsCA       string
+	natsCert     string
+	natsKey      string
+	stream       string
+	bucket       string
+	replicas     int
 	// replicasEnv is CONVERGE_REPLICAS when it is not a number, reported
 	// before any command runs.
 	replicasEnv string
@@ -89,7 +93,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.natsURL, "nats", os.Getenv("CONVERGE_NATS_URL"), "NATS server URLs, comma-separated (env CONVERGE_NATS_URL)")
 	pf.StringVar(&g.cluster, "cluster", envOr("CONVERGE_CLUSTER", events.DefaultCluster), "Proxmox cluster id (env CONVERGE_CLUSTER)")
 	pf.StringVar(&g.natsUser, "nats-user", os.Getenv("CONVERGE_NATS_USER"), "NATS user (env CONVERGE_NATS_USER)")
-	pf.StringVar(&g.natsPass, "nats-password", os.Getenv("CONVERGE_NATS_PASSWORD"), "NATS password (env CONVERGE_NATS_PASSWORD)")
+	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
+	g.natsPassword.Register(pf)
 	pf.StringVar(&g.natsCred, "nats-creds", os.Getenv("CONVERGE_NATS_CREDS"), "NATS credentials file (env CONVERGE_NATS_CREDS)")
 	pf.StringVar(&g.natsNKey, "nats-nkey", os.Getenv("CONVERGE_NATS_NKEY"), "NATS nkey seed file (env CONVERGE_NATS_NKEY)")
 	pf.StringVar(&g.natsCA, "nats-ca", os.Getenv("CONVERGE_NATS_CA"), "CA file for NATS TLS (env CONVERGE_NATS_CA)")
@@ -112,6 +117,9 @@ func newRoot() *cobra.Command {
 		if err := g.validateReplicas(cmd); err != nil {
 			return err
 		}
+		if err := g.resolveSecrets(cmd); err != nil {
+			return err
+		}
 		return events.ValidateCluster(g.cluster)
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
@@ -129,6 +137,17 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	// whole seconds, which the console writer would print as .000.
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// resolveSecrets reads the NATS password from its file, warning when it
+// was given on the command line.
+func (g *globals) resolveSecrets(cmd *cobra.Command) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	g.natsPass, err = g.natsPassword.Resolve(cmd.Flags(), log)
+	return err
 }
 
 func (g *globals) validateReplicas(cmd *cobra.Command) error {

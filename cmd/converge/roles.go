@@ -7,12 +7,14 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/secret"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -23,6 +25,10 @@ type roleFlags struct {
 	observeInterval time.Duration
 	configRefresh   time.Duration
 	pve             pve.Config
+	pveSecret       secret.Flag
+	// flags are the command's, to tell a secret given on the command
+	// line from one given by the environment.
+	flags           *pflag.FlagSet
 	pveTimeout      time.Duration
 	concurrency     int
 	ackWait         time.Duration
@@ -59,7 +65,9 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.resyncInterval, "resync-interval", observer.DefaultResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
 	fl.StringVar(&f.pve.URL, "pve-url", os.Getenv("PVE_URL"), "Proxmox VE API URL, e.g. https://pve1:8006 (env PVE_URL); plain http:// sends the credentials in clear (warned at start)")
 	fl.StringVar(&f.pve.TokenID, "pve-token-id", os.Getenv("PVE_TOKEN_ID"), "API token id user@realm!name (env PVE_TOKEN_ID)")
-	fl.StringVar(&f.pve.TokenSecret, "pve-token-secret", os.Getenv("PVE_TOKEN_SECRET"), "API token secret (env PVE_TOKEN_SECRET)")
+	f.pveSecret = secret.Flag{Name: "pve-token-secret", Env: "PVE_TOKEN_SECRET", Usage: "API token secret"}
+	f.pveSecret.Register(fl)
+	f.flags = fl
 	fl.StringVar(&f.pve.Fingerprint, "pve-fingerprint", os.Getenv("PVE_FINGERPRINT"), "pin the Proxmox certificate's SHA-256 fingerprint")
 	fl.StringVar(&f.pve.CAFile, "pve-ca", os.Getenv("PVE_CA"), "CA file for the Proxmox certificate")
 	fl.BoolVar(&f.pve.Insecure, "pve-insecure", false, "do not verify the Proxmox certificate (dangerous)")
@@ -103,13 +111,20 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) a
 
 func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 	if f.pve.URL == "" {
-		return nil, errors.New("no Proxmox configured: set --pve-url (PVE_URL) and an API token (--pve-token-id/--pve-token-secret), or use `converge up --sim`")
+		return nil, errors.New("no Proxmox configured: set --pve-url (PVE_URL) and an API token (--pve-token-id and --pve-token-secret-file), or use `converge up --sim`")
 	}
 	if f.pve.Insecure {
 		log.Warn().Str("url", f.pve.URL).Msg("TLS VERIFICATION OF PROXMOX IS OFF (--pve-insecure): anyone on the path can impersonate Proxmox and read the API token; use --pve-fingerprint or --pve-ca")
 	}
 	if f.pve.PlainHTTP() && !(f.builtinSim && f.pve.Loopback()) {
 		log.Warn().Str("url", f.pve.URL).Msg("PROXMOX OVER PLAIN HTTP (--pve-url http://…): the API token or password, and every ticket, cross the network in clear, readable and replayable by anyone on the path; use https:// with --pve-fingerprint or --pve-ca")
+	}
+	if f.flags != nil && !f.builtinSim {
+		s, err := f.pveSecret.Resolve(f.flags, log)
+		if err != nil {
+			return nil, err
+		}
+		f.pve.TokenSecret = s
 	}
 	cfg := f.pve
 	cfg.Timeout = f.pveTimeout

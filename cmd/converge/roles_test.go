@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/internal/pve"
 )
@@ -42,5 +45,45 @@ func TestPlainHTTPProxmoxWarns(t *testing.T) {
 				t.Fatalf("the secret is logged:\n%s", out)
 			}
 		})
+	}
+}
+
+// The Proxmox token secret on the command line was readable by every
+// local user in /proc/PID/cmdline. It comes from a file now (or the
+// environment); the command line still works, with a loud warning.
+func TestPVETokenSecretFromFile(t *testing.T) {
+	t.Setenv("PVE_TOKEN_SECRET", "")
+	t.Setenv("PVE_TOKEN_SECRET_FILE", "")
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--pve-token-secret-file", file}, false},
+		{[]string{"--pve-token-secret", "s3cret-from-file"}, true},
+	} {
+		f := &roleFlags{}
+		cmd := &cobra.Command{}
+		addRoleFlags(cmd, f, "")
+		args := append([]string{"--pve-url", "https://pve1.example.org:8006", "--pve-token-id", "converge@pve!t"}, c.args...)
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := f.pveClient(zerolog.New(&buf)); err != nil {
+			t.Fatal(err)
+		}
+		if f.pve.TokenSecret != "s3cret-from-file" {
+			t.Fatalf("%v: secret %q", c.args, f.pve.TokenSecret)
+		}
+		if warned := strings.Contains(buf.String(), "SECRET ON THE COMMAND LINE"); warned != c.warn {
+			t.Fatalf("%v: warned %t; log:\n%s", c.args, warned, buf.String())
+		}
+		if strings.Contains(buf.String(), "s3cret-from-file") {
+			t.Fatalf("the secret is logged:\n%s", buf.String())
+		}
 	}
 }
