@@ -1,0 +1,193 @@
+package pve
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// slowResources is the generic (map) reading of a cluster resources answer.
+func slowResources(data []byte) ([]Resource, error) {
+	var items []map[string]any
+	if err := unmarshalNumber(data, &items); err != nil {
+		return nil, err
+	}
+	out := []Resource{}
+	for _, it := range items {
+		if k := Kind(str(it["type"])); k.Valid() {
+			r, err := decodeResource(k, it)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	sortResources(out)
+	return out, nil
+}
+
+// foldedKeys reports rows with a key that is not lowercase.
+func foldedKeys(data []byte) bool {
+	var items []map[string]json.RawMessage
+	if json.Unmarshal(data, &items) != nil {
+		return false
+	}
+	for _, it := range items {
+		for k := range it {
+			if k != strings.ToLower(k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// FuzzInventory: whatever Proxmox (or something in its place) answers to
+// GET /cluster/resources, the two fast paths read what the generic
+// decoder reads wherever it reads anything.
+func FuzzInventory(f *testing.F) {
+	for _, s := range []string{
+		`[{"id":"qemu/100","type":"qemu","vmid":100,"node":"pve1","name":"web","status":"running","template":0,"maxcpu":2,"maxmem":2147483648,"uptime":42,"tags":"b;A","lock":"backup"}]`,
+		`[{"id":"lxc/101","type":"lxc","vmid":"101","node":"pve2","status":"unknown","template":"1","maxcpu":0.5,"maxmem":5.36870912e+08}]`,
+		`[{"id":"node/pve1","type":"node","node":"pve1"},{"type":"qemu","vmid":102,"node":"pve1","hastate":"started","pool":"prod","template":false}]`,
+		`[{"type":"qemu","vmid":1.03e2,"node":"pve1","maxcpu":"4","uptime":null}]`,
+		`[{"type":"qemu","VMID":104,"name":"a","name":"b"}]`,
+		`[{"type":"qemu","vmid":112,"vmid":[1]}]`,
+		`null`, `{}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if foldedKeys(data) {
+			// encoding/json (the typed paths) matches keys case-insensitively,
+			// the generic map does not; Proxmox writes lowercase keys only.
+			return
+		}
+		slow, slowErr := slowResources(data)
+		// Where the generic decoder refuses an answer (numbers beyond
+		// float64 in rows it skips, say), the typed one may read its guests;
+		// where both read, they read the same.
+		if typed, ok := decodeResourcesTyped(data); ok && slowErr == nil {
+			if !reflect.DeepEqual(typed, slow) {
+				t.Fatalf("typed path disagrees:\ntyped %+v\nslow  %+v (%v)", typed, slow, slowErr)
+			}
+		}
+		general, err := DecodeResources(data)
+		if err == nil && slowErr == nil && !isNull(data) && !reflect.DeepEqual(general, slow) {
+			t.Fatalf("DecodeResources disagrees:\n%+v\nslow %+v (%v)", general, slow, slowErr)
+		}
+		body := append(append([]byte(`{"data":`), data...), '}')
+		if streamed, ok := decodeInventory(body, nil); ok && err == nil {
+			if err != nil || !reflect.DeepEqual(streamed, general) {
+				t.Fatalf("streamed path disagrees:\n%+v\n%+v (%v)", streamed, general, err)
+			}
+		}
+	})
+}
+
+// FuzzGuestConfig: a config and pending answer decode deterministically;
+// what converge takes from them is normalised as events carry it.
+func FuzzGuestConfig(f *testing.F) {
+	f.Add([]byte(`{"cores":2,"memory":"2048","name":"web","description":"d\n","tags":"b;a","onboot":1,"digest":"ab"}`),
+		[]byte(`[{"key":"cores","value":2,"pending":4},{"key":"memory","value":"2048"},{"key":"tags","delete":1},{"key":"digest","value":"ab"}]`))
+	f.Add([]byte(`{"hostname":"ct","memory":512,"cores":"1","digest":"cd"}`), []byte(nil))
+	f.Add([]byte(`{"memory":"current=4096,min=512","cores":1e0,"onboot":"0"}`), []byte(`null`))
+	f.Add([]byte(`null`), []byte(`[]`))
+	f.Fuzz(func(t *testing.T, config, pending []byte) {
+		for _, kind := range []Kind{KindQEMU, KindLXC} {
+			ref := GuestRef{Kind: kind, Node: "pve1", VMID: 100}
+			g, err := DecodeGuestConfig(ref, config, pending)
+			if err != nil {
+				continue
+			}
+			g2, err := DecodeGuestConfig(ref, config, pending)
+			if err != nil || !reflect.DeepEqual(g, g2) {
+				t.Fatalf("not deterministic: %+v vs %+v (%v)", g, g2, err)
+			}
+			if _, ok := g.Raw["digest"]; ok {
+				t.Fatal("Raw holds the digest")
+			}
+			m := g.Managed()
+			if !slices.Equal(events.NormaliseTags(m.Tags), m.Tags) || m.Tags == nil {
+				t.Fatalf("tags not normalised: %q", m.Tags)
+			}
+			if events.NormaliseDescription(m.Description) != m.Description {
+				t.Fatalf("description not normalised: %q", m.Description)
+			}
+			_ = g.ManagedPending()
+			for k := range g.Raw {
+				_, _ = g.Effective(k)
+			}
+		}
+		if g, err := DecodePendingConfig(GuestRef{Kind: KindQEMU, VMID: 100}, pending); err == nil {
+			if _, ok := g.Raw["digest"]; ok {
+				t.Fatal("Raw holds the digest")
+			}
+		}
+		_, _ = DecodeGuestStatus(config)
+	})
+}
+
+// FuzzParseUPID: a task id parses only into what writes it back.
+func FuzzParseUPID(f *testing.F) {
+	for _, s := range []string{
+		"UPID:pve1:0000A1B2:0000C3D4:674A1B2C:qmstart:101:root@pam!converge:",
+		"UPID:pve-2:00001234:00005678:674A1B2C:vzshutdown:205:converge@pve!tok:",
+		"UPID:pve1:1:2:3:qmclone:9000:root@pam",
+		"UPID::1:2:3:x:y:z:", "UPID:pve1:zz:2:3:x:y:z:", "UPID:a:1:2:3:4:5:6:7:8",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseUPID(s)
+		if err != nil {
+			return
+		}
+		_, _ = u.Op(), u.Ref()
+		back := fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", u.Node, u.PID, u.PStart, u.StartTime.Unix(), u.Type, u.ID, u.User)
+		u2, err := ParseUPID(back)
+		if err != nil || !reflect.DeepEqual(u, u2) {
+			t.Fatalf("%q → %+v → %q → %+v (%v)", s, u, back, u2, err)
+		}
+	})
+}
+
+// FuzzNumbers: Proxmox's mixed typing (numbers, strings, scientific
+// notation, property strings) reads the same whether it came as a JSON
+// number or a string, and a value read writes back to itself.
+func FuzzNumbers(f *testing.F) {
+	for _, s := range []string{"2048", "1e3", "2.0", "-1", "current=4096,min=512", "4096,balloon=0", "0x10", " 7 ", "1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, err := ParseInt(s); err == nil {
+			if m, err := ParseInt(strconv.FormatInt(n, 10)); err != nil || m != n {
+				t.Fatalf("ParseInt(%q) = %d, which reads back as %d (%v)", s, n, m, err)
+			}
+			if m, err := ParseInt(json.Number(s)); err == nil && m != n {
+				t.Fatalf("%q: string %d, number %d", s, n, m)
+			}
+		}
+		if n, err := ParseMemoryMiB(s); err == nil && (n < 0 || n > 1<<31-1) {
+			t.Fatalf("ParseMemoryMiB(%q) = %d", s, n)
+		}
+		_, _ = ParseFloat(s)
+		if b, err := ParseBool(s); err == nil {
+			if b2, err := ParseBool(map[bool]string{true: "1", false: "0"}[b]); err != nil || b2 != b {
+				t.Fatalf("ParseBool(%q) = %t does not read back", s, b)
+			}
+		}
+		var v any
+		if unmarshalNumber([]byte(s), &v) == nil {
+			_, _ = ParseInt(v)
+			_, _ = ParseMemoryMiB(v)
+			_, _ = ParseBool(v)
+		}
+	})
+}
