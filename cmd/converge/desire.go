@@ -181,6 +181,12 @@ func readDesiredFile(path string) ([]desiredBody, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseDesiredFile(path, raw)
+}
+
+// parseDesiredFile validates every entry of a YAML/JSON document; path
+// names it in errors.
+func parseDesiredFile(path string, raw []byte) ([]desiredBody, error) {
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not YAML or JSON: %w", path, err)
