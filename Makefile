@@ -2,7 +2,7 @@ GO      ?= go
 BIN     ?= bin/converge
 PKGS    ?= ./...
 
-.PHONY: build test test-short scenarios vet run sim fmt
+.PHONY: build test test-short scenarios vet run sim fmt fuzz
 
 build:
 	$(GO) build -o $(BIN) ./cmd/converge
@@ -32,3 +32,17 @@ run: sim
 
 fmt:
 	gofmt -w .
+
+# Every fuzz target in turn, FUZZTIME each (docs/fuzzing.md). Their seed
+# corpora (f.Add and testdata/fuzz) already run as tests in `make test`;
+# this searches for new inputs. A finding is written under the package's
+# testdata/fuzz/ and stops the run.
+FUZZTIME ?= 5m
+FUZZFLAGS ?=
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
+		done; \
+	done
