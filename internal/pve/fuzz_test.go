@@ -170,7 +170,8 @@ func FuzzNumbers(f *testing.F) {
 			if m, err := ParseInt(strconv.FormatInt(n, 10)); err != nil || m != n {
 				t.Fatalf("ParseInt(%q) = %d, which reads back as %d (%v)", s, n, m, err)
 			}
-			if m, err := ParseInt(json.Number(s)); err == nil && m != n {
+			// A decoder's json.Number never carries the blanks a string may.
+			if m, err := ParseInt(json.Number(strings.TrimSpace(s))); err == nil && m != n {
 				t.Fatalf("%q: string %d, number %d", s, n, m)
 			}
 		}
