@@ -111,7 +111,12 @@ type Action struct {
 	// action if either has been superseded.
 	DesiredSeq uint64 `json:"desired_seq"`
 	BasisSeq   uint64 `json:"basis_seq"`
-	Attempt    int    `json:"attempt"`
+	// ObservationSeq is the entry (an observation, or a result's
+	// read-back) whose reading of the guest the plan used; BasisSeq may be
+	// a later observation the fold did not adopt. Executors re-plan from
+	// it to verify the action (0 in actions of older planners: BasisSeq).
+	ObservationSeq uint64 `json:"observation_seq,omitempty"`
+	Attempt        int    `json:"attempt"`
 }
 
 // ResultStatus is what happened to an action.

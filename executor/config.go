@@ -10,6 +10,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/planner"
 )
 
 // Config configures an [Executor]. Defaults and validation live in
@@ -54,9 +55,18 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives structured logs. Secrets are never logged.
 	Logger zerolog.Logger
+	// Policy is the planner's policy (the same flags): an action is run
+	// only if planner.Plan, under it, produces it from the action's
+	// desired state and observation (verify.go). Zero fields take the
+	// planner's defaults.
+	Policy planner.Policy
 	// Poison, if set, receives the actions terminated as undecodable
 	// (control.Router.Poison); they are logged either way.
 	Poison func(source, subject string, seq uint64, err error)
+
+	// unverified turns verify.go off; only this package's tests set it
+	// (export_test.go).
+	unverified bool
 }
 
 const (
@@ -124,6 +134,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
 	c.Clock = clock.Or(c.Clock)
+	if err := c.Policy.Validate(); err != nil {
+		return c, fmt.Errorf(p+"Policy: %w", err)
+	}
 	return c, nil
 }
 

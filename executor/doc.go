@@ -57,13 +57,28 @@
 //     action of the guest, if any) are read. A final result for the action
 //     means it was handled before a crash: acknowledge, done. A "started"
 //     result carrying a UPID means a predecessor issued the mutation: resume
-//     at step 6 with that task, never issuing the mutation again.
+//     at step 6 with that task, never issuing the mutation again, but only
+//     if the result is for this action, guest and operation and its UPID
+//     names a task of that operation on this guest and node (verify.go);
+//     otherwise the action is skipped as not following from the journal.
 //  3. Fence (invariant 2). The action is skipped (final result "skipped",
 //     with the reason) if a newer action of the guest exists, if an accepted
 //     desired event of the guest follows Action.DesiredSeq (a desired event
 //     the projector rejects supersedes nothing), or if an observation of the
 //     guest follows Action.BasisSeq that the projector would adopt over the
 //     basis (read at or after it). All are direct gets on the stream.
+//     Then verification (verify.go): the action runs only if it follows
+//     from the journal. Its operation is one the planner plans (never a
+//     bare stop), its keys are ones converge manages (name, description,
+//     tags, cores, memory, onboot: never hookscript, protection, startup),
+//     Action.DesiredSeq is an accepted desired event of this guest (folded
+//     by the same projector the planner uses), Action.ObservationSeq (or
+//     BasisSeq) an observation or read-back of this guest, and
+//     planner.Plan under Config.Policy (the planner's policy: the same
+//     flags) produces exactly this action from them. Otherwise it is
+//     skipped with "does not follow from the journal: …" and nothing
+//     reaches Proxmox. The two entries are usually the newest ones the
+//     journal check already read: no extra round trip.
 //  4. Adopt (redeliveries only, when the Proxmox implements [TaskFinder], as
 //     *pve.Client does): a task of the action's operation on the guest,
 //     started since the action was planned (in whole seconds), was issued by

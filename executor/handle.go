@@ -168,6 +168,9 @@ func (j *job) execute(ctx context.Context) outcome {
 		j.log.Info().Str("status", string(rec.final.Status)).Msg("action already finished; acknowledging")
 		return outcome{ackOnly: true}
 	case rec.started != nil:
+		if why := verifyTask(a, rec.started); why != "" && !e.cfg.unverified {
+			return j.refuse(why)
+		}
 		t := pve.TaskRef{UPID: rec.started.UPID, Node: rec.started.Node}
 		j.log.Info().Str("upid", t.UPID).Msg("resuming journalled task")
 		return j.wait(ctx, t)
@@ -181,6 +184,18 @@ func (j *job) execute(ctx context.Context) outcome {
 		r := j.result(events.ResultSkipped)
 		r.Reason = reason
 		return outcome{result: r}
+	}
+
+	// Only what follows from the journal reaches Proxmox.
+	if !e.cfg.unverified {
+		why, err := e.verify(ctx, a, lasts)
+		switch {
+		case err != nil:
+			j.log.Warn().Err(err).Msg("journal unreadable")
+			return abandon
+		case why != "":
+			return j.refuse(why)
+		}
 	}
 
 	// A redelivery with no journalled task: a predecessor may have died
@@ -238,6 +253,15 @@ func (j *job) execute(ctx context.Context) outcome {
 		return j.finish(ctx, j.result(events.ResultSucceeded))
 	}
 	return j.started(ctx, t)
+}
+
+// refuse ends an action that does not follow from the journal: skipped,
+// with the reason, and never sent to Proxmox.
+func (j *job) refuse(why string) outcome {
+	j.log.Warn().Str("reason", why).Msg("action refused")
+	r := j.result(events.ResultSkipped)
+	r.Reason = events.TruncateReason(why)
+	return outcome{result: r}
 }
 
 // fenceReads is what the journal says about newer desired state and newer

@@ -184,7 +184,7 @@ func TestHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(executor.Config{Name: "child", AckWait: time.Second, Logger: log}, px, b, b.LeaseStore)
+	ex, err := executor.New(executor.Unverified(executor.Config{Name: "child", AckWait: time.Second, Logger: log}), px, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/scenario"
+	"github.com/converge-pve/converge/planner"
 )
 
 // TestScenarios runs the executor's scripted scenarios (testdata/*.txtar):
@@ -51,13 +52,16 @@ type xharness struct {
 	lost  bool
 	lastD map[int]uint64 // guest → its newest desired sequence
 	lastO map[int]uint64 // guest → its newest observation sequence
-	n     int
+	// digest is each guest's config digest as last observed: the digest
+	// an action planned from that observation carries.
+	digest map[int]string
+	n      int
 }
 
 var x0 = time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
 
 func newXHarness(t *testing.T) *xharness {
-	h := &xharness{t: t, clk: clocktest.New(x0), lastD: map[int]uint64{}, lastO: map[int]uint64{}}
+	h := &xharness{t: t, clk: clocktest.New(x0), lastD: map[int]uint64{}, lastO: map[int]uint64{}, digest: map[int]string{}}
 	h.j = journaltest.New(DefaultPartitions, h.clk.Now)
 	h.px = newFakePVE(h.clk.Now)
 	noLeases := func(context.Context, time.Duration, int) (lease.Store, error) {
@@ -80,8 +84,9 @@ func (h *xharness) cmds() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"guest":     scenario.Cmd("set a guest in the scripted Proxmox", "VMID key=value...", h.guest),
 		"desired":   scenario.Cmd("journal a desired event", "VMID JSON", h.desired),
-		"observe":   scenario.Cmd("journal an observation read at now (or read_at=±D)", "VMID [read_at=D] [after=SEQ]", h.observe),
-		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V] [revert=KEY]", h.action),
+		"observe":   scenario.Cmd("journal an observation of the scripted guest read at now (or read_at=±D), stopped unless status= says otherwise", "VMID [status=S] [pending=KEY:V] [read_at=D] [after=SEQ]", h.observe),
+		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V] [revert=KEY] [timeout=D] [node=N]", h.action),
+		"started":   scenario.Cmd("journal a started result as an executor would", "VMID ACTIONID OP UPID", h.started),
 		"rawaction": scenario.Cmd("journal an action body as given", "VMID BODY", h.rawAction),
 		"deliver":   scenario.Cmd("hand the N-th delivery of the entry at SEQ to Handle", "SEQ [N]", h.deliver),
 		"proxmox":   scenario.Cmd("script the next call of an operation", "fail OP CLASS MESSAGE | task OP EXIT | sync OP | crash OP", h.proxmox),
@@ -143,9 +148,21 @@ func (h *xharness) observe(args []string) (string, error) {
 	}
 	o := events.Observed{Meta: events.NewMeta("observer@test", "", h.clk.Now()), VMID: vmid, Cluster: "pve", Exists: true,
 		Node: "pve1", Kind: events.QEMU, Status: "stopped", ReadAt: h.clk.Now(), Source: events.SourceObserver}
+	// The scripted guest's config and digest as read now; its power
+	// state only when given (status=), so that a script can act on a
+	// read the guest has since left behind.
+	if g := h.px.guests[vmid]; g != nil {
+		o.Digest, o.Config.Cores, o.Config.MemoryMiB, o.Config.Name = g.digest, g.cfg.Cores, g.cfg.MemoryMiB, g.cfg.Name
+		o.Config.Tags = []string{}
+	}
 	for _, kv := range args[1:] {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
+		case "status":
+			o.Status = v
+		case "pending":
+			pk, pv, _ := strings.Cut(v, ":")
+			o.Pending = map[string]string{pk: pv}
 		case "read_at":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -162,7 +179,7 @@ func (h *xharness) observe(args []string) (string, error) {
 	}
 	body, _ := json.Marshal(o)
 	seq := h.publish(events.KindObserved, vmid, nil, body)
-	h.lastO[vmid] = seq
+	h.lastO[vmid], h.digest[vmid] = seq, o.Digest
 	return fmt.Sprintf("observed %d\n", seq), nil
 }
 
@@ -177,7 +194,11 @@ func (h *xharness) action(args []string) (string, error) {
 	h.n++
 	a := events.Action{Meta: events.NewMeta("planner@test", "corr-"+strconv.Itoa(h.n), h.clk.Now()),
 		ID: fmt.Sprintf("pve-%d-%d", vmid, h.n), VMID: vmid, Cluster: "pve", Node: "pve1", Kind: events.QEMU,
-		Op: events.Op(args[1]), Reason: "scenario", DesiredSeq: h.lastD[vmid], BasisSeq: h.lastO[vmid], Attempt: 1}
+		Op: events.Op(args[1]), Reason: "scenario", DesiredSeq: h.lastD[vmid], BasisSeq: h.lastO[vmid], Attempt: 1,
+		Digest: h.digest[vmid]}
+	if a.Op == events.OpShutdown {
+		a.Timeout = planner.DefaultShutdownTimeout // as the planner plans it
+	}
 	for _, kv := range args[2:] {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
@@ -194,6 +215,10 @@ func (h *xharness) action(args []string) (string, error) {
 			a.Set[strings.TrimPrefix(k, "set.")] = v
 		case k == "revert":
 			a.Revert = append(a.Revert, v)
+		case k == "timeout":
+			a.Timeout, err = time.ParseDuration(v)
+		case k == "node":
+			a.Node = v
 		default:
 			return "", fmt.Errorf("unknown action key %q", k)
 		}
@@ -204,6 +229,20 @@ func (h *xharness) action(args []string) (string, error) {
 	body, _ := json.Marshal(a)
 	seq := h.publish(events.KindAction, vmid, nil, body)
 	return fmt.Sprintf("action %d id=%s\n", seq, a.ID), nil
+}
+
+func (h *xharness) started(args []string) (string, error) {
+	if len(args) != 4 {
+		return "", fmt.Errorf("want VMID ACTIONID OP UPID")
+	}
+	vmid, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", err
+	}
+	r := events.Result{Meta: events.NewMeta("executor@other", "", h.clk.Now()), ActionID: args[1], VMID: vmid, Cluster: "pve",
+		Op: events.Op(args[2]), Status: events.ResultStarted, UPID: args[3], Node: "pve1", Executor: "executor@other"}
+	body, _ := json.Marshal(r)
+	return fmt.Sprintf("result %d\n", h.publish(events.KindResult, vmid, nil, body)), nil
 }
 
 func (h *xharness) rawAction(args []string) (string, error) {

@@ -164,7 +164,7 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		ID:   fmt.Sprintf("%s-%d-%d-%d", v.Cluster, v.VMID, v.DesiredSeq, v.RevisionActions+1),
 		VMID: v.VMID, Cluster: v.Cluster, Node: v.Observed.Node, Kind: v.Observed.Kind,
 		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Reason: step.Reason,
-		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), Attempt: v.Failures + 1,
+		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq, Attempt: v.Failures + 1,
 	}
 	e.awaiting[v.VMID] = a.ID
 	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq})

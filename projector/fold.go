@@ -280,7 +280,12 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	// actions run one at a time: it is the newest read, whatever the
 	// clocks say (a skewed reader must not make it look old: the planner
 	// would re-plan from the stale view over and over).
-	if r.Observed != nil {
+	// Only a result of the guest's own action carries a read-back the
+	// fold adopts: a result for any other action id (forged, or another
+	// cluster's executor gone astray) must not rewrite what converge
+	// believes the guest is.
+	ours := (v.InFlight != nil && v.InFlight.ID == r.ActionID) || (v.LastAction != nil && v.LastAction.ID == r.ActionID)
+	if r.Observed != nil && ours {
 		if why := refuse(r.Observed, ev); why != "" {
 			v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: r.Publisher, At: ev.Time}
 		} else {

@@ -105,7 +105,8 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) a
 			VerifyRate: f.verifyRate, ResyncInterval: f.resyncInterval},
 		Planner: planloop.Config{Planner: planner.Config{Policy: f.policy(), CheckpointInterval: f.checkpointEvery},
 			LeaseTTL: f.leaseTTL},
-		Executor: executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL},
+		// The executor verifies actions against Plan under the same policy.
+		Executor: executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL, Policy: f.policy()},
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/views"
+	"github.com/converge-pve/converge/planner"
 )
 
 // App is a converge process: its NATS connections and the roles it runs.
@@ -217,6 +218,11 @@ func (a *App) build(ctx context.Context) error {
 			ec := a.cfg.Executor
 			if a.cfg.Executors > 1 {
 				ec.Name += "-" + strconv.Itoa(i)
+			}
+			if ec.Policy == (planner.Policy{}) {
+				// The executor runs only what the planner's Plan produces,
+				// so it judges with the planner's policy.
+				ec.Policy = a.cfg.Planner.Planner.Policy
 			}
 			ec.Poison = poison
 			ec.Logger = a.log.With().Str("role", "executor").Logger()
