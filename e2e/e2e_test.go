@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +26,7 @@ type upEnv struct {
 	proc                     *proc
 	natsURL, simURL, httpURL string
 	tokenID, tokenSecret     string
+	data                     string // up's --data
 	js                       jetstream.JetStream
 	nc                       *nats.Conn
 }
@@ -30,9 +35,9 @@ func startUp(t *testing.T, guests int, extra ...string) *upEnv {
 	t.Helper()
 	natsAddr, simAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	e := &upEnv{natsURL: "nats://" + natsAddr, simURL: "http://" + simAddr, httpURL: "http://" + httpAddr,
-		tokenID: "root@pam!e2e", tokenSecret: "e2e-secret-0000"}
+		tokenID: "root@pam!e2e", tokenSecret: "e2e-secret-0000", data: t.TempDir()}
 	args := append([]string{"up", "--sim", "--sim-guests", strconv.Itoa(guests), "--sim-nodes", "3",
-		"--data", t.TempDir(), "--nats-listen", natsAddr, "--sim-listen", simAddr, "--http", httpAddr,
+		"--data", e.data, "--nats-listen", natsAddr, "--sim-listen", simAddr, "--http", httpAddr,
 		"--sim-token", e.tokenID + "=" + e.tokenSecret, "--observe-interval", "200ms", "--config-refresh", "1s"}, extra...)
 	e.proc = startProc(t, "up", args...)
 	eventually(t, 90*time.Second, "converge up /readyz", func() bool {
@@ -64,6 +69,41 @@ func (e *upEnv) publish(t *testing.T, vmid int, body string) uint64 {
 		t.Fatal(err)
 	}
 	return ack.Sequence
+}
+
+// api calls the HTTP API with the admin token `up` generated in its data
+// directory.
+func (e *upEnv) api(t *testing.T, method, path, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, e.httpURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+httpToken(t, e.data))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// httpToken is the admin token of the HTTP API `up` keeps in data.
+func httpToken(t *testing.T, data string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(data, "http-tokens.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Tokens []struct{ Name, Token string } `json:"tokens"`
+	}
+	if err := yaml.Unmarshal(raw, &f); err != nil || len(f.Tokens) == 0 || f.Tokens[0].Name != "admin" {
+		t.Fatalf("http-tokens.yaml: %v\n%s", err, raw)
+	}
+	return f.Tokens[0].Token
 }
 
 func (e *upEnv) simGuests(t *testing.T) map[int]pvesim.GuestInfo {
@@ -342,10 +382,7 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 
 	// The HTTP API: the same validation (400, nothing published), then a
 	// valid desired state that converges.
-	res, err := http.Post(e.httpURL+"/v1/desired/150", "application/json", strings.NewReader(`{"vmid":150,"power":"on"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := e.api(t, "POST", "/v1/desired/150", `{"vmid":150,"power":"on"}`)
 	var prob struct {
 		Problems []struct{ Field, Message string } `json:"problems"`
 	}
@@ -354,25 +391,24 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 	if res.StatusCode != 400 || len(prob.Problems) != 1 || prob.Problems[0].Field != "power" {
 		t.Fatalf("invalid POST: %d %+v", res.StatusCode, prob)
 	}
-	req, _ := http.NewRequest("POST", e.httpURL+"/v1/desired/150", strings.NewReader(`{"vmid":150,"power":"running","cores":2}`))
-	req.Header.Set("X-Converge-Publisher", "e2e-portal")
-	res, err = http.DefaultClient.Do(req)
-	if err != nil || res.StatusCode != 202 {
-		t.Fatalf("valid POST: %v %v", res, err)
+	// Without a token nothing is accepted.
+	if res, err := http.Post(e.httpURL+"/v1/desired/150", "application/json", strings.NewReader(`{"vmid":150}`)); err != nil || res.StatusCode != 401 {
+		t.Fatalf("POST without a token: %v %v", res, err)
+	}
+	res = e.api(t, "POST", "/v1/desired/150", `{"vmid":150,"power":"running","cores":2}`)
+	if res.StatusCode != 202 {
+		t.Fatalf("valid POST: %v", res)
 	}
 	res.Body.Close()
 	wants[150] = want{}
 	e.wait(t, []int{150})
-	res, err = http.Get(e.httpURL + "/v1/guests/150")
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = e.api(t, "GET", "/v1/guests/150", "")
 	var g150 struct {
 		State, Publisher string
 	}
 	_ = json.NewDecoder(res.Body).Decode(&g150)
 	res.Body.Close()
-	if g150.State != "converged" || g150.Publisher != "e2e-portal" {
+	if g150.State != "converged" || g150.Publisher != "token:admin" {
 		t.Fatalf("GET /v1/guests/150: %+v", g150)
 	}
 	phase("HTTP API checked")

@@ -51,8 +51,8 @@ func TestSecretsNeverShown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	natsURL, httpAddr := srv.ClientURL(), freeAddr(t)
-	up := startProc(t, "up", "up", "--nats", natsURL, "--http", httpAddr, "--data", t.TempDir(),
+	natsURL, httpAddr, data := srv.ClientURL(), freeAddr(t), t.TempDir()
+	up := startProc(t, "up", "up", "--nats", natsURL, "--http", httpAddr, "--data", data,
 		"--pve-url", sim.URL(), "--pve-token-id", tokenID, "--pve-token-secret-file", secretFile,
 		"--observe-interval", "200ms")
 	// A second process with a wrong secret, in its own cluster: Proxmox
@@ -100,7 +100,15 @@ func TestSecretsNeverShown(t *testing.T) {
 		places["cmdline of "+p.cmd.Args[1]] = string(cmdline)
 	}
 	places["/metrics"] = httpGet(t, "http://"+httpAddr+"/metrics")
-	places["/v1/guests"] = httpGet(t, "http://"+httpAddr+"/v1/guests")
+	req, _ := http.NewRequest("GET", "http://"+httpAddr+"/v1/guests", nil)
+	req.Header.Set("Authorization", "Bearer "+httpToken(t, data))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	places["/v1/guests"] = string(b)
 	places["status"], _ = runCLI(t, "status", "--nats", natsURL, "-o", "json")
 	places["status of the wrong cluster"], _ = runCLI(t, "status", "--nats", natsURL, "--cluster", "wrong", "-o", "json")
 	var journal strings.Builder
@@ -128,7 +136,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	// The places looked at hold what they should: a converged guest, its
 	// actions and results, the refusal.
 	if !contains(places["status"], `"vmid": 101`, `"converged"`) || !contains(places["journal"], "pve.result.pve.101", `"succeeded"`) ||
-		!contains(places["/metrics"], "converge_") || !contains(places["cmdline of up"], secretFile) {
+		!contains(places["/metrics"], "converge_") || !contains(places["/v1/guests"], `"vmid": 101`) || !contains(places["cmdline of up"], secretFile) {
 		t.Fatalf("nothing to look at: status %s\njournal %s", tail(places["status"], 500), tail(places["journal"], 500))
 	}
 	for where, text := range places {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/converge-pve/converge/executor"
+	"github.com/converge-pve/converge/internal/api"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
@@ -22,6 +23,13 @@ import (
 // packages' own (each with its reason there).
 type roleFlags struct {
 	http            string
+	httpTokens      string
+	httpNoAuth      bool
+	httpInsecure    bool
+	httpHosts       []string
+	httpTLSCert     string
+	httpTLSKey      string
+	httpMaxConns    int
 	observeInterval time.Duration
 	configRefresh   time.Duration
 	pve             pve.Config
@@ -59,6 +67,13 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	host, _ := os.Hostname()
 	fl.StringVar(&f.name, "name", host, "this instance's name in events and logs")
 	fl.StringVar(&f.http, "http", httpDefault, "serve /metrics, /healthz, /readyz and /v1 on this host:port (empty: off)")
+	fl.StringVar(&f.httpTokens, "http-tokens", os.Getenv("CONVERGE_HTTP_TOKENS"), "YAML file of the HTTP API's bearer tokens, each with a name and a scope, read or write (env CONVERGE_HTTP_TOKENS; docs/http.md)")
+	fl.BoolVar(&f.httpNoAuth, "http-no-auth", false, "serve /v1 without tokens (refused unless --http is a loopback address)")
+	fl.BoolVar(&f.httpInsecure, "http-insecure", false, "allow a non-loopback --http without TLS and tokens (dangerous)")
+	fl.StringArrayVar(&f.httpHosts, "http-host", nil, "a DNS name clients use to reach the API (repeatable); requests naming other hosts are refused, IP addresses and localhost are always accepted")
+	fl.StringVar(&f.httpTLSCert, "http-tls-cert", "", "serve the HTTP API over TLS with this certificate")
+	fl.StringVar(&f.httpTLSKey, "http-tls-key", "", "the key of --http-tls-cert")
+	fl.IntVar(&f.httpMaxConns, "http-max-conns", api.DefaultLimits().MaxConns, "most HTTP connections open at once; more wait")
 	fl.DurationVar(&f.observeInterval, "observe-interval", observer.DefaultInterval, "how often the observer polls Proxmox")
 	fl.DurationVar(&f.configRefresh, "config-refresh", 0, "shortest time between two verification reads of one guest's config (0: the observe interval; negative: no verification)")
 	fl.Float64Var(&f.verifyRate, "verify-rate", observer.DefaultVerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
@@ -110,6 +125,30 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) a
 	}
 }
 
+// httpAuth is the HTTP API's guard as the flags describe it; without
+// --http-tokens (and without --http-no-auth), defaultTokens, if set, is a
+// tokens file created on first use (`up`'s, under its data directory).
+func (f *roleFlags) httpAuth(defaultTokens string, log zerolog.Logger) (app.HTTPAuth, error) {
+	h := app.HTTPAuth{Guard: api.Guard{Hosts: f.httpHosts, NoAuth: f.httpNoAuth}, Limits: api.Limits{MaxConns: f.httpMaxConns},
+		TLSCert: f.httpTLSCert, TLSKey: f.httpTLSKey, Insecure: f.httpInsecure}
+	if f.http == "" || f.httpNoAuth {
+		return h, nil
+	}
+	var err error
+	switch {
+	case f.httpTokens != "":
+		h.Guard.Tokens, err = api.LoadTokens(f.httpTokens)
+	case defaultTokens != "":
+		var created bool
+		h.Guard.Tokens, created, err = api.LoadOrCreateTokens(defaultTokens)
+		if err == nil {
+			log.Info().Str("file", defaultTokens).Bool("created", created).
+				Msg("HTTP API tokens (the admin token may write; curl -H \"Authorization: Bearer $TOKEN\")")
+		}
+	}
+	return h, err
+}
+
 func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 	if f.pve.URL == "" {
 		return nil, errors.New("no Proxmox configured: set --pve-url (PVE_URL) and an API token (--pve-token-id and --pve-token-secret-file), or use `converge up --sim`")
@@ -150,6 +189,9 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 			}
 			roles := app.Roles{Observer: role == "observer", Planner: role == "planner", Executor: role == "executor"}
 			cfg := f.appConfig(g, roles, log)
+			if cfg.HTTPAuth, err = f.httpAuth("", log); err != nil {
+				return err
+			}
 			if roles.Observer || roles.Executor {
 				px, err := f.pveClient(log)
 				if err != nil {

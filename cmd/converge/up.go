@@ -89,6 +89,13 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	}
 	cfg := f.appConfig(g, app.All, log)
 	cfg.Proxmox = px
+	data, err := filepath.Abs(f.data)
+	if err != nil {
+		return err
+	}
+	if cfg.HTTPAuth, err = f.httpAuth(filepath.Join(data, "http-tokens.yaml"), log); err != nil {
+		return err
+	}
 	if g.natsURL == "" {
 		dir, err := filepath.Abs(f.data)
 		if err != nil {

@@ -36,7 +36,12 @@ type Server struct {
 	// (pending values, description, onboot) may go unseen at the current
 	// number of guests (docs/drift.md). 0: unknown yet.
 	VerifyPeriod func() time.Duration
-	Logger       zerolog.Logger
+	// Guard decides who may call /v1 (tokens, hosts, origins).
+	Guard Guard
+	// Sign, if set, is applied to a desired message posted over HTTP
+	// before it is journalled (a server-side signature).
+	Sign   func(m *events.Message) error
+	Logger zerolog.Logger
 }
 
 // Check is the outcome of one readiness check.
@@ -65,9 +70,9 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /v1/guests", s.listGuests)
-	mux.HandleFunc("GET /v1/guests/{vmid}", s.getGuest)
-	mux.HandleFunc("POST /v1/desired/{vmid}", s.postDesired)
+	mux.HandleFunc("GET /v1/guests", s.guarded(false, s.listGuests))
+	mux.HandleFunc("GET /v1/guests/{vmid}", s.guarded(false, s.getGuest))
+	mux.HandleFunc("POST /v1/desired/{vmid}", s.guarded(true, s.postDesired))
 	return mux
 }
 
@@ -92,7 +97,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listGuests(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listGuests(w http.ResponseWriter, r *http.Request, _ caller) {
 	docs, err := s.Views.List(r.Context())
 	if err != nil {
 		problem(w, http.StatusServiceUnavailable, "reading views: "+err.Error(), nil)
@@ -122,7 +127,7 @@ func vmidParam(w http.ResponseWriter, r *http.Request) (int, bool) {
 	return vmid, true
 }
 
-func (s *Server) getGuest(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getGuest(w http.ResponseWriter, r *http.Request, _ caller) {
 	vmid, ok := vmidParam(w, r)
 	if !ok {
 		return
@@ -139,7 +144,7 @@ func (s *Server) getGuest(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, views.Summarise(d))
 }
 
-func (s *Server) postDesired(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postDesired(w http.ResponseWriter, r *http.Request, who caller) {
 	vmid, ok := vmidParam(w, r)
 	if !ok {
 		return
@@ -158,9 +163,11 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
-	pub := r.Header.Get("X-Converge-Publisher")
-	if pub == "" {
-		pub = "http"
+	// The journal names the authenticated caller, never a header the
+	// caller chose.
+	pub := "token:" + who.name
+	if s.Guard.NoAuth {
+		pub = "http (unauthenticated)"
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
@@ -169,6 +176,12 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		problem(w, http.StatusInternalServerError, err.Error(), nil)
 		return
+	}
+	if s.Sign != nil {
+		if err := s.Sign(&m); err != nil {
+			problem(w, http.StatusInternalServerError, "signing: "+err.Error(), nil)
+			return
+		}
 	}
 	ack, err := s.Journal.Append(ctx, m, journal.Expect{})
 	if err != nil {

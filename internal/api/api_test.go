@@ -59,8 +59,12 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tokens, err := api.ParseTokens("test", []byte(testTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &api.Server{Cluster: "pve", Views: views.Reader{Store: store, Cluster: "pve"}, Journal: b,
-		Gatherer: reg, Logger: zerolog.Nop()}
+		Gatherer: reg, Logger: zerolog.Nop(), Guard: api.Guard{Tokens: tokens}}
 	return &fixture{ctx: ctx, bus: b, kv: kv, stream: stream, server: s, h: s.Handler()}
 }
 
@@ -70,11 +74,35 @@ type response struct {
 	body []byte
 }
 
+// The fixture's tokens: portal may write, viewer only read.
+const (
+	portalToken = "portal-0123456789abcdef"
+	viewerToken = "viewer-0123456789abcdef"
+	testTokens  = `tokens:
+  - {name: portal, scope: write, token: ` + portalToken + `}
+  - {name: viewer, scope: read, token: ` + viewerToken + `}
+`
+)
+
+// do sends a request as a well-behaved client would (the server's own
+// Host, JSON bodies, the portal token); hdr overrides, "" removes.
 func (f *fixture) do(t *testing.T, method, path string, body []byte, hdr ...string) response {
 	t.Helper()
 	req := httptest.NewRequestWithContext(f.ctx, method, path, bytes.NewReader(body))
+	req.Host = "127.0.0.1:8080"
+	req.Header.Set("Authorization", "Bearer "+portalToken)
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		switch {
+		case hdr[i] == "Host":
+			req.Host = hdr[i+1]
+		case hdr[i+1] == "":
+			req.Header.Del(hdr[i])
+		default:
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
 	}
 	rec := httptest.NewRecorder()
 	f.h.ServeHTTP(rec, req)
@@ -171,10 +199,11 @@ func TestPostDesiredAccepted(t *testing.T) {
 		publisher   string
 		correlation string
 	}{
-		{"with publisher and correlation", 101, `{"vmid":101,"power":"running","cores":4,"tags":[]}`,
-			[]string{"X-Converge-Publisher", "portal", "X-Correlation-Id", "req-42"}, "portal", "req-42"},
-		{"default publisher", 2000, `{"vmid":2000,"kind":"lxc","absent":true}`, nil, "http", ""},
-		{"description with newlines", 300, "{\"vmid\":300,\"description\":\"a\\nb\\n\"}", []string{"X-Converge-Publisher", "ci"}, "ci", ""},
+		// The publisher is the token's name, whatever the caller claims.
+		{"with correlation", 101, `{"vmid":101,"power":"running","cores":4,"tags":[]}`,
+			[]string{"X-Converge-Publisher", "someone-else", "Converge-Publisher", "root", "X-Correlation-Id", "req-42"}, "token:portal", "req-42"},
+		{"json with charset", 2000, `{"vmid":2000,"kind":"lxc","absent":true}`, []string{"Content-Type", "application/json; charset=utf-8"}, "token:portal", ""},
+		{"description with newlines", 300, "{\"vmid\":300,\"description\":\"a\\nb\\n\"}", nil, "token:portal", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

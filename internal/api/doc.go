@@ -13,6 +13,15 @@
 // POST /v1/desired validates exactly as the desired event does; an invalid
 // body gets 400 with every problem listed and nothing is published. A valid
 // one is journalled and answered 202 with its stream sequence (the desired
-// revision). The publisher is taken from the X-Converge-Publisher header
-// (default "http"), the correlation id from X-Correlation-Id.
+// revision). The correlation id is taken from X-Correlation-Id.
+//
+// Every /v1 call passes [Guard] first (docs/http.md): a bearer token of
+// the right scope (read for GET, write for POST; 401 without one, 403 with
+// a read token on a write), only application/json bodies (415: an HTML
+// form cannot post), no foreign Origin (403), and a Host that is an IP
+// address, localhost or a configured name (421: a DNS-rebinding page
+// names its own). The publisher journalled is the authenticated one,
+// "token:<name>", never a header the caller chose. /healthz, /readyz and
+// /metrics stay open. [Limits] bounds what a slow or numerous client can
+// hold (timeouts, header size, open connections).
 package api

@@ -14,7 +14,10 @@ func TestGuestsVerifyPeriod(t *testing.T) {
 	f := newFixture(t)
 	get := func() map[string]any {
 		rec := httptest.NewRecorder()
-		f.server.Handler().ServeHTTP(rec, httptest.NewRequestWithContext(f.ctx, "GET", "/v1/guests", nil))
+		req := httptest.NewRequestWithContext(f.ctx, "GET", "/v1/guests", nil)
+		req.Host = "127.0.0.1:8080"
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		f.server.Handler().ServeHTTP(rec, req)
 		var m map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
 			t.Fatalf("/v1/guests body %q: %v", rec.Body, err)

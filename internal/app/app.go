@@ -244,8 +244,15 @@ func (a *App) buildHTTP() error {
 	if err != nil {
 		return err
 	}
+	warn, err := a.cfg.HTTPAuth.check(a.cfg.HTTP)
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		a.log.Warn().Str("addr", a.cfg.HTTP).Msg(warn)
+	}
 	a.rd = a.newReadiness()
-	a.http = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: (&api.Server{
+	a.http = a.cfg.HTTPAuth.Limits.Server((&api.Server{
 		Cluster: a.cfg.Cluster, Views: views.Reader{Store: store, Cluster: a.cfg.Cluster}, Journal: a.b,
 		Gatherer: a.reg, Logger: a.log.With().Str("role", "http").Logger(),
 		Checks: a.rd.checks,
@@ -255,10 +262,14 @@ func (a *App) buildHTTP() error {
 			}
 			return a.obs.VerifyPeriod()
 		},
-	}).Handler()}
-	if a.ln, err = net.Listen("tcp", a.cfg.HTTP); err != nil {
+		Guard: a.cfg.HTTPAuth.Guard,
+		Sign:  a.cfg.HTTPSign,
+	}).Handler())
+	ln, err := net.Listen("tcp", a.cfg.HTTP)
+	if err != nil {
 		return fmt.Errorf("--http %s: %w", a.cfg.HTTP, err)
 	}
+	a.ln = a.cfg.HTTPAuth.Limits.Listener(ln)
 	a.log.Info().Str("addr", a.ln.Addr().String()).Msg("HTTP API listening")
 	return nil
 }
@@ -313,7 +324,11 @@ func (a *App) start(ctx context.Context) {
 				defer c()
 				_ = a.http.Shutdown(sctx)
 			}()
-			if err := a.http.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
+			serve := func() error { return a.http.Serve(a.ln) }
+			if h := a.cfg.HTTPAuth; h.TLSCert != "" {
+				serve = func() error { return a.http.ServeTLS(a.ln, h.TLSCert, h.TLSKey) }
+			}
+			if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil

@@ -3,7 +3,10 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+
+	"github.com/converge-pve/converge/internal/api"
 
 	"github.com/rs/zerolog"
 
@@ -68,6 +71,14 @@ type Config struct {
 	// HTTP, if set, is where the HTTP API listens (/metrics, /healthz,
 	// /readyz, /v1).
 	HTTP string
+	// HTTPAuth guards /v1 (docs/http.md). Without tokens the API is open
+	// to whoever reaches it, which is allowed only on a loopback address
+	// and only with NoAuth set; a non-loopback address also needs TLS,
+	// unless Insecure.
+	HTTPAuth HTTPAuth
+	// HTTPSign, if set, signs desired state posted over HTTP before it
+	// is journalled.
+	HTTPSign func(m *events.Message) error
 	// Ready says how readiness (/readyz) is probed.
 	Ready  ReadyConfig
 	Logger zerolog.Logger
@@ -129,3 +140,42 @@ func (c *Config) Validate() error {
 
 // connName is a connection's name in server monitoring.
 func (c *Config) connName(role string) string { return role + "@" + c.Name }
+
+// HTTPAuth is who may reach the HTTP API and how.
+type HTTPAuth struct {
+	// Guard.Tokens open /v1 to their holders; without them (and without
+	// Guard.NoAuth) /v1 refuses every call and the server serves health
+	// and metrics alone.
+	Guard  api.Guard
+	Limits api.Limits
+	// TLSCert and TLSKey, if set, serve HTTPS.
+	TLSCert, TLSKey string
+	// Insecure allows /v1 on a non-loopback address without TLS.
+	Insecure bool
+}
+
+// check refuses an HTTP configuration that would open converge to
+// whoever reaches the address; warn names what is allowed but unsafe.
+func (h HTTPAuth) check(addr string) (warn string, err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--http %q: %w", addr, err)
+	}
+	ip := net.ParseIP(host)
+	loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+	tls := h.TLSCert != "" && h.TLSKey != ""
+	v1 := h.Guard.Tokens != nil || h.Guard.NoAuth
+	switch {
+	case (h.TLSCert == "") != (h.TLSKey == ""):
+		return "", errors.New("--http-tls-cert and --http-tls-key go together")
+	case h.Guard.NoAuth && !loopback:
+		return "", fmt.Errorf("--http-no-auth on %s: refused, anyone who reaches it could change guests; bind a loopback address or use --http-tokens", addr)
+	case v1 && !loopback && !tls && !h.Insecure:
+		return "", fmt.Errorf("--http %s is not a loopback address: serve the API with TLS (--http-tls-cert/--http-tls-key), or force plain HTTP with --http-insecure", addr)
+	case v1 && !loopback && !tls:
+		return "HTTP API ON A NON-LOOPBACK ADDRESS WITHOUT TLS (--http-insecure): bearer tokens and guests' state cross the network in clear", nil
+	case h.Guard.NoAuth:
+		return "HTTP API WITHOUT AUTHENTICATION (--http-no-auth): every local user and process can change guests", nil
+	}
+	return "", nil
+}
