@@ -235,4 +235,3 @@ func (s *Server) guarded(write bool, h func(w http.ResponseWriter, r *http.Reque
 		h(w, r, c)
 	}
 }
-
