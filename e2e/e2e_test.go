@@ -39,6 +39,8 @@ func startUp(t *testing.T, guests int, extra ...string) *upEnv {
 	args := append([]string{"up", "--sim", "--sim-guests", strconv.Itoa(guests), "--sim-nodes", "3",
 		"--data", e.data, "--nats-listen", natsAddr, "--sim-listen", simAddr, "--http", httpAddr,
 		"--sim-token", e.tokenID + "=" + e.tokenSecret, "--observe-interval", "200ms", "--config-refresh", "1s"}, extra...)
+	// The CLI commands this test runs find up's NATS credentials there.
+	t.Setenv("CONVERGE_DATA", e.data)
 	e.proc = startProc(t, "up", args...)
 	eventually(t, 90*time.Second, "converge up /readyz", func() bool {
 		res, err := http.Get(e.httpURL + "/readyz")
@@ -48,7 +50,7 @@ func startUp(t *testing.T, guests int, extra ...string) *upEnv {
 		res.Body.Close()
 		return res.StatusCode == 200
 	})
-	nc, err := nats.Connect(e.natsURL)
+	nc, err := natsConnect(t, e.natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -518,6 +518,7 @@ func TestReplayEqualsLiveViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, natsAddr, httpAddr := t.TempDir(), freeAddr(t), freeAddr(t)
+	t.Setenv("CONVERGE_DATA", data) // the CLI and natsConnect find up's NATS credentials there
 	natsURL := "nats://" + natsAddr
 	up := func(name string) *proc {
 		p := startProc(t, name, "up", "--data", data, "--nats-listen", natsAddr, "--http", httpAddr,
@@ -534,7 +535,7 @@ func TestReplayEqualsLiveViews(t *testing.T) {
 		return p
 	}
 	first := up("up1")
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := natsConnect(t, natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
@@ -37,6 +36,7 @@ func TestRebuildAndRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sim.Close() })
 	data := t.TempDir()
+	t.Setenv("CONVERGE_DATA", data) // the CLI and natsConnect find up's NATS credentials there
 	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
 	natsURL := "nats://" + natsAddr
 	up := func(name string) *proc {
@@ -81,7 +81,7 @@ func TestRebuildAndRestart(t *testing.T) {
 		}
 	}
 	connect := func() jetstream.JetStream {
-		nc, err := nats.Connect(natsURL)
+		nc, err := natsConnect(t, natsURL)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
@@ -35,6 +34,7 @@ func TestDesiredStateSurvivesRetention(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sim.Close() })
 	data := t.TempDir()
+	t.Setenv("CONVERGE_DATA", data) // the CLI and natsConnect find up's NATS credentials there
 	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
 	natsURL := "nats://" + natsAddr
 	up := func(name string) *proc {
@@ -54,7 +54,7 @@ func TestDesiredStateSurvivesRetention(t *testing.T) {
 		return p
 	}
 	connect := func() jetstream.JetStream {
-		nc, err := nats.Connect(natsURL)
+		nc, err := natsConnect(t, natsURL)
 		if err != nil {
 			t.Fatal(err)
 		}

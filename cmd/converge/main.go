@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/secret"
 )
 
@@ -63,6 +66,9 @@ type globals struct {
 	cluster  string
 	natsUser string
 	natsPass string
+	// data is `up`'s data directory, where client commands find the
+	// credentials of its embedded NATS.
+	data string
 	// natsPassword is where natsPass comes from (file, env or flag),
 	// resolved before any command runs.
 	natsPassword secret.Flag
@@ -92,6 +98,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", envOr("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVERGE_LOG_LEVEL)")
 	pf.StringVar(&g.natsURL, "nats", os.Getenv("CONVERGE_NATS_URL"), "NATS server URLs, comma-separated (env CONVERGE_NATS_URL)")
 	pf.StringVar(&g.cluster, "cluster", envOr("CONVERGE_CLUSTER", events.DefaultCluster), "Proxmox cluster id (env CONVERGE_CLUSTER)")
+	pf.StringVar(&g.data, "data", envOr("CONVERGE_DATA", "converge-data"), "data directory of `converge up` (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it) (env CONVERGE_DATA)")
 	pf.StringVar(&g.natsUser, "nats-user", os.Getenv("CONVERGE_NATS_USER"), "NATS user (env CONVERGE_NATS_USER)")
 	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
 	g.natsPassword.Register(pf)
@@ -124,7 +131,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
 		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
-		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g))
+		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g))
 	return root
 }
 
@@ -180,11 +187,22 @@ func (g *globals) validateJSONL(cmd *cobra.Command) error {
 	return nil
 }
 
-// busConfig is the NATS configuration from the global flags.
+// busConfig is the NATS configuration from the global flags. Without
+// credential flags, the admin credentials `converge up` generated under
+// --data are used, if there are any: the CLI on up's host needs no flags.
 func (g *globals) busConfig(name string, log zerolog.Logger) bus.Config {
-	return bus.Config{URLs: g.natsURL, Name: name, User: g.natsUser, Password: g.natsPass, CredsFile: g.natsCred,
+	c := bus.Config{URLs: g.natsURL, Name: name, User: g.natsUser, Password: g.natsPass, CredsFile: g.natsCred,
 		NKeyFile: g.natsNKey, TLSCA: g.natsCA, TLSCert: g.natsCert, TLSKey: g.natsKey, Stream: g.stream, Bucket: g.bucket,
 		Replicas: g.replicas, Logger: log}
+	if c.User == "" && c.CredsFile == "" && c.NKeyFile == "" {
+		if creds, ok, err := natsauth.Load(g.data); err != nil {
+			log.Warn().Err(err).Msg("NATS credentials under --data unreadable")
+		} else if ok {
+			c.User, c.Password = string(natsauth.Admin), creds[natsauth.Admin]
+			log.Debug().Str("file", filepath.Join(g.data, natsauth.CredentialsFile)).Msg("NATS credentials of converge up")
+		}
+	}
+	return c
 }
 
 // connect dials the NATS given by --nats, for the client commands.
@@ -196,7 +214,11 @@ func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bus.Connect(ctx, g.busConfig(name, log))
+	b, err := bus.Connect(ctx, g.busConfig(name, log))
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		return nil, fmt.Errorf("%w\nNATS refused the credentials: run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA), or give --nats-user and --nats-password-file, --nats-creds or --nats-nkey", err)
+	}
+	return b, err
 }
 
 func envOr(key, def string) string {

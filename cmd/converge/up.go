@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/internal/app"
+	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
@@ -21,7 +22,6 @@ type upFlags struct {
 	simListen  string
 	simGuests  int
 	simNodes   int
-	data       string
 	natsListen string
 	natsConfig string
 	simToken   string
@@ -45,7 +45,6 @@ built-in Proxmox VE simulator with demo guests.`,
 	fl.StringVar(&f.simListen, "sim-listen", "127.0.0.1:8006", "where the simulator listens")
 	fl.IntVar(&f.simGuests, "sim-guests", 12, "demo guests in the simulator")
 	fl.IntVar(&f.simNodes, "sim-nodes", 3, "nodes in the simulator")
-	fl.StringVar(&f.data, "data", "converge-data", "data directory of the embedded JetStream (the journal)")
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server listens, for other processes and the nats CLI")
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
@@ -89,7 +88,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	}
 	cfg := f.appConfig(g, app.All, log)
 	cfg.Proxmox = px
-	data, err := filepath.Abs(f.data)
+	data, err := filepath.Abs(g.data)
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		return err
 	}
 	if g.natsURL == "" {
-		dir, err := filepath.Abs(f.data)
+		dir, err := filepath.Abs(g.data)
 		if err != nil {
 			return err
 		}
@@ -105,6 +104,18 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			return fmt.Errorf("--data %s: %w", dir, err)
 		}
 		cfg.Embedded = &natsserver.Options{DataDir: dir, Listen: f.natsListen, ConfigFile: f.natsConfig}
+		if f.natsConfig == "" {
+			// Nobody gets in without credentials: one user per role,
+			// generated on first start; this process connects as admin.
+			creds, created, err := natsauth.LoadOrCreate(dir)
+			if err != nil {
+				return fmt.Errorf("--data %s: NATS credentials: %w", dir, err)
+			}
+			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket})
+			cfg.Bus.User, cfg.Bus.Password = string(natsauth.Admin), creds[natsauth.Admin]
+			log.Info().Str("file", filepath.Join(dir, natsauth.CredentialsFile)).Bool("created", created).
+				Msg("embedded NATS requires authentication: one user per role; converge commands run here (or with --data) use the admin credentials")
+		}
 	}
 	log.Info().Str("cluster", g.cluster).Msg("converge up: observer, planner and executor starting")
 	if err := app.Run(cmd.Context(), cfg); err != nil && !errors.Is(err, cmd.Context().Err()) {

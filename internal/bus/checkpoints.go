@@ -32,12 +32,15 @@ func (c *Checkpoints) open(ctx context.Context, create bool) (jetstream.ObjectSt
 	}
 	var os jetstream.ObjectStore
 	var err error
-	if create {
+	// Bound first: a planner without the right to create buckets (NATS
+	// permissions, deploy/nats) uses the one an admin provisioned.
+	os, err = c.b.JS.ObjectStore(ctx, CheckpointBucket)
+	if create && errors.Is(err, jetstream.ErrBucketNotFound) {
 		os, err = c.b.JS.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: CheckpointBucket,
 			Description: "converge planner checkpoints", Replicas: max(c.b.cfg.Replicas, 1), Storage: jetstream.FileStorage})
-	}
-	if !create || errors.Is(err, jetstream.ErrBucketExists) {
-		os, err = c.b.JS.ObjectStore(ctx, CheckpointBucket)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			os, err = c.b.JS.ObjectStore(ctx, CheckpointBucket)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoints: %w", err)

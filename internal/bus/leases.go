@@ -17,10 +17,15 @@ import (
 // opens it as it is if it exists (its TTL then stays the one it was
 // created with), and returns it as a [lease.Store].
 func (b *Bus) LeaseStore(ctx context.Context, ttl time.Duration, replicas int) (lease.Store, error) {
-	kv, err := b.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: lease.Bucket, Description: "converge partition leases",
-		History: 1, TTL: ttl, Replicas: max(replicas, 1), Storage: jetstream.FileStorage})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = b.JS.KeyValue(ctx, lease.Bucket)
+	// Bound first: a role without the right to create buckets (NATS
+	// permissions, deploy/nats) uses the one an admin provisioned.
+	kv, err := b.JS.KeyValue(ctx, lease.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = b.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: lease.Bucket, Description: "converge partition leases",
+			History: 1, TTL: ttl, Replicas: max(replicas, 1), Storage: jetstream.FileStorage})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = b.JS.KeyValue(ctx, lease.Bucket)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket %s: %w", lease.Bucket, err)

@@ -26,6 +26,9 @@ type Options struct {
 	// ConfigFile, if set, is a nats-server config file loaded first
 	// (accounts, users, permissions, TLS); the fields above override it.
 	ConfigFile string
+	// Users, if set, are the only clients the server accepts (with their
+	// permissions); a client without credentials is refused.
+	Users []*server.User
 	// Cluster, if set, makes the server one node of a JetStream cluster.
 	Cluster *ClusterOptions
 	// Logger, if set, receives nats-server's own log (notices at info,
@@ -62,6 +65,7 @@ func Start(o Options) (*server.Server, error) {
 		}
 		opts = fo
 	}
+	opts.Users = append(opts.Users, o.Users...)
 	opts.ServerName = o.Name
 	if opts.ServerName == "" {
 		opts.ServerName = "converge"

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/internal/natsauth"
+	"github.com/converge-pve/converge/internal/natsserver"
+)
+
+// `converge provision`, run with the admin user of the shipped NATS
+// configuration, creates everything the roles (which may not create
+// streams or buckets) bind to.
+func TestProvisionAsAdmin(t *testing.T) {
+	for _, r := range natsauth.Roles {
+		t.Setenv(natsauth.PasswordVar(r), "pw-"+string(r)+"-0123456789abcdef")
+	}
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
+		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	t.Setenv("CONVERGE_NATS_PASSWORD", "pw-admin-0123456789abcdef")
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"provision", "--nats", srv.ClientURL(), "--nats-user", "admin", "--data", t.TempDir()})
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "provisioned") {
+		t.Fatalf("provision: %v\n%s", err, out.String())
+	}
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "pw-admin-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range []string{"PVE", "PVE_KEEP", "KV_converge_views", "KV_converge_leases", "OBJ_converge_checkpoints"} {
+		if _, err := js.Stream(ctx, s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}

@@ -1,0 +1,287 @@
+package natsauth_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/executor"
+	"github.com/converge-pve/converge/internal/app"
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/natsauth"
+	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
+)
+
+func setPasswords(t *testing.T) map[natsauth.Role]string {
+	pw := map[natsauth.Role]string{}
+	for _, r := range natsauth.Roles {
+		pw[r] = "pw-" + string(r) + "-0123456789abcdef"
+		t.Setenv(natsauth.PasswordVar(r), pw[r])
+	}
+	t.Setenv("NATS_SERVER_NAME", "nats1")
+	return pw
+}
+
+// Both shipped configurations load, and hold exactly the table's users
+// and permissions with the passwords from the environment.
+func TestShippedConfigsLoad(t *testing.T) {
+	pw := setPasswords(t)
+	for _, f := range []string{"converge.conf", "cluster.conf"} {
+		opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", f))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(opts.Users) != len(natsauth.Roles) {
+			t.Fatalf("%s: %d users", f, len(opts.Users))
+		}
+		for _, u := range opts.Users {
+			r, err := natsauth.ParseRole(u.Username)
+			if err != nil || u.Password != pw[r] {
+				t.Fatalf("%s: user %q password %q", f, u.Username, u.Password)
+			}
+			want := natsauth.For(r, natsauth.DefaultNames)
+			switch {
+			case want.Unrestricted() && u.Permissions != nil:
+				t.Errorf("%s: admin restricted", f)
+			case !want.Unrestricted() && (u.Permissions == nil || !equal(u.Permissions.Publish.Allow, want.Publish) ||
+				!equal(u.Permissions.Subscribe.Allow, want.Subscribe)):
+				t.Errorf("%s: %s permissions %+v, want %+v", f, r, u.Permissions, want)
+			}
+		}
+		if f == "cluster.conf" && (opts.Cluster.Name != "converge" || len(opts.Routes) != 3 || opts.ServerName != "nats1") {
+			t.Errorf("cluster.conf: cluster %q, %d routes, name %q", opts.Cluster.Name, len(opts.Routes), opts.ServerName)
+		}
+	}
+}
+
+func equal(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// role connects as a role and records the permission violations the
+// server reports (asynchronously, on the connection).
+type role struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	denied chan string
+}
+
+func connect(t *testing.T, url string, r natsauth.Role, pw string) *role {
+	t.Helper()
+	c := &role{denied: make(chan string, 16)}
+	nc, err := nats.Connect(url, nats.UserInfo(string(r), pw), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+			c.denied <- err.Error()
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	c.js, _ = jetstream.New(nc)
+	return c
+}
+
+// may publishes to the journal and wants the journal's acknowledgement.
+func (c *role) may(t *testing.T, who natsauth.Role, subject string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.js.Publish(ctx, subject, []byte(`{}`)); err != nil {
+		t.Errorf("%s cannot publish %s: %v", who, subject, err)
+	}
+}
+
+// mayNot publishes and wants the server's permission violation (it is
+// reported on the connection; the publish itself gets no answer).
+func (c *role) mayNot(t *testing.T, who natsauth.Role, subject string) {
+	t.Helper()
+	if err := c.nc.Publish(subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-c.denied:
+		if !strings.Contains(e, subject) {
+			t.Errorf("%s publishing %s: violation for another subject: %s", who, subject, e)
+		}
+	case <-time.After(30 * time.Second): // an outer bound: the violation comes at once
+		t.Errorf("%s may publish %s", who, subject)
+	}
+}
+
+// A nats-server started with the shipped single-node configuration lets
+// each role publish its own events and read the journal, and nothing
+// else: the publisher cannot publish actions, results or resync requests,
+// the executor cannot publish desired state, the auditor cannot publish
+// at all.
+func TestShippedConfigPermissions(t *testing.T) {
+	pw := setPasswords(t)
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
+		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	url := srv.ClientURL()
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials was accepted")
+	}
+	// Admin provisions.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	if err := admin.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	desired, observed, action, result := "pve.desired.pve.101", "pve.observed.pve.101", "pve.action.pve.101", "pve.result.pve.101"
+	control, heartbeat := "pve.control.pve", "pve.heartbeat.pve"
+
+	pub := connect(t, url, natsauth.Publisher, pw[natsauth.Publisher])
+	pub.may(t, natsauth.Publisher, desired)
+	for _, s := range []string{action, result, control, observed} {
+		pub.mayNot(t, natsauth.Publisher, s)
+	}
+
+	ex := connect(t, url, natsauth.Executor, pw[natsauth.Executor])
+	ex.may(t, natsauth.Executor, result)
+	for _, s := range []string{desired, action, control} {
+		ex.mayNot(t, natsauth.Executor, s)
+	}
+
+	obs := connect(t, url, natsauth.Observer, pw[natsauth.Observer])
+	obs.may(t, natsauth.Observer, observed)
+	obs.may(t, natsauth.Observer, heartbeat)
+	obs.mayNot(t, natsauth.Observer, desired)
+
+	pl := connect(t, url, natsauth.Planner, pw[natsauth.Planner])
+	pl.may(t, natsauth.Planner, action)
+	for _, s := range []string{desired, result, control} {
+		pl.mayNot(t, natsauth.Planner, s)
+	}
+
+	aud := connect(t, url, natsauth.Auditor, pw[natsauth.Auditor])
+	for _, s := range []string{desired, observed, action, result, control, heartbeat, "$KV.converge_views.pve.101"} {
+		aud.mayNot(t, natsauth.Auditor, s)
+	}
+	// The auditor reads: the journal's extent and its entries.
+	s, err := aud.js.Stream(ctx, bus.DefaultStream)
+	if err != nil {
+		t.Fatalf("auditor cannot read the journal: %v", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		t.Fatalf("auditor: stream info %+v %v", info, err)
+	}
+	if _, err := s.GetMsg(ctx, info.State.FirstSeq); err != nil {
+		t.Fatalf("auditor cannot read an entry: %v", err)
+	}
+	// Admin may do anything, a resync request included.
+	adm := connect(t, url, natsauth.Admin, pw[natsauth.Admin])
+	adm.may(t, natsauth.Admin, control)
+}
+
+// pipelineAs runs observer, planner and executor each as its own NATS
+// user (three processes' worth of app instances).
+func TestShippedConfigPipeline(t *testing.T) {
+	pw := setPasswords(t)
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
+		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	url := srv.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	// What `converge provision` does with admin's credentials: the
+	// journal, its keep stream, the views, leases and checkpoint buckets.
+	if err := admin.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.LeaseStore(ctx, executor.DefaultLeaseTTL, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Checkpoints().Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sim := pvesimtest.Start(t, pvesim.Options{Guests: 4, Nodes: 1})
+	for _, r := range []natsauth.Role{natsauth.Observer, natsauth.Planner, natsauth.Executor} {
+		cfg := app.Config{
+			Roles:   app.Roles{Observer: r == natsauth.Observer, Planner: r == natsauth.Planner, Executor: r == natsauth.Executor},
+			Bus:     bus.Config{URLs: url, User: string(r), Password: pw[r]},
+			Proxmox: pvesimtest.Client(t, sim),
+			Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("as", string(r)).Logger(),
+		}
+		cfg.Observer.Interval = 200 * time.Millisecond
+		actx, acancel := context.WithCancel(context.Background())
+		a, err := app.Start(actx, cfg)
+		if err != nil {
+			acancel()
+			t.Fatalf("%s: %v", r, err)
+		}
+		t.Cleanup(func() { acancel(); _ = a.Wait() })
+	}
+	// The publisher publishes desired state; the roles converge it.
+	pub, err := bus.Connect(ctx, bus.Config{URLs: url, User: "publisher", Password: pw[natsauth.Publisher], Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	var vmid int
+	for _, g := range sim.Guests() {
+		if g.Status == "stopped" && !g.Template {
+			vmid = g.VMID
+			break
+		}
+	}
+	on := events.PowerRunning
+	m, err := events.DesiredMessage(&events.Desired{VMID: vmid, Power: &on}, events.PublishOptions{Publisher: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Append(ctx, m, journal.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if g, _ := sim.Guest(vmid); g.Status == "running" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("guest %d not started by the roles as their own users", vmid)
+		case <-time.After(50 * time.Millisecond): // polling another process's outcome
+		}
+	}
+	// The auditor reads what happened.
+	aud, err := bus.Connect(ctx, bus.Config{URLs: url, User: "auditor", Password: pw[natsauth.Auditor], Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(aud.Close)
+	lasts, err := aud.Lasts(ctx, events.DefaultCluster, vmid, events.KindResult)
+	if err != nil || lasts[0] == nil {
+		t.Fatalf("auditor cannot read results: %v", err)
+	}
+}
