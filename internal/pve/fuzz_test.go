@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,21 +33,18 @@ func slowResources(data []byte) ([]Resource, error) {
 	return out, nil
 }
 
-// foldedKeys reports rows with a key that is not lowercase.
+// foldedKeys reports a key that is not lowercase anywhere in data (read
+// loosely: the answer need not be valid JSON for goccy to take it).
 func foldedKeys(data []byte) bool {
-	var items []map[string]json.RawMessage
-	if json.Unmarshal(data, &items) != nil {
-		return false
-	}
-	for _, it := range items {
-		for k := range it {
-			if k != strings.ToLower(k) {
-				return true
-			}
+	for _, m := range keyRE.FindAllSubmatch(data, -1) {
+		if k := string(m[1]); k != strings.ToLower(k) || strings.Contains(k, `\`) {
+			return true
 		}
 	}
 	return false
 }
+
+var keyRE = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"\s*:`)
 
 // FuzzInventory: whatever Proxmox (or something in its place) answers to
 // GET /cluster/resources, the two fast paths read what the generic
