@@ -47,4 +47,10 @@
 // consumers must ignore unknown fields in observed, action and result
 // events. Desired events reject unknown fields so that typos never pass
 // silently as "unmanaged".
+//
+// Signed desired events (sign.go, docs/signing.md): [SignMessage] sets the
+// Converge-Key-Id, Converge-Signed-At and Converge-Signature headers, an
+// ed25519 signature over [SignedBytes] (a domain tag, the published
+// subject, the key id, the time, the publisher header and the exact body);
+// [VerifySignature] checks them against trusted keys.
 package events

@@ -16,10 +16,6 @@ const (
 	// results it caused. Set by the publisher or derived from the desired
 	// event's stream sequence.
 	HeaderCorrelationID = "Converge-Correlation-Id"
-	// HeaderSignature and HeaderKeyID are reserved for signed desired
-	// events (DESIGN.md §8).
-	HeaderSignature = "Converge-Signature"
-	HeaderKeyID     = "Converge-Key-Id"
 )
 
 // Meta is carried in the body of every event converge writes itself.

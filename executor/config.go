@@ -11,6 +11,7 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/planner"
+	"github.com/converge-pve/converge/projector"
 )
 
 // Config configures an [Executor]. Defaults and validation live in
@@ -60,6 +61,9 @@ type Config struct {
 	// desired state and observation (verify.go). Zero fields take the
 	// planner's defaults.
 	Policy planner.Policy
+	// Auth is the planner's signature check (signed mode): an action
+	// whose desired event the planner would reject is not run.
+	Auth *projector.Auth
 	// Poison, if set, receives the actions terminated as undecodable
 	// (control.Router.Poison); they are logged either way.
 	Poison func(source, subject string, seq uint64, err error)

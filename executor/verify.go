@@ -31,7 +31,11 @@ const notFromJournal = "does not follow from the journal: "
 // newVerifier is the one projector the executor folds an action's basis
 // through, so that it accepts and refuses desired events exactly as the
 // planner does.
-func newVerifier(cluster string) *projector.Projector { return projector.New(cluster) }
+func newVerifier(cluster string, auth *projector.Auth) *projector.Projector {
+	p := projector.New(cluster)
+	p.Auth = auth
+	return p
+}
 
 // verify says why an action does not follow from the journal ("" when it
 // does): the guest's desired state at the action's DesiredSeq is an
@@ -59,7 +63,7 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	if why := e.isGuestEntry(desired, a.VMID, events.KindDesired); why != "" {
 		return notFromJournal + fmt.Sprintf("desired #%d %s", a.DesiredSeq, why), nil
 	}
-	p := newVerifier(e.cfg.Cluster)
+	p := newVerifier(e.cfg.Cluster, e.cfg.Auth)
 	if ch := p.Apply(projector.Event{Seq: desired.Seq, Subject: desired.Subject, Header: desired.Header, Data: desired.Data,
 		Time: desired.Time}); ch.Err != nil {
 		return notFromJournal + fmt.Sprintf("desired #%d does not fold: %v", desired.Seq, ch.Err), nil

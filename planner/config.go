@@ -136,6 +136,9 @@ type Config struct {
 	// Cluster is the Proxmox cluster whose events the engine folds
 	// (default events.DefaultCluster).
 	Cluster string
+	// Auth, if set, checks desired events' signatures (signed mode,
+	// docs/signing.md).
+	Auth *projector.Auth `json:"-"`
 	// Name identifies the planner as the publisher of its actions
 	// (default "planner").
 	Name string

@@ -131,6 +131,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	proj := projector.New(cfg.Cluster)
 	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
+	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
 		decision: map[int]Decision{}, counts: map[StatusKind]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
@@ -148,7 +149,7 @@ func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	p.Partitions = e.cfg.Partitions
+	p.Partitions, p.Auth = e.cfg.Partitions, e.cfg.Auth
 	e.proj = p
 	e.lastCkptSeq, e.lastCkpt = s.Seq, now
 	return nil

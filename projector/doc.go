@@ -46,6 +46,18 @@
 //     (Change.Err): it skipped the journal's partition transform, and no
 //     partition's reader or fence would see it.
 //
+// # Signatures and read-backs
+//
+// With [Projector.Auth] set (signed mode, docs/signing.md), a desired
+// event is accepted only if a trusted key signed its published subject,
+// publisher header and exact body within the window of its journal time,
+// and its signature was not folded before for that guest (the seen
+// signatures are part of the view, so checkpoints keep them); with
+// Auth.Require, unsigned events are rejected too. Rejections carry the
+// reason; View.SignedBy names the key of the accepted event. A result's
+// read-back replaces the observation only when the result is for the
+// guest's own in-flight or last action.
+//
 // # Snapshots
 //
 // [Projector.Snapshot] copies the fold as of its last sequence; [Restore]

@@ -31,6 +31,9 @@ type Projector struct {
 	// (events.SubjectInfo.CheckPartition).
 	Partitions int `json:"-"` // configuration, not fold state
 
+	// Auth, if set, checks the signatures of desired events (sign.go).
+	Auth *Auth `json:"-"`
+
 	// strs interns the few distinct values that recur in every event
 	// (publishers, nodes, operations): one copy instead of one per guest.
 	strs map[string]string
@@ -140,7 +143,7 @@ func (p *Projector) Apply(ev Event) Change {
 	var ferr error
 	switch info.Kind {
 	case events.KindDesired:
-		foldDesired(v, ev)
+		p.foldDesired(v, ev)
 	case events.KindObserved:
 		ferr = p.foldObserved(v, ev)
 	case events.KindAction:
@@ -160,10 +163,15 @@ func (p *Projector) Apply(ev Event) Change {
 	return Change{View: v}
 }
 
-func foldDesired(v *View, ev Event) {
+func (p *Projector) foldDesired(v *View, ev Event) {
 	publisher := ev.Header.Get(events.HeaderPublisher)
 	if publisher == "" {
 		publisher = "unknown"
+	}
+	why, signedBy := p.checkSignature(v, ev)
+	if why != "" {
+		v.Rejected = &Rejection{Seq: ev.Seq, Reason: why, Publisher: publisher, At: ev.Time}
+		return
 	}
 	var d *events.Desired
 	var err error
@@ -180,7 +188,7 @@ func foldDesired(v *View, ev Event) {
 		v.Rejected = &Rejection{Seq: ev.Seq, Reason: events.TruncateReason(err.Error()), Publisher: publisher, At: ev.Time}
 		return
 	}
-	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher = d, ev.Seq, ev.Time, publisher
+	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher, v.SignedBy = d, ev.Seq, ev.Time, publisher, signedBy
 	v.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
 	if v.CorrelationID == "" {
 		v.CorrelationID = fmt.Sprintf("desired-%s-%d-%d", v.Cluster, v.VMID, ev.Seq)

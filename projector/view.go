@@ -13,11 +13,18 @@ type View struct {
 
 	// Desired is the last valid desired state; DesiredSeq its stream
 	// sequence, which is the desired revision.
-	Desired       *events.Desired `json:"desired,omitempty"`
-	DesiredSeq    uint64          `json:"desired_seq,omitempty"`
-	DesiredAt     time.Time       `json:"desired_at,omitzero"`
-	Publisher     string          `json:"publisher,omitempty"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
+	Desired    *events.Desired `json:"desired,omitempty"`
+	DesiredSeq uint64          `json:"desired_seq,omitempty"`
+	DesiredAt  time.Time       `json:"desired_at,omitzero"`
+	Publisher  string          `json:"publisher,omitempty"`
+	// SignedBy is the trusted key that signed the accepted desired event
+	// (Projector.Auth), "" when it was not signed.
+	SignedBy      string `json:"signed_by,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// Signatures are the guest's desired events' signatures seen within
+	// the signature window, by digest, with their signing time: one seen
+	// again is a replay.
+	Signatures map[string]time.Time `json:"signatures,omitempty"`
 	// Rejected is set when the newest desired event was invalid.
 	Rejected *Rejection `json:"rejected,omitempty"`
 

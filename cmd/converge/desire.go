@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -19,6 +21,7 @@ import (
 
 type desireFlags struct {
 	file, power, name, description, tags, kind, publisher, correlation string
+	signKey, keyID                                                     string
 	cores, memory, cloneFrom                                           int
 	onboot, absent                                                     bool
 }
@@ -71,11 +74,22 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 				Seq  uint64 `json:"seq"`
 			}
 			var res []out
+			var key ed25519.PrivateKey
+			if f.signKey != "" {
+				if key, f.keyID, err = loadSigningKey(f.signKey, f.keyID); err != nil {
+					return err
+				}
+			}
 			for _, d := range bodies {
 				m, err := events.DesiredBodyMessage(d.vmid, d.body,
 					events.PublishOptions{Cluster: g.cluster, Publisher: pub, CorrelationID: f.correlation})
 				if err != nil {
 					return err
+				}
+				if key != nil {
+					if err := events.SignMessage(&m, key, f.keyID, time.Now()); err != nil {
+						return err
+					}
 				}
 				ack, err := b.Append(cmd.Context(), m, journal.Expect{})
 				if err != nil {
@@ -107,6 +121,8 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 	fl.IntVar(&f.cloneFrom, "clone-from", 0, "create by cloning this vmid if missing")
 	fl.StringVar(&f.publisher, "publisher", "", "who publishes (default converge-cli:$USER)")
 	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id linking this change to what it causes")
+	fl.StringVar(&f.signKey, "sign-key", os.Getenv("CONVERGE_SIGN_KEY"), "sign with this ed25519 private key (PEM, from converge keygen; env CONVERGE_SIGN_KEY)")
+	fl.StringVar(&f.keyID, "key-id", "", "the signing key's id (default: the key file's name without extension)")
 	return cmd
 }
 

@@ -48,7 +48,11 @@ correlation_id, task_id, summary, …), for a log store or SIEM.`,
 				return err
 			}
 			defer b.Close()
-			es, err := audit.Timeline(ctx, b.JS, g.stream, g.cluster, vmid, 0, from)
+			auth, err := g.sign.auth(upKeys(g.data))
+			if err != nil {
+				return err
+			}
+			es, err := audit.Timeline(ctx, b.JS, g.stream, g.cluster, vmid, 0, from, auth)
 			if err != nil {
 				return err
 			}

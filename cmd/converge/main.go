@@ -66,6 +66,7 @@ type globals struct {
 	cluster  string
 	natsUser string
 	natsPass string
+	sign     signFlags
 	// data is `up`'s data directory, where client commands find the
 	// credentials of its embedded NATS.
 	data string
@@ -98,6 +99,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.logLevel, "log-level", envOr("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVERGE_LOG_LEVEL)")
 	pf.StringVar(&g.natsURL, "nats", os.Getenv("CONVERGE_NATS_URL"), "NATS server URLs, comma-separated (env CONVERGE_NATS_URL)")
 	pf.StringVar(&g.cluster, "cluster", envOr("CONVERGE_CLUSTER", events.DefaultCluster), "Proxmox cluster id (env CONVERGE_CLUSTER)")
+	g.sign.register(root)
 	pf.StringVar(&g.data, "data", envOr("CONVERGE_DATA", "converge-data"), "data directory of `converge up` (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it) (env CONVERGE_DATA)")
 	pf.StringVar(&g.natsUser, "nats-user", os.Getenv("CONVERGE_NATS_USER"), "NATS user (env CONVERGE_NATS_USER)")
 	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
@@ -131,7 +133,7 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
 		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
-		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g))
+		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd())
 	return root
 }
 

@@ -54,7 +54,11 @@ a terminal or the replay is longer than 100,000 events.`,
 			}
 			defer b.Close()
 			bar := &replayProgress{w: cmd.ErrOrStderr()}
-			p, err := audit.FoldUntil(ctx, b.JS, g.stream, g.cluster, pt, bar.update)
+			auth, err := g.sign.auth(upKeys(g.data))
+			if err != nil {
+				return err
+			}
+			p, err := audit.FoldUntil(ctx, b.JS, g.stream, g.cluster, pt, bar.update, auth)
 			bar.finish()
 			if err != nil {
 				return err

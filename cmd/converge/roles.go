@@ -192,6 +192,11 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 			if cfg.HTTPAuth, err = f.httpAuth("", log); err != nil {
 				return err
 			}
+			if cfg.Planner.Planner.Auth, err = g.sign.auth(nil); err != nil {
+				return err
+			}
+			cfg.Executor.Auth = cfg.Planner.Planner.Auth
+			logAuth(log, cfg.Executor.Auth)
 			if roles.Observer || roles.Executor {
 				px, err := f.pveClient(log)
 				if err != nil {

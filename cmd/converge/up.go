@@ -1,14 +1,17 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
@@ -50,6 +53,9 @@ built-in Proxmox VE simulator with demo guests.`,
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
 	return cmd
 }
+
+// apiKeyID names up's API signing key in signatures.
+const apiKeyID = "converge-api"
 
 func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	log, err := g.logger()
@@ -95,6 +101,18 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if cfg.HTTPAuth, err = f.httpAuth(filepath.Join(data, "http-tokens.yaml"), log); err != nil {
 		return err
 	}
+	// Desired state posted over HTTP is signed with up's own key, which
+	// its planner trusts: in signed mode, the API's callers need no key.
+	apiKey, err := loadOrCreateSigningKey(filepath.Join(data, "api-signing.key"))
+	if err != nil {
+		return fmt.Errorf("--data %s: API signing key: %w", data, err)
+	}
+	cfg.HTTPSign = func(m *events.Message) error { return events.SignMessage(m, apiKey, apiKeyID, time.Now()) }
+	if cfg.Planner.Planner.Auth, err = g.sign.auth(map[string]ed25519.PublicKey{apiKeyID: apiKey.Public().(ed25519.PublicKey)}); err != nil {
+		return err
+	}
+	cfg.Executor.Auth = cfg.Planner.Planner.Auth
+	logAuth(log, cfg.Executor.Auth)
 	if g.natsURL == "" {
 		dir, err := filepath.Abs(g.data)
 		if err != nil {

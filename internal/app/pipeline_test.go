@@ -29,7 +29,7 @@ type pipeline struct {
 
 // startPipeline starts the simulator with opts, a planner and an executor,
 // and an observer with obsCfg (its logger silenced).
-func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config) *pipeline {
+func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config, mods ...func(*app.Config)) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sim := pvesimtest.Start(t, opts)
@@ -38,6 +38,9 @@ func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config) *p
 		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
 		Proxmox:  pvesimtest.Client(t, sim),
 		Logger:   zerolog.Nop(),
+	}
+	for _, m := range mods {
+		m(&cfg)
 	}
 	a, err := app.Start(ctx, cfg)
 	if err != nil {

@@ -23,8 +23,14 @@ const foldBatch = 1024
 // projector for cluster. progress, if not nil, is called on the caller's
 // goroutine after each batch with the events folded so far and the events
 // to fold in all.
-func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster string, until Point, progress func(done, total uint64)) (*projector.Projector, error) {
+//
+// auth, if given, checks desired events' signatures as the planner does
+// (its --trusted-keys, --require-signed): a replay must reject what live
+// rejected.
+func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster string, until Point, progress func(done, total uint64),
+	auth ...*projector.Auth) (*projector.Projector, error) {
 	p := projector.New(cluster)
+	p.Auth = firstAuth(auth)
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("journal: stream %s: %w", stream, err)
@@ -116,4 +122,11 @@ func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster stri
 			}
 		}
 	}
+}
+
+func firstAuth(a []*projector.Auth) *projector.Auth {
+	if len(a) > 0 {
+		return a[0]
+	}
+	return nil
 }

@@ -54,7 +54,7 @@ const maxBody = 4096
 // Timeline returns the history of one guest, from since (the journal's
 // start when zero) to the guest's last event as the call began. partitions
 // is the journal's partition count; 0 reads it from the stream.
-func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster string, vmid, partitions int, since time.Time) ([]Entry, error) {
+func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster string, vmid, partitions int, since time.Time, auth ...*projector.Auth) ([]Entry, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("journal: stream %s: %w", stream, err)
@@ -99,6 +99,7 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 	}
 	defer it.Stop()
 	tl := newTimeline(cluster, vmid)
+	tl.proj.Auth = firstAuth(auth) // desired events judged as the planner judges them
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
