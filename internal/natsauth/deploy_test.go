@@ -3,6 +3,8 @@ package natsauth_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -283,5 +285,69 @@ func TestShippedConfigPipeline(t *testing.T) {
 	lasts, err := aud.Lasts(ctx, events.DefaultCluster, vmid, events.KindResult)
 	if err != nil || lasts[0] == nil {
 		t.Fatalf("auditor cannot read results: %v", err)
+	}
+}
+
+// Three nodes started with the shipped cluster configuration form a
+// JetStream cluster holding the journal at three replicas, with the same
+// users and permissions: the publisher cannot publish actions, results or
+// resync requests, the executor cannot publish desired state, the auditor
+// cannot publish at all; each publishes its own events.
+func TestShippedClusterConfig(t *testing.T) {
+	pw := setPasswords(t)
+	var routes, listens []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listens = append(listens, ln.Addr().String())
+		routes = append(routes, "nats-route://"+ln.Addr().String())
+		ln.Close()
+	}
+	var urls []string
+	for i := range 3 {
+		// The file's routes name hosts nats1..3; here the nodes are on
+		// loopback ports, which the options override.
+		srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Name: fmt.Sprintf("nats%d", i+1),
+			ConfigFile: filepath.Join("..", "..", "deploy", "nats", "cluster.conf"),
+			Cluster:    &natsserver.ClusterOptions{Name: "converge", Listen: listens[i], Routes: routes}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
+		urls = append(urls, srv.ClientURL())
+	}
+	url := strings.Join(urls, ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Replicas: 3, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	if err := admin.Provision(ctx); err != nil { // retried while the cluster elects its leaders
+		t.Fatal(err)
+	}
+	info, err := admin.JS.Stream(ctx, bus.DefaultStream)
+	if err != nil || info.CachedInfo().Config.Replicas != 3 {
+		t.Fatalf("journal: %v", err)
+	}
+	desired, action, result, control := "pve.desired.pve.101", "pve.action.pve.101", "pve.result.pve.101", "pve.control.pve"
+	pub := connect(t, url, natsauth.Publisher, pw[natsauth.Publisher])
+	pub.may(t, natsauth.Publisher, desired)
+	for _, s := range []string{action, result, control} {
+		pub.mayNot(t, natsauth.Publisher, s)
+	}
+	ex := connect(t, url, natsauth.Executor, pw[natsauth.Executor])
+	ex.may(t, natsauth.Executor, result)
+	ex.mayNot(t, natsauth.Executor, desired)
+	aud := connect(t, url, natsauth.Auditor, pw[natsauth.Auditor])
+	for _, s := range []string{desired, action, result, control} {
+		aud.mayNot(t, natsauth.Auditor, s)
+	}
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials was accepted")
 	}
 }
