@@ -20,6 +20,20 @@ type entry struct {
 // readJournal reads the whole journal stream in order.
 func readJournal(t *testing.T, js jetstream.JetStream) []entry {
 	t.Helper()
+	var out []entry
+	for _, m := range journalMessages(t, js) {
+		si, err := events.ParseSubject(m.Subject)
+		if err != nil {
+			t.Fatalf("seq %d: %v", m.Sequence, err)
+		}
+		out = append(out, entry{m.Sequence, si, m.Data})
+	}
+	return out
+}
+
+// journalMessages are every message of the journal, headers included.
+func journalMessages(t *testing.T, js jetstream.JetStream) []*jetstream.RawStreamMsg {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, "PVE")
@@ -30,7 +44,7 @@ func readJournal(t *testing.T, js jetstream.JetStream) []entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []entry
+	var out []*jetstream.RawStreamMsg
 	for seq := max(info.State.FirstSeq, 1); seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -39,11 +53,7 @@ func readJournal(t *testing.T, js jetstream.JetStream) []entry {
 		if err != nil {
 			t.Fatal(err)
 		}
-		si, err := events.ParseSubject(m.Subject)
-		if err != nil {
-			t.Fatalf("seq %d: %v", seq, err)
-		}
-		out = append(out, entry{seq, si, m.Data})
+		out = append(out, m)
 	}
 	return out
 }

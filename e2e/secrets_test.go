@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -157,31 +156,4 @@ func httpGet(t *testing.T, url string) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
-}
-
-// journalMessages are every message of the journal, headers included.
-func journalMessages(t *testing.T, js jetstream.JetStream) []*jetstream.RawStreamMsg {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, "PVE")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	for seq := max(info.State.FirstSeq, 1); seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
 }

@@ -122,6 +122,71 @@ func (c *role) mayNot(t *testing.T, who natsauth.Role, subject string) {
 	}
 }
 
+const (
+	desired, observed, action, result = "pve.desired.pve.101", "pve.observed.pve.101", "pve.action.pve.101", "pve.result.pve.101"
+	control, heartbeat                = "pve.control.pve", "pve.heartbeat.pve"
+)
+
+// permissions are what each role may and may not publish.
+var permissions = []struct {
+	role        natsauth.Role
+	may, mayNot []string
+}{
+	{natsauth.Publisher, []string{desired}, []string{action, result, control, observed}},
+	{natsauth.Executor, []string{result}, []string{desired, action, control}},
+	{natsauth.Observer, []string{observed, heartbeat}, []string{desired}},
+	{natsauth.Planner, []string{action}, []string{desired, result, control}},
+	{natsauth.Auditor, nil, []string{desired, observed, action, result, control, heartbeat, "$KV.converge_views.pve.101"}},
+	{natsauth.Admin, []string{control}, nil},
+}
+
+func checkPermissions(t *testing.T, url string, pw map[natsauth.Role]string) {
+	t.Helper()
+	for _, p := range permissions {
+		c := connect(t, url, p.role, pw[p.role])
+		for _, s := range p.may {
+			c.may(t, p.role, s)
+		}
+		for _, s := range p.mayNot {
+			c.mayNot(t, p.role, s)
+		}
+	}
+}
+
+// startShipped starts nats-server with the shipped single-node
+// configuration and returns its URL.
+func startShipped(t *testing.T) string {
+	t.Helper()
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
+		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv.ClientURL()
+}
+
+// provisioned connects as admin and provisions what converge keeps in
+// NATS, as `converge provision` does.
+func provisioned(t *testing.T, ctx context.Context, url string, pw map[natsauth.Role]string, replicas int) *bus.Bus {
+	t.Helper()
+	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Replicas: replicas, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	if err := admin.Provision(ctx); err != nil { // retried while a cluster elects its leaders
+		t.Fatal(err)
+	}
+	if _, err := admin.LeaseStore(ctx, executor.DefaultLeaseTTL, replicas); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Checkpoints().Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return admin
+}
+
 // A nats-server started with the shipped single-node configuration lets
 // each role publish its own events and read the journal, and nothing
 // else: the publisher cannot publish actions, results or resync requests,
@@ -129,59 +194,16 @@ func (c *role) mayNot(t *testing.T, who natsauth.Role, subject string) {
 // at all.
 func TestShippedConfigPermissions(t *testing.T) {
 	pw := setPasswords(t)
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
-		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	url := srv.ClientURL()
+	url := startShipped(t)
 	if nc, err := nats.Connect(url); err == nil {
 		nc.Close()
 		t.Fatal("a client without credentials was accepted")
 	}
-	// Admin provisions.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	if err := admin.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	desired, observed, action, result := "pve.desired.pve.101", "pve.observed.pve.101", "pve.action.pve.101", "pve.result.pve.101"
-	control, heartbeat := "pve.control.pve", "pve.heartbeat.pve"
-
-	pub := connect(t, url, natsauth.Publisher, pw[natsauth.Publisher])
-	pub.may(t, natsauth.Publisher, desired)
-	for _, s := range []string{action, result, control, observed} {
-		pub.mayNot(t, natsauth.Publisher, s)
-	}
-
-	ex := connect(t, url, natsauth.Executor, pw[natsauth.Executor])
-	ex.may(t, natsauth.Executor, result)
-	for _, s := range []string{desired, action, control} {
-		ex.mayNot(t, natsauth.Executor, s)
-	}
-
-	obs := connect(t, url, natsauth.Observer, pw[natsauth.Observer])
-	obs.may(t, natsauth.Observer, observed)
-	obs.may(t, natsauth.Observer, heartbeat)
-	obs.mayNot(t, natsauth.Observer, desired)
-
-	pl := connect(t, url, natsauth.Planner, pw[natsauth.Planner])
-	pl.may(t, natsauth.Planner, action)
-	for _, s := range []string{desired, result, control} {
-		pl.mayNot(t, natsauth.Planner, s)
-	}
-
+	provisioned(t, ctx, url, pw, 1)
+	checkPermissions(t, url, pw)
 	aud := connect(t, url, natsauth.Auditor, pw[natsauth.Auditor])
-	for _, s := range []string{desired, observed, action, result, control, heartbeat, "$KV.converge_views.pve.101"} {
-		aud.mayNot(t, natsauth.Auditor, s)
-	}
 	// The auditor reads: the journal's extent and its entries.
 	s, err := aud.js.Stream(ctx, bus.DefaultStream)
 	if err != nil {
@@ -194,40 +216,17 @@ func TestShippedConfigPermissions(t *testing.T) {
 	if _, err := s.GetMsg(ctx, info.State.FirstSeq); err != nil {
 		t.Fatalf("auditor cannot read an entry: %v", err)
 	}
-	// Admin may do anything, a resync request included.
-	adm := connect(t, url, natsauth.Admin, pw[natsauth.Admin])
-	adm.may(t, natsauth.Admin, control)
 }
 
-// pipelineAs runs observer, planner and executor each as its own NATS
-// user (three processes' worth of app instances).
+// Observer, planner and executor each connected as its own user of the
+// shipped configuration (as three processes would be) converge a desired
+// change published by the publisher, and the auditor reads the result.
 func TestShippedConfigPipeline(t *testing.T) {
 	pw := setPasswords(t)
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
-		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	url := srv.ClientURL()
+	url := startShipped(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	// What `converge provision` does with admin's credentials: the
-	// journal, its keep stream, the views, leases and checkpoint buckets.
-	if err := admin.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.LeaseStore(ctx, executor.DefaultLeaseTTL, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Checkpoints().Open(ctx); err != nil {
-		t.Fatal(err)
-	}
+	provisioned(t, ctx, url, pw, 1)
 	sim := pvesimtest.Start(t, pvesim.Options{Guests: 4, Nodes: 1})
 	for _, r := range []natsauth.Role{natsauth.Observer, natsauth.Planner, natsauth.Executor} {
 		cfg := app.Config{
@@ -321,31 +320,12 @@ func TestShippedClusterConfig(t *testing.T) {
 	url := strings.Join(urls, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Replicas: 3, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	if err := admin.Provision(ctx); err != nil { // retried while the cluster elects its leaders
-		t.Fatal(err)
-	}
+	admin := provisioned(t, ctx, url, pw, 3)
 	info, err := admin.JS.Stream(ctx, bus.DefaultStream)
 	if err != nil || info.CachedInfo().Config.Replicas != 3 {
 		t.Fatalf("journal: %v", err)
 	}
-	desired, action, result, control := "pve.desired.pve.101", "pve.action.pve.101", "pve.result.pve.101", "pve.control.pve"
-	pub := connect(t, url, natsauth.Publisher, pw[natsauth.Publisher])
-	pub.may(t, natsauth.Publisher, desired)
-	for _, s := range []string{action, result, control} {
-		pub.mayNot(t, natsauth.Publisher, s)
-	}
-	ex := connect(t, url, natsauth.Executor, pw[natsauth.Executor])
-	ex.may(t, natsauth.Executor, result)
-	ex.mayNot(t, natsauth.Executor, desired)
-	aud := connect(t, url, natsauth.Auditor, pw[natsauth.Auditor])
-	for _, s := range []string{desired, action, result, control} {
-		aud.mayNot(t, natsauth.Auditor, s)
-	}
+	checkPermissions(t, url, pw)
 	if nc, err := nats.Connect(url); err == nil {
 		nc.Close()
 		t.Fatal("a client without credentials was accepted")
