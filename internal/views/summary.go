@@ -17,13 +17,17 @@ type Summary struct {
 	Desired   *events.Desired    `json:"desired,omitempty"`
 	Revision  uint64             `json:"desired_revision,omitempty"`
 	Publisher string             `json:"publisher,omitempty"`
-	Observed  *ObservedSummary   `json:"observed,omitempty"`
-	Next      []planner.Step     `json:"next,omitempty"`
-	Last      *ActionSummary     `json:"last_action,omitempty"`
-	LastError string             `json:"last_error,omitempty"`
-	RetryAt   time.Time          `json:"retry_at,omitzero"`
-	DesiredAt time.Time          `json:"desired_at,omitzero"`
-	UpdatedAt time.Time          `json:"updated_at"`
+	// SignedBy is the trusted key that signed the desired state (signed
+	// mode); without it, Publisher is the publisher's unverified claim
+	// unless it names a token ("token:…", authenticated by the HTTP API).
+	SignedBy  string           `json:"signed_by,omitempty"`
+	Observed  *ObservedSummary `json:"observed,omitempty"`
+	Next      []planner.Step   `json:"next,omitempty"`
+	Last      *ActionSummary   `json:"last_action,omitempty"`
+	LastError string           `json:"last_error,omitempty"`
+	RetryAt   time.Time        `json:"retry_at,omitzero"`
+	DesiredAt time.Time        `json:"desired_at,omitzero"`
+	UpdatedAt time.Time        `json:"updated_at"`
 }
 
 // ObservedSummary is what Proxmox last showed.
@@ -54,7 +58,7 @@ type ActionSummary struct {
 func Summarise(d *GuestDoc) Summary {
 	v := d.View
 	s := Summary{VMID: v.VMID, Cluster: v.Cluster, State: d.Status.Kind, Reason: d.Status.Reason, Drift: d.Status.Drift,
-		Desired: v.Desired, Revision: v.DesiredSeq, Publisher: v.Publisher, Next: d.Next, LastError: v.LastError,
+		Desired: v.Desired, Revision: v.DesiredSeq, Publisher: v.Publisher, SignedBy: v.SignedBy, Next: d.Next, LastError: v.LastError,
 		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt}
 	if o := v.Observed; o != nil {
 		s.Observed = &ObservedSummary{Exists: o.Exists, Node: o.Node, Kind: o.Kind, Status: o.Status, Lock: o.Lock,
