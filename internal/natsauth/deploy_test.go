@@ -281,9 +281,22 @@ func TestShippedConfigPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(aud.Close)
-	lasts, err := aud.Lasts(ctx, events.DefaultCluster, vmid, events.KindResult)
-	if err != nil || lasts[0] == nil {
-		t.Fatalf("auditor cannot read results: %v", err)
+	// The guest runs once its task does; the result is journalled after.
+	for {
+		lasts, err := aud.Lasts(ctx, events.DefaultCluster, vmid, events.KindResult)
+		if err != nil {
+			t.Fatalf("auditor cannot read results: %v", err)
+		}
+		if lasts[0] != nil {
+			if r, err := events.Decode[events.Result](lasts[0].Data); err == nil && r.Status == events.ResultSucceeded {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no succeeded result journalled")
+		case <-time.After(50 * time.Millisecond): // polling another role's outcome
+		}
 	}
 }
 
