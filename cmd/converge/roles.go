@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/api"
 	"github.com/converge-pve/converge/internal/app"
@@ -30,6 +32,7 @@ type roleFlags struct {
 	httpTLSCert     string
 	httpTLSKey      string
 	httpMaxConns    int
+	apiSignKey      string
 	observeInterval time.Duration
 	configRefresh   time.Duration
 	pve             pve.Config
@@ -74,6 +77,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.StringVar(&f.httpTLSCert, "http-tls-cert", "", "serve the HTTP API over TLS with this certificate")
 	fl.StringVar(&f.httpTLSKey, "http-tls-key", "", "the key of --http-tls-cert")
 	fl.IntVar(&f.httpMaxConns, "http-max-conns", api.DefaultLimits().MaxConns, "most HTTP connections open at once; more wait")
+	fl.StringVar(&f.apiSignKey, "api-sign-key", os.Getenv("CONVERGE_API_SIGN_KEY"), "sign desired state posted over HTTP with this ed25519 key (its id: the file's name); the planners must trust its public key (env CONVERGE_API_SIGN_KEY; docs/signing.md)")
 	fl.DurationVar(&f.observeInterval, "observe-interval", observer.DefaultInterval, "how often the observer polls Proxmox")
 	fl.DurationVar(&f.configRefresh, "config-refresh", 0, "shortest time between two verification reads of one guest's config (0: the observe interval; negative: no verification)")
 	fl.Float64Var(&f.verifyRate, "verify-rate", observer.DefaultVerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
@@ -149,6 +153,19 @@ func (f *roleFlags) httpAuth(defaultTokens string, log zerolog.Logger) (app.HTTP
 	return h, err
 }
 
+// httpSign signs desired state posted over HTTP with --api-sign-key;
+// nil without one.
+func (f *roleFlags) httpSign() (func(*events.Message) error, error) {
+	if f.apiSignKey == "" {
+		return nil, nil
+	}
+	key, id, err := loadSigningKey(f.apiSignKey, "")
+	if err != nil {
+		return nil, fmt.Errorf("--api-sign-key: %w", err)
+	}
+	return func(m *events.Message) error { return events.SignMessage(m, key, id, time.Now()) }, nil
+}
+
 func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 	if f.pve.URL == "" {
 		return nil, errors.New("no Proxmox configured: set --pve-url (PVE_URL) and an API token (--pve-token-id and --pve-token-secret-file), or use `converge up --sim`")
@@ -197,6 +214,9 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 			}
 			cfg.Executor.Auth = cfg.Planner.Planner.Auth
 			logAuth(log, cfg.Executor.Auth)
+			if cfg.HTTPSign, err = f.httpSign(); err != nil {
+				return err
+			}
 			if roles.Observer || roles.Executor {
 				px, err := f.pveClient(log)
 				if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -85,5 +87,36 @@ func TestPVETokenSecretFromFile(t *testing.T) {
 		if strings.Contains(buf.String(), "s3cret-from-file") {
 			t.Fatalf("the secret is logged:\n%s", buf.String())
 		}
+	}
+}
+
+// A role serving the HTTP API in signed mode signs what it accepts with
+// --api-sign-key, as a planner trusting its public key verifies.
+func TestAPISignKey(t *testing.T) {
+	dir := t.TempDir()
+	root := newRoot()
+	root.SetOut(io.Discard)
+	root.SetArgs([]string{"keygen", "--dir", dir, "--id", "portal-api"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	f := &roleFlags{apiSignKey: filepath.Join(dir, "portal-api.key")}
+	sign, err := f.httpSign()
+	if err != nil || sign == nil {
+		t.Fatalf("httpSign: %v", err)
+	}
+	m, err := events.DesiredBodyMessage(101, []byte(`{"vmid":101}`), events.PublishOptions{Publisher: "token:portal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sign(&m); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := loadTrustedKeys(filepath.Join(dir, "portal-api.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sig, err := events.VerifySignature(m.Subject, m.Header, m.Data, keys); err != nil || sig.KeyID != "portal-api" {
+		t.Fatalf("%+v %v", sig, err)
 	}
 }
