@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/api"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/clock/clocktest"
@@ -101,11 +102,23 @@ func TestReadyzJournalUnwritable(t *testing.T) {
 	}
 
 	// Seal the stream: the server refuses every publish; the connection
-	// stays up.
+	// stays up. First let the executor create its partitions' consumers:
+	// nats-server (2.15.2) races updating a stream's config against
+	// creating a consumer on it (found by -race).
 	ctx := pvesimtest.Context(t)
 	s, err := a.Bus().Stream(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for {
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Consumers >= executor.DefaultPartitions {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
 	}
 	sc := s.CachedInfo().Config
 	sc.Sealed = true
