@@ -34,6 +34,16 @@ const (
 	PowerStopped Power = "stopped"
 )
 
+// Restart is whether converge may restart a guest to apply changes that
+// Proxmox keeps pending until a restart.
+type Restart string
+
+// Restart policies a desired event may ask for.
+const (
+	RestartNever   Restart = "never"
+	RestartAllowed Restart = "allowed"
+)
+
 // Desired is the body of a desired event, schema version 1. Pointer fields
 // are nil when the event does not manage them.
 type Desired struct {
@@ -48,6 +58,9 @@ type Desired struct {
 	OnBoot      *bool      `json:"onboot,omitempty"`
 	Absent      bool       `json:"absent,omitempty"`
 	Clone       *Clone     `json:"clone,omitempty"`
+	// Restart overrides the deployment's restart policy (--restart) for
+	// this guest.
+	Restart *Restart `json:"restart,omitempty"`
 }
 
 // Clone says how to create a missing guest.
@@ -187,8 +200,8 @@ func (d *Desired) check(subjectVMID int) error {
 		p = append(p, FieldError{"vmid", fmt.Sprintf("body says %d but the subject is for %d", d.VMID, subjectVMID)})
 	}
 	if d.Absent && (d.Power != nil || d.Cores != nil || d.MemoryMiB != nil || d.Name != nil ||
-		d.Description != nil || d.Tags != nil || d.OnBoot != nil || d.Clone != nil) {
-		p = append(p, FieldError{"absent", "an absent guest cannot also have power, config or clone fields"})
+		d.Description != nil || d.Tags != nil || d.OnBoot != nil || d.Clone != nil || d.Restart != nil) {
+		p = append(p, FieldError{"absent", "an absent guest cannot also have power, config, clone or restart fields"})
 	}
 	if d.Clone != nil && d.Clone.From == d.VMID {
 		p = append(p, FieldError{"clone.from", "a guest cannot be cloned from itself"})

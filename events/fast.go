@@ -157,6 +157,13 @@ func fastField(d *Desired, k string, raw json.RawMessage) bool {
 		d.OnBoot = &b
 	case "absent":
 		return strictBool(raw, &d.Absent)
+	case "restart":
+		var s string
+		if !strictString(raw, &s) || (s != string(RestartNever) && s != string(RestartAllowed)) {
+			return false
+		}
+		r := Restart(s)
+		d.Restart = &r
 	case "clone":
 		var cf map[string]json.RawMessage
 		if json.Unmarshal(raw, &cf) != nil {

@@ -244,7 +244,7 @@ func TestSchemaAcceptsWhatGoMarshals(t *testing.T) {
 	kind, power, cores, mem, name, desc, onboot, full := events.QEMU, events.PowerRunning, 2, 2048, "web-1", "notes", true, true
 	tags := []string{"a"}
 	d := events.Desired{VMID: 101, Kind: &kind, Power: &power, Cores: &cores, MemoryMiB: &mem, Name: &name,
-		Description: &desc, Tags: &tags, OnBoot: &onboot,
+		Description: &desc, Tags: &tags, OnBoot: &onboot, Restart: ptrTo(events.RestartAllowed),
 		Clone: &events.Clone{From: 9000, Node: "pve1", Full: &full, Storage: "local-lvm"}}
 	body, err := json.Marshal(d)
 	if err != nil {
@@ -269,3 +269,5 @@ func TestSchemaAcceptsWhatGoMarshals(t *testing.T) {
 		t.Fatalf("absent with kind: %v", err)
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -160,12 +160,61 @@ type Result struct {
 const (
 	// CommandResync asks for a full reconciliation pass now.
 	CommandResync = "resync"
+	// CommandPause stops acting on the named guests (or all) until
+	// CommandResume; they are still observed and planned (dry), and
+	// show status paused.
+	CommandPause  = "pause"
+	CommandResume = "resume"
+	// CommandApprove releases the disruptive actions the mass-change
+	// guard holds for the named guests (or all): those planned from a
+	// desired revision journalled before the approval, and, with All, the
+	// hold an inventory loss put on everything.
+	CommandApprove = "approve"
+	// CommandRelease hands the named guests back: their desired state is
+	// forgotten and converge leaves them alone until a new one arrives.
+	CommandRelease = "release"
 )
 
-// Control is a request to converge's roles.
+// Control is a request to converge's roles, journalled on the cluster's
+// control subject. Who asked is Meta.Publisher.
 type Control struct {
 	Meta
 	Command string `json:"command"`
+	// VMIDs are the guests a per-guest command names; All names every
+	// guest (not for release).
+	VMIDs []int `json:"vmids,omitempty"`
+	All   bool  `json:"all,omitempty"`
+}
+
+// maxControlVMIDs bounds one request: a longer list is several requests.
+const maxControlVMIDs = 10000
+
+// Validate checks a control request before it is published and when it
+// is folded: an invalid one changes nothing.
+func (c *Control) Validate() error {
+	switch c.Command {
+	case CommandResync:
+		return nil
+	case CommandPause, CommandResume, CommandApprove, CommandRelease:
+	default:
+		return fmt.Errorf("unknown control command %q", c.Command)
+	}
+	switch {
+	case c.All && c.Command == CommandRelease:
+		return fmt.Errorf("release names guests one by one: --all is not accepted")
+	case c.All && len(c.VMIDs) > 0:
+		return fmt.Errorf("%s: give guests or all, not both", c.Command)
+	case !c.All && len(c.VMIDs) == 0:
+		return fmt.Errorf("%s: name at least one guest (or all)", c.Command)
+	case len(c.VMIDs) > maxControlVMIDs:
+		return fmt.Errorf("%s: at most %d guests per request, got %d", c.Command, maxControlVMIDs, len(c.VMIDs))
+	}
+	for _, id := range c.VMIDs {
+		if id < MinVMID || id > MaxVMID {
+			return fmt.Errorf("%s: vmid %d is not within %d..%d", c.Command, id, MinVMID, MaxVMID)
+		}
+	}
+	return nil
 }
 
 // Encode marshals one of converge's own event bodies, exactly as

@@ -64,6 +64,10 @@ type Config struct {
 	// Auth is the planner's signature check (signed mode): an action
 	// whose desired event the planner would reject is not run.
 	Auth *projector.Auth
+	// NodeRate is the most mutating Proxmox calls per second per node,
+	// shared by the executor group's live members (default
+	// DefaultNodeRate; negative: no limit).
+	NodeRate float64
 	// Poison, if set, receives the actions terminated as undecodable
 	// (control.Router.Poison); they are logged either way.
 	Poison func(source, subject string, seq uint64, err error)
@@ -89,6 +93,10 @@ const (
 	// DefaultDrainTimeout covers a graceful shutdown task (60s default
 	// timeout) without holding a restart up for long.
 	DefaultDrainTimeout = 60 * time.Second
+	// DefaultNodeRate keeps converge's writes to one node well below what
+	// pveproxy's three workers serve, leaving room for people and other
+	// tools.
+	DefaultNodeRate = 10.0
 	// pullBatch is the most actions buffered client-side per pull: small,
 	// so that buffered actions do not age towards AckWait unseen.
 	pullBatch = 16
@@ -136,6 +144,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.NodeRate == 0 {
+		c.NodeRate = DefaultNodeRate
 	}
 	c.Clock = clock.Or(c.Clock)
 	if err := c.Policy.Validate(); err != nil {

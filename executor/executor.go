@@ -34,6 +34,7 @@ type Executor struct {
 	owner  interface{ Held(p int) bool }
 	member string        // this instance's id in the executor group
 	sem    chan struct{} // bounds actions in progress in this process
+	rates  *nodeRates    // paces mutating calls per node
 	// workers hands an action to an idle worker goroutine; stopWorkers
 	// ends the idle ones once Run is done.
 	workers     chan func()
@@ -91,6 +92,7 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e.owner = e.leases
+	e.rates = newNodeRates(cfg.NodeRate, func() int { return len(e.leases.Members()) })
 	return e, nil
 }
 

@@ -123,7 +123,7 @@ func (p *fakePVE) Shutdown(ctx context.Context, ref pve.GuestRef, _ time.Duratio
 	return p.mutate(ctx, pve.OpShutdown, ref, func(g *fakeGuest) error { g.status = "stopped"; return nil })
 }
 
-func (p *fakePVE) Reboot(ctx context.Context, ref pve.GuestRef) (pve.TaskRef, error) {
+func (p *fakePVE) Reboot(ctx context.Context, ref pve.GuestRef, _ time.Duration) (pve.TaskRef, error) {
 	return p.mutate(ctx, pve.OpReboot, ref, func(*fakeGuest) error { return nil })
 }
 

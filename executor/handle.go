@@ -218,6 +218,10 @@ func (j *job) execute(ctx context.Context) outcome {
 		return out
 	}
 
+	// The node's call rate, shared with the other executors.
+	if e.rates.wait(ctx, a.Node) != nil {
+		return abandon
+	}
 	// The partition's lease, last before Proxmox: an executor that lost it
 	// (stalled past its TTL) must not act; the new owner resumes the action.
 	if !e.holds(j.part) {

@@ -58,7 +58,7 @@ func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
 	case events.OpShutdown:
 		return px.Shutdown(ctx, j.ref, a.Timeout, true)
 	case events.OpReboot:
-		return px.Reboot(ctx, j.ref)
+		return px.Reboot(ctx, j.ref, a.Timeout)
 	case events.OpSetConfig:
 		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Revert: a.Revert, Digest: a.Digest})
 	}

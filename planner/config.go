@@ -16,11 +16,19 @@ type Policy struct {
 	// ObserverTimeout: with no heartbeat for this long the observations are
 	// stale and every guest is blocked.
 	ObserverTimeout time.Duration `json:"observer_timeout_ns"`
-	// RebootForPending reboots a running guest whose desired config only
-	// sits in Proxmox's pending section (cores, for example, never
-	// hotplug). Only when the desired power is "running": converge does not
-	// reboot guests whose power it does not manage.
-	RebootForPending *bool `json:"reboot_for_pending"`
+	// Restart is whether a running guest may be restarted to apply
+	// desired values that Proxmox keeps pending until a restart (cores,
+	// for example, never hotplug): "never" (the default: status pending,
+	// "waits for a restart") or "allowed" (a clean reboot: shutdown with
+	// ShutdownTimeout, then start). A desired event's own restart field
+	// overrides it for its guest.
+	Restart events.Restart `json:"restart"`
+	// RestartWindow, if set, confines those restarts to a weekly window
+	// in Location's time, e.g. "Sat 02:00-05:00" (ParseWindow).
+	RestartWindow string `json:"restart_window,omitempty"`
+	// Location is the time zone of RestartWindow (default time.Local:
+	// the deployment's local time).
+	Location *time.Location `json:"-"`
 	// ShutdownTimeout bounds a graceful shutdown before it is forced.
 	ShutdownTimeout time.Duration `json:"shutdown_timeout_ns"`
 	// BackoffBase and BackoffMax bound retry delays after failures:
@@ -55,22 +63,20 @@ const (
 	// start, reboot) with room for fences and a person editing the guest
 	// meanwhile; a loop reaches it in seconds.
 	DefaultMaxBurst = 12
-	// DefaultRebootForPending follows Terraform's bpg provider: pending
-	// changes of a guest whose power converge manages are applied by a
-	// reboot.
-	DefaultRebootForPending = true
+	// DefaultRestart restarts nothing: a restart is an outage of the
+	// guest, which its owner must allow (desired restart, --restart).
+	DefaultRestart = events.RestartNever
 )
 
 // DefaultPolicy returns the defaults above.
 func DefaultPolicy() Policy {
-	reboot := DefaultRebootForPending
 	return Policy{
-		ObserverTimeout:  DefaultObserverTimeout,
-		RebootForPending: &reboot,
-		ShutdownTimeout:  DefaultShutdownTimeout,
-		BackoffBase:      DefaultBackoffBase,
-		BackoffMax:       DefaultBackoffMax,
-		MaxBurst:         DefaultMaxBurst,
+		ObserverTimeout: DefaultObserverTimeout,
+		Restart:         DefaultRestart,
+		ShutdownTimeout: DefaultShutdownTimeout,
+		BackoffBase:     DefaultBackoffBase,
+		BackoffMax:      DefaultBackoffMax,
+		MaxBurst:        DefaultMaxBurst,
 	}
 }
 
@@ -86,12 +92,20 @@ func orDefault[T comparable](v *T, def T) {
 func (p *Policy) Validate() error {
 	d := DefaultPolicy()
 	orDefault(&p.ObserverTimeout, d.ObserverTimeout)
-	orDefault(&p.RebootForPending, d.RebootForPending)
+	orDefault(&p.Restart, d.Restart)
+	if p.Location == nil {
+		p.Location = time.Local
+	}
+	if _, err := ParseWindow(p.RestartWindow); err != nil {
+		return fmt.Errorf("restart window: %w", err)
+	}
 	orDefault(&p.ShutdownTimeout, d.ShutdownTimeout)
 	orDefault(&p.BackoffBase, d.BackoffBase)
 	orDefault(&p.BackoffMax, d.BackoffMax)
 	orDefault(&p.MaxBurst, d.MaxBurst)
 	switch {
+	case p.Restart != events.RestartNever && p.Restart != events.RestartAllowed:
+		return fmt.Errorf("restart policy must be %q or %q, got %q", events.RestartNever, events.RestartAllowed, p.Restart)
 	case p.MaxBurst < 1:
 		return fmt.Errorf("planner.Policy.MaxBurst must be >= 1, got %d", p.MaxBurst)
 	case p.ObserverTimeout < 0:
@@ -146,6 +160,9 @@ type Config struct {
 	// for (default 16, the stream's default).
 	Partitions int
 	Policy     Policy
+	// Limits are the cluster-wide limits on actions (per node, the
+	// mass-change guard).
+	Limits Limits
 	// FullPassInterval replans every guest this often, on top of planning
 	// each guest when its events arrive.
 	FullPassInterval time.Duration
@@ -209,6 +226,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("planner.Config.FlushInterval must be > 0, got %v", c.FlushInterval)
 	case c.DecodeWorkers < 1:
 		return fmt.Errorf("planner.Config.DecodeWorkers must be >= 1, got %d", c.DecodeWorkers)
+	}
+	if err := c.Limits.validate(); err != nil {
+		return fmt.Errorf("planner.Config.Limits: %w", err)
 	}
 	return c.Policy.Validate()
 }

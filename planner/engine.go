@@ -43,6 +43,9 @@ type Engine struct {
 	// awaiting holds guests whose action is handed out but not yet folded
 	// (at most one in flight per guest).
 	awaiting map[int]string
+	// awaitingDisruptive marks handed-out actions the guard counts.
+	awaitingDisruptive map[int]bool
+	lim                limiter
 	// deferred holds the guests folded while the engine was far behind the
 	// journal, in the order first touched; see Fold.
 	deferred      []int
@@ -84,21 +87,35 @@ type Ready struct {
 	Rewrite bool
 	// Unfolded are the events that could not be folded (skipped).
 	Unfolded []Unfolded
+	// Held are guests the mass-change guard has just started holding.
+	Held []HeldNote
+}
+
+// HeldNote is a guest newly held by the mass-change guard, for the log.
+type HeldNote struct {
+	VMID   int
+	Reason string
 }
 
 // Empty reports whether there is nothing to do.
 func (r *Ready) Empty() bool {
 	return len(r.Actions) == 0 && r.Flush == nil && r.Checkpoint == nil && !r.CaughtUp && !r.Resync &&
-		r.Acquired == 0 && !r.Rewrite && len(r.Unfolded) == 0
+		r.Acquired == 0 && !r.Rewrite && len(r.Unfolded) == 0 && len(r.Held) == 0
 }
 
 // Publish is one action to publish on the guest's action subject with
 // Nats-Msg-Id Action.ID (a replan of the same step after a restart is a
 // duplicate) and the fence Nats-Expected-Last-Subject-Sequence
 // ExpectLastSeq: the subject must still end at the action this plan saw.
+//
+// Claims, if any, must first be granted by the cluster's limits ledger
+// (Entry{VMID, ID: Action.ID, After: ExpectLastSeq}), in order; an action
+// refused one is not published, the claims granted before are withdrawn,
+// and the refusal reported with [Engine.Refused].
 type Publish struct {
 	Action        events.Action
 	ExpectLastSeq uint64
+	Claims        []Claim
 }
 
 // Flush is a batch of guest documents to write, with the cluster state and
@@ -134,7 +151,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
 		decision: map[int]Decision{}, counts: map[StatusKind]int{}, retries: map[int]time.Time{},
-		awaiting: map[int]string{}, isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
+		awaiting: map[int]string{}, awaitingDisruptive: map[int]bool{}, lim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}, nil
@@ -151,6 +168,11 @@ func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
 	}
 	p.Partitions, p.Auth = e.cfg.Partitions, e.cfg.Auth
 	e.proj = p
+	for _, v := range p.Views {
+		if v.InFlight != nil {
+			e.lim.setBusy(v.VMID, v.InFlight.Node)
+		}
+	}
 	e.lastCkptSeq, e.lastCkpt = s.Seq, now
 	return nil
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -69,8 +70,36 @@ func (e *Engine) Tick(now time.Time) {
 // action already folded frees its guest (its fold came first).
 func (e *Engine) Published(vmid int, id string, duplicate bool) {
 	if v := e.proj.Views[vmid]; duplicate && v != nil && v.LastAction != nil && v.LastAction.ID == id && e.awaiting[vmid] == id {
-		delete(e.awaiting, vmid)
+		e.unawait(vmid)
+		e.syncBusy(v, time.Time{})
 	}
+}
+
+// Refused reports an action the limits ledger refused room for (claim c:
+// another planner took the room first). The guest is freed and waits:
+// held by the guard, or pending for its node, tried again shortly.
+func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
+	if e.awaiting[vmid] != id {
+		return
+	}
+	e.unawait(vmid)
+	v := e.proj.Views[vmid]
+	if v != nil {
+		e.syncBusy(v, now)
+	}
+	d := e.decision[vmid]
+	if len(d.Steps) == 0 {
+		return
+	}
+	if c.Key == GuardKey {
+		d = held(d, fmt.Sprintf("mass-change guard: the cluster's planners already used its %d guests within %s; waits for approval (converge approve %d, or --all)",
+			c.Limit, c.Window, vmid), now.Add(10*refusedRetry))
+	} else {
+		d.Status.Reason = fmt.Sprintf("waiting for a task slot (%s: %d in use across the cluster's planners); %s", c.Key, c.Limit, d.Status.Reason)
+		d.Status.RetryAt = now.Add(refusedRetry)
+		d.Steps = nil
+	}
+	e.record(vmid, d)
 }
 
 // PublishFailed reports a publish that did not happen: refused by its
@@ -82,8 +111,12 @@ func (e *Engine) PublishFailed(vmid int, id string, replan bool, now time.Time) 
 	if e.awaiting[vmid] != id {
 		return
 	}
-	delete(e.awaiting, vmid)
-	if v := e.proj.Views[vmid]; replan && v != nil {
+	e.unawait(vmid)
+	v := e.proj.Views[vmid]
+	if v != nil {
+		e.syncBusy(v, now)
+	}
+	if replan && v != nil {
 		e.planGuest(v, now)
 	}
 }

@@ -21,20 +21,75 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 	case ch.View != nil:
 		v := ch.View
 		if id, ok := e.awaiting[v.VMID]; ok && v.LastAction != nil && v.LastAction.ID == id {
-			delete(e.awaiting, v.VMID)
+			e.unawait(v.VMID)
+		}
+		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && Disruptive(a.Op) {
+			e.lim.disrupted = append(e.lim.disrupted, disruption{vmid: v.VMID, at: streamTime(ev, now)})
 		}
 		e.dirty[v.VMID] = true
+		e.syncBusy(v, now)
 		if e.caughtUp && !deferPlan {
 			e.planGuest(v, now)
 		}
 		return v.VMID, true
+	case len(ch.Guests) > 0:
+		// An operator's request (pause, resume, approve, release) for
+		// these guests: plan them at once, whatever the backlog.
+		for _, v := range ch.Guests {
+			e.dirty[v.VMID] = true
+			if e.caughtUp {
+				e.planGuest(v, now)
+			}
+		}
 	case ch.Resync && e.caughtUp:
 		e.out.Resync = true
+		e.fullPass(now)
+	case ch.All && e.caughtUp:
 		e.fullPass(now)
 	case ch.Cluster && e.caughtUp:
 		e.tick(now)
 	}
 	return 0, false
+}
+
+func streamTime(ev projector.Event, fallback time.Time) time.Time {
+	if ev.Time.IsZero() {
+		return fallback
+	}
+	return ev.Time
+}
+
+// unawait forgets the action handed out for vmid.
+func (e *Engine) unawait(vmid int) {
+	delete(e.awaiting, vmid)
+	delete(e.awaitingDisruptive, vmid)
+}
+
+// syncBusy records the node slot vmid's action takes (in flight as
+// folded, or handed out), and plans the guests waiting for a node that
+// one was freed on.
+func (e *Engine) syncBusy(v *projector.View, now time.Time) {
+	node := ""
+	if v.InFlight != nil {
+		node = v.InFlight.Node
+	} else if _, ok := e.awaiting[v.VMID]; ok {
+		node = e.lim.busyNode[v.VMID]
+	}
+	if freed := e.lim.setBusy(v.VMID, node); freed != "" && e.caughtUp {
+		e.planHeads(freed, now)
+	}
+}
+
+// planHeads plans the guests first in line for node's free slots.
+func (e *Engine) planHeads(node string, now time.Time) {
+	if e.cfg.Limits.NodeConcurrency <= 0 {
+		return
+	}
+	for _, id := range e.lim.heads(node, e.cfg.Limits.NodeConcurrency-len(e.lim.busy[node])) {
+		if v := e.proj.Views[id]; v != nil {
+			e.planGuest(v, now)
+		}
+	}
 }
 
 // foldDeferring is fold, except that while behind a guest's planning waits
@@ -135,24 +190,24 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	if _, ok := e.awaiting[v.VMID]; ok {
 		return
 	}
+	if v.Desired != nil {
+		e.lim.managed[v.VMID] = true
+	} else {
+		delete(e.lim.managed, v.VMID)
+	}
 	d := Plan(v, e.proj.State, e.cfg.Policy, now)
+	var claims []Claim
+	waiting := false
+	if len(d.Steps) > 0 && e.mine(v.VMID) {
+		d, claims, waiting = e.admit(v, d, now)
+	}
+	if !waiting {
+		e.lim.dequeue(v.VMID) // a waiter that no longer needs its node leaves the line
+	}
 	if e.cfg.OnDecision != nil {
 		e.cfg.OnDecision(v, d)
 	}
-	prev, had := e.decision[v.VMID]
-	e.decision[v.VMID] = d
-	if had {
-		e.counts[prev.Status.Kind]--
-	}
-	e.counts[d.Status.Kind]++
-	if d.Status.RetryAt.IsZero() {
-		delete(e.retries, v.VMID)
-	} else {
-		e.retries[v.VMID] = d.Status.RetryAt
-	}
-	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
-		e.dirty[v.VMID] = true
-	}
+	e.record(v.VMID, d)
 	if len(d.Steps) == 0 || !e.mine(v.VMID) {
 		return
 	}
@@ -167,7 +222,33 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq, Attempt: v.Failures + 1,
 	}
 	e.awaiting[v.VMID] = a.ID
-	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq})
+	if Disruptive(a.Op) {
+		e.awaitingDisruptive[v.VMID] = true
+	}
+	e.lim.setBusy(v.VMID, a.Node)
+	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq, Claims: claims})
+}
+
+// record keeps a guest's decision, its state count and retry, and marks
+// its document for rewriting if what status shows changed.
+func (e *Engine) record(vmid int, d Decision) {
+	prev, had := e.decision[vmid]
+	e.decision[vmid] = d
+	if had {
+		e.counts[prev.Status.Kind]--
+	}
+	e.counts[d.Status.Kind]++
+	if d.Status.RetryAt.IsZero() {
+		delete(e.retries, vmid)
+	} else {
+		e.retries[vmid] = d.Status.RetryAt
+	}
+	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
+		e.dirty[vmid] = true
+	}
+	if d.Status.Kind == Held && (!had || prev.Status.Kind != Held) {
+		e.out.Held = append(e.out.Held, HeldNote{VMID: vmid, Reason: d.Status.Reason})
+	}
 }
 
 func stepsEqual(a, b []Step) bool {

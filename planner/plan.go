@@ -13,10 +13,44 @@ import (
 
 // Plan decides a guest's status and next actions. It is pure.
 func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) Decision {
+	d := plan(v, c, p, now)
+	switch d.Status.Kind {
+	case Rejected, Unmanaged, Acting:
+		return d
+	}
+	if m := pausedBy(v, c); m != nil {
+		// Paused: planned as usual (status shows what would follow), never
+		// acted on.
+		why := d.Status.Reason
+		if why == "" {
+			why = string(d.Status.Kind)
+		}
+		d.Status.Kind = Paused
+		d.Status.Reason = fmt.Sprintf("paused by %s at %s (journal #%d; converge resume to act again); %s",
+			m.By, m.At.Format(time.RFC3339), m.Seq, strings.TrimPrefix(why, "next: "))
+		d.Status.RetryAt = time.Time{}
+		d.Steps = nil
+	}
+	return d
+}
+
+// pausedBy is the pause in force for the guest, nil when none.
+func pausedBy(v *projector.View, c projector.ClusterState) *projector.Mark {
+	if v.Paused != nil {
+		return v.Paused
+	}
+	return c.PausedAll
+}
+
+func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) Decision {
 	if v.Rejected != nil {
 		return decide(Rejected, "desired event #%d rejected: %s", v.Rejected.Seq, v.Rejected.Reason)
 	}
 	if v.Desired == nil {
+		if r := v.Released; r != nil {
+			return decide(Unmanaged, "released by %s at %s (journal #%d): converge leaves this guest alone until a new desired state arrives",
+				r.By, r.At.Format(time.RFC3339), r.Seq)
+		}
 		return decide(Unmanaged, "no desired state: converge leaves this guest alone")
 	}
 	if v.InFlight != nil {
@@ -61,11 +95,12 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		return decide(Pending, "waiting for Proxmox to report the guest's power state (now %q)", o.Status)
 	}
 
-	steps, drift, waiting := diff(v, p)
+	steps, drift, waiting, reopen := diff(v, p, now)
 	if len(steps) == 0 {
 		if len(waiting) > 0 {
 			dec := decide(Pending, "%s", strings.Join(waiting, "; "))
 			dec.Status.Drift = drift
+			dec.Status.RetryAt = reopen
 			return dec
 		}
 		return Decision{Status: Status{Kind: Converged}}
@@ -210,7 +245,7 @@ func show(s string) string {
 // rewriting the applied value would also drop it (Proxmox removes a pending
 // value equal to the applied one), but would take a key converge does not
 // need to change through the hotplug path and plan a needless reboot.
-func diff(v *projector.View, p Policy) (steps []Step, drift, waiting []string) {
+func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, waiting []string, reopen time.Time) {
 	d, o := v.Desired, v.Observed
 	set := map[string]string{}
 	var del, revert, changed, pendingReboot []string
@@ -254,7 +289,7 @@ func diff(v *projector.View, p Policy) (steps []Step, drift, waiting []string) {
 		if cfg != nil {
 			steps = append(steps, *cfg)
 		}
-		return steps, drift, waiting
+		return steps, drift, waiting, reopen
 	}
 	switch {
 	case wantPower == "stopped" && running:
@@ -274,19 +309,38 @@ func diff(v *projector.View, p Policy) (steps []Step, drift, waiting []string) {
 		if cfg != nil {
 			steps = append(steps, *cfg)
 		}
-		if running && (len(pendingReboot) > 0 || (cfg != nil && needsRestart(o.Kind, set))) {
-			switch {
-			case wantPower == "running" && *p.RebootForPending:
-				steps = append(steps, Step{Op: events.OpReboot,
-					Reason: "apply pending " + strings.Join(append(pendingReboot, restartKeys(o.Kind, set)...), ", ") + " (Proxmox applies them at restart)"})
-			case len(pendingReboot) > 0 && wantPower == "running":
-				waiting = append(waiting, strings.Join(pendingReboot, ", ")+" wait for a restart (policy: no reboot for pending changes)")
-			case len(pendingReboot) > 0:
-				waiting = append(waiting, strings.Join(pendingReboot, ", ")+" wait for a restart (converge reboots only guests whose power it manages)")
-			}
+		if !running {
+			break
+		}
+		keys := append(pendingReboot, restartKeys(o.Kind, set)...)
+		if len(keys) == 0 {
+			break
+		}
+		restart := p.Restart
+		if d.Restart != nil {
+			restart = *d.Restart
+		}
+		w, _ := ParseWindow(p.RestartWindow) // checked by Validate
+		loc := p.Location
+		if loc == nil {
+			loc = time.Local
+		}
+		switch {
+		case len(pendingReboot) == 0 && restart != events.RestartAllowed:
+			// The write comes first; what it leaves pending waits then.
+		case restart != events.RestartAllowed:
+			waiting = append(waiting, strings.Join(keys, ", ")+" waits for a restart (restart: never; desired restart \"allowed\" or --restart allowed lets converge reboot the guest)")
+		case !w.Open(now.In(loc)) && len(pendingReboot) == 0:
+		case !w.Open(now.In(loc)):
+			reopen = w.Next(now.In(loc))
+			waiting = append(waiting, fmt.Sprintf("%s waits for a restart: allowed only in the restart window %s (next opens %s)",
+				strings.Join(keys, ", "), w, reopen.Format(time.RFC3339)))
+		default:
+			steps = append(steps, Step{Op: events.OpReboot, Timeout: p.ShutdownTimeout,
+				Reason: "apply pending " + strings.Join(keys, ", ") + " by a clean reboot (shutdown, forced after " + p.ShutdownTimeout.String() + ", then start; restart allowed)"})
 		}
 	}
-	return steps, drift, waiting
+	return steps, drift, waiting, reopen
 }
 
 // needsRestart predicts whether a config write to a running guest will be

@@ -209,6 +209,7 @@ func TestPlanConvergesInBoundedSteps(t *testing.T) {
 		d := genDesired(t, 101)
 		o := genObserved(t, 101)
 		p := policy()
+		p.Restart = events.RestartAllowed // a running guest converges only if it may be restarted
 		for i := 0; ; i++ {
 			dec := Plan(viewOf(d, o), fresh(), p, t0)
 			if len(dec.Steps) == 0 {
@@ -306,6 +307,7 @@ func TestPlanHolds(t *testing.T) {
 
 func TestPlanOrdersSteps(t *testing.T) {
 	p := policy()
+	p.Restart = events.RestartAllowed
 	run := events.PowerRunning
 	stop := events.PowerStopped
 	for _, tc := range []struct {
@@ -335,10 +337,14 @@ func TestPlanOrdersSteps(t *testing.T) {
 			&events.Desired{VMID: 1, Power: &run, Cores: ptr(4)},
 			&events.Observed{Exists: true, Kind: events.QEMU, Status: "running", Config: events.GuestConfig{Cores: 2}, Pending: map[string]string{"cores": "4"}},
 			[]events.Op{events.OpReboot}, ""},
-		{"power unmanaged: never rebooted",
+		{"power unmanaged, restart allowed: a running guest is rebooted",
 			&events.Desired{VMID: 1, Cores: ptr(4)},
 			&events.Observed{Exists: true, Kind: events.QEMU, Status: "running", Config: events.GuestConfig{Cores: 2}, Pending: map[string]string{"cores": "4"}},
-			nil, "wait for a restart"},
+			[]events.Op{events.OpReboot}, ""},
+		{"the guest's restart: never overrides the deployment's",
+			&events.Desired{VMID: 1, Power: &run, Cores: ptr(4), Restart: ptr(events.RestartNever)},
+			&events.Observed{Exists: true, Kind: events.QEMU, Status: "running", Config: events.GuestConfig{Cores: 2}, Pending: map[string]string{"cores": "4"}},
+			nil, "waits for a restart"},
 		{"clearing description and tags deletes them",
 			&events.Desired{VMID: 1, Description: ptr(""), Tags: &[]string{}},
 			&events.Observed{Exists: true, Kind: events.QEMU, Status: "stopped", Config: events.GuestConfig{Description: "x", Tags: []string{"a"}}},

@@ -49,6 +49,7 @@ var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, now: t0, lost: map[int]bool{}, lastAction: map[int]planner.Publish{}}
 	h.cfg = planner.Config{Name: "planner@test", Owner: h}
+	h.cfg.Policy.Location = time.UTC // restart windows in the script's time
 	return h
 }
 
@@ -65,6 +66,8 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D)", "VMID key=value...", h.observe),
 		"result":    scenario.Cmd("fold a result of the guest's newest action", "VMID STATUS [class=C] [error=E] [observe key=value...]", h.result),
 		"resync":    scenario.Cmd("fold a resync request", "", h.resync),
+		"control":   scenario.Cmd("fold an operator's request by alice", "pause|resume|approve|release all|VMID...", h.control),
+		"ledger":    scenario.Cmd("the limits ledger refuses VMID's handed-out action its claim KEY", "VMID KEY", h.ledger),
 		"behind":    scenario.Cmd("the next folds see N events after them in the journal", "N", h.behind),
 		"publish":   scenario.Cmd("the stream stores the handed-out actions; they are folded", "", h.publish),
 		"refuse":    scenario.Cmd("the stream refuses VMID's handed-out action (its fence moved)", "VMID", h.refuse),
@@ -85,9 +88,14 @@ func (h *harness) config(args []string) (string, error) {
 		switch k {
 		case "observe-only":
 			h.cfg.Policy.ObserveOnly = v != "false"
-		case "no-reboot":
-			no := false
-			h.cfg.Policy.RebootForPending = &no
+		case "restart":
+			h.cfg.Policy.Restart = events.Restart(v)
+		case "restart-window":
+			h.cfg.Policy.RestartWindow = strings.ReplaceAll(v, "_", " ")
+		case "node-concurrency":
+			h.cfg.Limits.NodeConcurrency, err = strconv.Atoi(v)
+		case "guard-min":
+			h.cfg.Limits.GuardMin, err = strconv.Atoi(v)
 		case "backoff":
 			h.cfg.Policy.BackoffBase, err = time.ParseDuration(v)
 		case "max-burst":
@@ -285,6 +293,47 @@ func (h *harness) resync([]string) (string, error) {
 	return h.ready(), nil
 }
 
+func (h *harness) control(args []string) (string, error) {
+	if len(args) < 2 {
+		return "", fmt.Errorf("want COMMAND all|VMID...")
+	}
+	c := events.Control{Meta: events.NewMeta("alice", "", h.now), Command: args[0]}
+	for _, a := range args[1:] {
+		if a == "all" {
+			c.All = true
+			continue
+		}
+		id, err := strconv.Atoi(a)
+		if err != nil {
+			return "", err
+		}
+		c.VMIDs = append(c.VMIDs, id)
+	}
+	h.fold(events.KindControl, 0, nil, mustJSON(c))
+	return h.ready(), nil
+}
+
+func (h *harness) ledger(args []string) (string, error) {
+	vmid, err := vmidArg(args)
+	if err != nil || len(args) != 2 {
+		return "", fmt.Errorf("want VMID KEY: %v", err)
+	}
+	for i, p := range h.outbox {
+		if p.Action.VMID != vmid {
+			continue
+		}
+		for _, c := range p.Claims {
+			if c.Key == args[1] {
+				h.outbox = append(h.outbox[:i], h.outbox[i+1:]...)
+				h.e.Refused(vmid, p.Action.ID, c, h.now)
+				return "ledger refused " + p.Action.ID + "\n" + h.ready(), nil
+			}
+		}
+		return "", fmt.Errorf("action %s claims no %s", p.Action.ID, args[1])
+	}
+	return "", fmt.Errorf("no handed-out action for %d", vmid)
+}
+
 func (h *harness) behind(args []string) (string, error) {
 	n, err := strconv.ParseUint(strings.Join(args, ""), 10, 64)
 	h.pending = n
@@ -463,6 +512,13 @@ func (h *harness) ready() string {
 			fmt.Fprintf(&b, " revert=%s", k)
 		}
 		fmt.Fprintf(&b, ": %s\n", a.Reason)
+		if len(p.Claims) > 0 {
+			fmt.Fprintf(&b, "claims %d", a.VMID)
+			for _, c := range p.Claims {
+				fmt.Fprintf(&b, " %s/%d", c.Key, c.Limit)
+			}
+			b.WriteString("\n")
+		}
 		h.outbox = append(h.outbox, p)
 	}
 	if f := r.Flush; f != nil && len(f.Docs) > 0 {
@@ -475,6 +531,9 @@ func (h *harness) ready() string {
 	if r.Checkpoint != nil {
 		fmt.Fprintf(&b, "checkpoint seq=%d guests=%d\n", r.Checkpoint.Seq, len(r.Checkpoint.Views))
 		h.snapshot = r.Checkpoint
+	}
+	for _, n := range r.Held {
+		fmt.Fprintf(&b, "held %d: %s\n", n.VMID, n.Reason)
 	}
 	return b.String()
 }

@@ -19,10 +19,15 @@ const (
 	Blocked   StatusKind = "blocked"
 	Rejected  StatusKind = "rejected"
 	Unmanaged StatusKind = "unmanaged"
+	// Held: a disruptive action waits for `converge approve` (the
+	// mass-change guard).
+	Held StatusKind = "held"
+	// Paused: `converge pause` is in force for the guest.
+	Paused StatusKind = "paused"
 )
 
 // StatusKinds lists every state, in the order status tables show them.
-var StatusKinds = []StatusKind{Converged, Pending, Acting, Error, Blocked, Rejected, Unmanaged}
+var StatusKinds = []StatusKind{Converged, Pending, Acting, Held, Paused, Error, Blocked, Rejected, Unmanaged}
 
 // Status is a guest's state with the reason for it.
 type Status struct {

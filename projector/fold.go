@@ -86,6 +86,10 @@ type Change struct {
 	Cluster bool
 	// Resync is true for a resync request.
 	Resync bool
+	// Guests are the views an operator request (pause, resume, approve,
+	// release) changed; All is set when it concerned every guest.
+	Guests []*View
+	All    bool
 	// Err describes an event that could not be folded (it is skipped).
 	Err error
 }
@@ -132,11 +136,7 @@ func (p *Projector) Apply(ev Event) Change {
 		if err != nil {
 			return Change{Err: err}
 		}
-		if c.Command == events.CommandResync {
-			p.State.ResyncSeq, p.State.ResyncAt = ev.Seq, c.Time
-			return Change{Cluster: true, Resync: true}
-		}
-		return Change{}
+		return p.foldControl(&c, ev)
 	}
 	_, known := p.Views[info.VMID]
 	v := p.view(info.VMID)
@@ -193,7 +193,7 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 	if v.CorrelationID == "" {
 		v.CorrelationID = fmt.Sprintf("desired-%s-%d-%d", v.Cluster, v.VMID, ev.Seq)
 	}
-	v.Rejected = nil
+	v.Rejected, v.Released = nil, nil
 	v.RevisionActions = 0
 	v.Failures, v.LastFailureAt, v.LastError, v.LastErrorKind, v.Terminal = 0, time.Time{}, "", "", false
 	v.Burst, v.BurstStart, v.Repeats, v.LastRepeatAt = 0, time.Time{}, 0, time.Time{}
@@ -252,9 +252,21 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 		return nil
 	}
 	if Supersedes(&o, v.Observed, v.ObservedSeq) {
+		if v.Desired != nil && v.Observed != nil && v.Observed.Exists && !o.Exists {
+			p.lost(v.VMID, ev)
+		}
 		v.Observed, v.ObservedSeq = &o, ev.Seq
 	}
 	return nil
+}
+
+// lost records a managed guest the observer found gone.
+func (p *Projector) lost(vmid int, ev Event) {
+	l := &p.State.Losses
+	if len(*l) >= MaxLosses {
+		*l = append((*l)[:0:0], (*l)[len(*l)-MaxLosses+1:]...)
+	}
+	*l = append(*l, Loss{VMID: vmid, Seq: ev.Seq, At: ev.Time})
 }
 
 func (p *Projector) foldAction(v *View, ev Event) error {

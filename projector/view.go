@@ -76,9 +76,37 @@ type View struct {
 	// (read_at far ahead of the journal's time).
 	RefusedObservation *Rejection `json:"refused_observation,omitempty"`
 
+	// Paused is the pause in force for this guest (converge pause), nil
+	// when none; Released the release that forgot its desired state, until
+	// a new one arrives.
+	Paused   *Mark `json:"paused,omitempty"`
+	Released *Mark `json:"released,omitempty"`
+	// Approved is the newest approval naming this guest: disruptive
+	// actions of desired revisions journalled before it pass the
+	// mass-change guard.
+	Approved *Mark `json:"approved,omitempty"`
+
 	// Seq is the sequence of the last event that changed this view.
 	Seq uint64 `json:"seq"`
 }
+
+// Mark records a journalled operator request: where, who, when.
+type Mark struct {
+	Seq uint64    `json:"seq"`
+	By  string    `json:"by"`
+	At  time.Time `json:"at"`
+}
+
+// Loss is a managed guest that the observer found gone.
+type Loss struct {
+	VMID int       `json:"vmid"`
+	Seq  uint64    `json:"seq"`
+	At   time.Time `json:"at"`
+}
+
+// MaxLosses bounds ClusterState.Losses: only the newest are kept, more
+// than any guard threshold needs.
+const MaxLosses = 1024
 
 // BurstWindow is the window of View.Burst.
 const BurstWindow = 10 * time.Minute
@@ -104,6 +132,26 @@ type ClusterState struct {
 	VerifyPeriod time.Duration `json:"verify_period_ns,omitempty"`
 	ResyncSeq    uint64        `json:"resync_seq,omitempty"`
 	ResyncAt     time.Time     `json:"resync_at,omitzero"`
+	// PausedAll is `converge pause --all` in force; ApprovedAll the newest
+	// `converge approve --all`.
+	PausedAll   *Mark `json:"paused_all,omitempty"`
+	ApprovedAll *Mark `json:"approved_all,omitempty"`
+	// Losses are the newest managed guests the observer found gone, in
+	// journal order (the mass-change guard's inventory check).
+	Losses []Loss `json:"losses,omitempty"`
+}
+
+// ApprovedAt is the newest approval covering the guest: its own or the
+// cluster's, nil when none.
+func (v *View) ApprovedAt(c *ClusterState) *Mark {
+	a, b := v.Approved, c.ApprovedAll
+	switch {
+	case a == nil:
+		return b
+	case b == nil || a.Seq > b.Seq:
+		return a
+	}
+	return b
 }
 
 // BasisSeq is the observation sequence an action planned now is based on.

@@ -15,7 +15,6 @@ import (
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
-	var noReboot bool
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Dry run: the actions that would be planned now, and why",
@@ -45,10 +44,6 @@ func newPlanCmd(g *globals) *cobra.Command {
 				pol = *cd.Policy
 			} else {
 				fmt.Fprintln(cmd.ErrOrStderr(), "the planner did not publish its policy (an older converge): planning with the defaults")
-			}
-			if noReboot {
-				f := false
-				pol.RebootForPending = &f
 			}
 			if err := pol.Validate(); err != nil {
 				return err
@@ -96,7 +91,6 @@ func newPlanCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&noReboot, "no-reboot", false, "plan as if the planner ran with --no-reboot (default: as it runs)")
 	return cmd
 }
 

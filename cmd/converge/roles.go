@@ -50,7 +50,10 @@ type roleFlags struct {
 	observedTTL     time.Duration
 	verifyRate      float64
 	resyncInterval  time.Duration
-	noReboot        bool
+	restart         string
+	restartWindow   string
+	limits          planner.Limits
+	nodeRate        float64
 	observeOnly     bool
 	shutdownTimeout time.Duration
 	name            string
@@ -98,7 +101,13 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.observedTTL, "observed-retention", DefaultObservedRetention, "keep observed snapshots and heartbeats this long (0: as long as the journal keeps anything); each guest's newest snapshot is republished at half this term, so it never expires")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", planner.DefaultCheckpointInterval, "how often the planner checkpoints its fold while it advances (and on shutdown); negative: never")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", executor.DefaultLeaseTTL, "how long a silent executor or planner keeps its partitions before others take them over")
-	fl.BoolVar(&f.noReboot, "no-reboot", false, "never reboot guests to apply pending config (they stay pending)")
+	fl.StringVar(&f.restart, "restart", string(planner.DefaultRestart), "may converge restart a running guest to apply changes Proxmox keeps pending (never|allowed); a desired event's restart field overrides it")
+	fl.StringVar(&f.restartWindow, "restart-window", "", "allow those restarts only inside this weekly window, local time, e.g. \"Sat 02:00-05:00\" or \"Mon-Fri 22:00-02:00\" (default: any time)")
+	fl.IntVar(&f.limits.NodeConcurrency, "node-concurrency", planner.DefaultNodeConcurrency, "most actions (Proxmox tasks) in flight per node, across all planners and executors (negative: no limit)")
+	fl.Float64Var(&f.nodeRate, "node-rate", executor.DefaultNodeRate, "most mutating Proxmox API calls per second per node, shared by all executors")
+	fl.DurationVar(&f.limits.GuardWindow, "guard-window", planner.DefaultGuardWindow, "the mass-change guard's window")
+	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped or rebooted within --guard-window; the rest are held until `converge approve`")
+	fl.IntVar(&f.limits.GuardMin, "guard-min", planner.DefaultGuardMin, "the mass-change guard's threshold is never below this many guests")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", planner.DefaultShutdownTimeout, "graceful shutdown time before a guest is stopped hard")
 }
@@ -106,12 +115,8 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 // policy is the planner policy the flags ask for: the one the live planner
 // runs with.
 func (f *roleFlags) policy() planner.Policy {
-	pol := planner.Policy{ObserverTimeout: 3 * f.observeInterval, ObserveOnly: f.observeOnly, ShutdownTimeout: f.shutdownTimeout}
-	if f.noReboot {
-		no := false
-		pol.RebootForPending = &no
-	}
-	return pol
+	return planner.Policy{ObserverTimeout: 3 * f.observeInterval, ObserveOnly: f.observeOnly, ShutdownTimeout: f.shutdownTimeout,
+		Restart: events.Restart(f.restart), RestartWindow: f.restartWindow}
 }
 
 // appConfig is the process configuration the flags describe.
@@ -122,10 +127,10 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) a
 		Cluster: g.cluster, Name: f.name, Roles: roles, Bus: bc, HTTP: f.http, Logger: log,
 		Observer: observer.Config{Interval: f.observeInterval, ConfigRefresh: f.configRefresh, ObservedTTL: f.observedTTL,
 			VerifyRate: f.verifyRate, ResyncInterval: f.resyncInterval},
-		Planner: planloop.Config{Planner: planner.Config{Policy: f.policy(), CheckpointInterval: f.checkpointEvery},
+		Planner: planloop.Config{Planner: planner.Config{Policy: f.policy(), Limits: f.limits, CheckpointInterval: f.checkpointEvery},
 			LeaseTTL: f.leaseTTL},
 		// The executor verifies actions against Plan under the same policy.
-		Executor: executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL, Policy: f.policy()},
+		Executor: executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL, Policy: f.policy(), NodeRate: f.nodeRate},
 	}
 }
 

@@ -275,7 +275,7 @@ func TestPendingUntilReboot(t *testing.T) {
 
 	// A reboot applies it: status stays running, but the row's maxcpu
 	// changes, so the next pass reads and publishes the applied values.
-	tr, err = c.Reboot(tctx(t), r104)
+	tr, err = c.Reboot(tctx(t), r104, 0)
 	mustTask(t, c, tr, err)
 	clk.Advance(10 * time.Second)
 	pass(t, o)

@@ -59,10 +59,16 @@ func (c *Client) Shutdown(ctx context.Context, ref GuestRef, timeout time.Durati
 	return c.mutate(ctx, OpShutdown, ref, http.MethodPost, ref.path()+"/status/shutdown", body)
 }
 
-// Reboot restarts a running guest (applying pending changes for QEMU).
-// "not running" is ClassTerminal here: there is nothing to reboot.
-func (c *Client) Reboot(ctx context.Context, ref GuestRef) (TaskRef, error) {
-	return c.mutate(ctx, OpReboot, ref, http.MethodPost, ref.path()+"/status/reboot", nil)
+// Reboot restarts a running guest cleanly: Proxmox shuts it down
+// (waiting at most timeout; 0: Proxmox's default) and starts it again,
+// which applies pending changes. "not running" is ClassTerminal here:
+// there is nothing to reboot.
+func (c *Client) Reboot(ctx context.Context, ref GuestRef, timeout time.Duration) (TaskRef, error) {
+	var body map[string]any
+	if timeout > 0 {
+		body = map[string]any{"timeout": int64(math.Ceil(timeout.Seconds()))}
+	}
+	return c.mutate(ctx, OpReboot, ref, http.MethodPost, ref.path()+"/status/reboot", body)
 }
 
 // ConfigChange is a config update in PVE's own keys (QEMU "name" is mapped to

@@ -64,11 +64,11 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			wantTask: TaskRef{UPID: upid("qmshutdown", "100"), Node: "pve"},
 		},
 		{
-			name:   "qemu reboot",
-			call:   func(c *Client) (TaskRef, error) { return c.Reboot(bg, vm100) },
+			name:   "qemu reboot: a clean reboot bounded by its shutdown timeout",
+			call:   func(c *Client) (TaskRef, error) { return c.Reboot(bg, vm100, 90*time.Second) },
 			method: http.MethodPost, path: "/nodes/pve/qemu/100/status/reboot",
 			answer:   `"` + upid("qmreboot", "100") + `"`,
-			wantBody: map[string]any{},
+			wantBody: map[string]any{"timeout": "90"},
 			wantTask: TaskRef{UPID: upid("qmreboot", "100"), Node: "pve"},
 		},
 		{
@@ -238,7 +238,7 @@ func TestMutationErrorsClassified(t *testing.T) {
 			http.MethodPost, "/nodes/pve/lxc/200/status/shutdown",
 			func(w http.ResponseWriter, _ *http.Request) { pveError(w, 500, "CT 200 not running") },
 			ClassAlreadyDone, 500, "CT 200 not running"},
-		{"reboot of stopped VM", func(c *Client) (TaskRef, error) { return c.Reboot(bg, vm100) },
+		{"reboot of stopped VM", func(c *Client) (TaskRef, error) { return c.Reboot(bg, vm100, 0) },
 			http.MethodPost, "/nodes/pve/qemu/100/status/reboot",
 			func(w http.ResponseWriter, _ *http.Request) { pveError(w, 500, "VM 100 not running") },
 			ClassTerminal, 500, "VM 100 not running"},

@@ -39,7 +39,7 @@ func TestSimRevertDropsPendingValue(t *testing.T) {
 	if gc2.Cores != 3 || gc2.HasPending() {
 		t.Fatalf("after revert: cores %d, pending %v %v", gc2.Cores, gc2.Pending, gc2.PendingDelete)
 	}
-	tr, err = c.Reboot(tctx(t), ref)
+	tr, err = c.Reboot(tctx(t), ref, 0)
 	mustWait(t, c, tr, err)
 	if gc3, _ := c.GuestConfig(tctx(t), ref); gc3.Cores != 3 {
 		t.Fatalf("after reboot: cores %d", gc3.Cores)

@@ -25,7 +25,7 @@ type PowerController interface {
 	Start(ctx context.Context, ref GuestRef) (TaskRef, error)
 	Stop(ctx context.Context, ref GuestRef) (TaskRef, error)
 	Shutdown(ctx context.Context, ref GuestRef, timeout time.Duration, forceStop bool) (TaskRef, error)
-	Reboot(ctx context.Context, ref GuestRef) (TaskRef, error)
+	Reboot(ctx context.Context, ref GuestRef, timeout time.Duration) (TaskRef, error)
 }
 
 // ConfigWriter writes config changes, fenced by the config digest.

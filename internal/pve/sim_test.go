@@ -143,7 +143,7 @@ func TestSimPendingIsNotApplied(t *testing.T) {
 	// a stale digest is a conflict: re-read and re-plan
 	_, err = c.UpdateConfig(tctx(t), ref, pve.ConfigChange{Set: map[string]string{"cores": "8"}, Digest: gc.Digest})
 	wantClass(t, err, pve.ClassConflict)
-	tr, err = c.Reboot(tctx(t), ref)
+	tr, err = c.Reboot(tctx(t), ref, 0)
 	mustWait(t, c, tr, err)
 	if gc3, _ := c.GuestConfig(tctx(t), ref); gc3.Cores != 4 || gc3.HasPending() {
 		t.Fatalf("after reboot: %+v", gc3)
@@ -196,7 +196,7 @@ func TestSimPowerAndClasses(t *testing.T) {
 	_, err = c.Stop(ctx, ct)
 	wantClass(t, err, pve.ClassAlreadyDone)
 	// reboot of a stopped guest is not "already done"
-	_, err = c.Reboot(ctx, vm)
+	_, err = c.Reboot(ctx, vm, time.Minute)
 	wantClass(t, err, pve.ClassTerminal)
 
 	// locked: config write refused up front, start fails in the task

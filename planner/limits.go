@@ -1,0 +1,386 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
+)
+
+// Limits are the cluster-wide safety limits on actions (DESIGN.md §7).
+// The engine applies them from its fold, which holds every planner's
+// actions; what two planners decide at the same moment is settled by the
+// limits ledger its loop asks before publishing (Publish.Claims).
+type Limits struct {
+	// NodeConcurrency is the most actions in flight per Proxmox node
+	// (each is at most one task at a time). Negative: no limit.
+	NodeConcurrency int `json:"node_concurrency"`
+	// GuardWindow, GuardShare and GuardMin are the mass-change guard:
+	// within GuardWindow at most max(GuardShare × managed guests,
+	// GuardMin) guests may be shut down, stopped or rebooted; beyond that
+	// such actions are held until approved. When more than that many
+	// managed guests vanish from the observed inventory within the
+	// window, nothing disruptive proceeds until approved.
+	GuardWindow time.Duration `json:"guard_window_ns"`
+	GuardShare  float64       `json:"guard_share"`
+	GuardMin    int           `json:"guard_min"`
+}
+
+// Limit defaults, each with its reason.
+const (
+	// DefaultNodeConcurrency stays within what one node's pvedaemon (three
+	// workers) and its storage take without config-lock timeouts.
+	DefaultNodeConcurrency = 4
+	// DefaultGuardWindow, DefaultGuardShare and DefaultGuardMin let a
+	// routine change of a few guests through and stop a fleet file that
+	// would take down a tenth of the estate at once.
+	DefaultGuardWindow = 5 * time.Minute
+	DefaultGuardShare  = 0.10
+	DefaultGuardMin    = 5
+	// claimGrace is how long a limits ledger entry for an action not yet
+	// folded counts: the publish that follows a claim lands in
+	// milliseconds; one that never comes (its planner died) frees the
+	// room after this.
+	claimGrace = 30 * time.Second
+	// refusedRetry is when a guest the ledger refused is planned again.
+	refusedRetry = time.Second
+)
+
+// validate fills zero fields with defaults and checks the rest.
+func (l *Limits) validate() error {
+	orDefault(&l.NodeConcurrency, DefaultNodeConcurrency)
+	orDefault(&l.GuardWindow, DefaultGuardWindow)
+	orDefault(&l.GuardShare, DefaultGuardShare)
+	orDefault(&l.GuardMin, DefaultGuardMin)
+	switch {
+	case l.GuardWindow < 0:
+		return fmt.Errorf("guard window must be > 0, got %v", l.GuardWindow)
+	case l.GuardShare < 0 || l.GuardShare > 1:
+		return fmt.Errorf("guard share must be within 0..1, got %v", l.GuardShare)
+	case l.GuardMin < 1:
+		return fmt.Errorf("guard minimum must be >= 1, got %d", l.GuardMin)
+	}
+	return nil
+}
+
+// Disruptive reports whether an operation interrupts the guest: the
+// mass-change guard counts it.
+func Disruptive(op events.Op) bool {
+	switch op {
+	case events.OpShutdown, events.OpStop, events.OpReboot:
+		return true
+	}
+	return false
+}
+
+// Deferrable is the step that may go ahead when a plan's first step is
+// disruptive and held by the mass-change guard: its config write (never
+// held), if it has one.
+func Deferrable(steps []Step) (Step, bool) {
+	if len(steps) < 2 || !Disruptive(steps[0].Op) {
+		return Step{}, false
+	}
+	for _, s := range steps[1:] {
+		if s.Op == events.OpSetConfig {
+			return s, true
+		}
+	}
+	return Step{}, false
+}
+
+// Claim asks the limits ledger for room for an action before it is
+// published (see [Publish]).
+type Claim struct {
+	// Key names the limit: NodeKey(node) or GuardKey.
+	Key   string `json:"key"`
+	Limit int    `json:"limit"`
+	// Window: an entry of the guard counts for this long; a node entry
+	// (0) counts while its action is in flight.
+	Window time.Duration `json:"window_ns,omitempty"`
+}
+
+// GuardKey is the mass-change guard's ledger key.
+const GuardKey = "guard"
+
+// NodeKey is a node's ledger key.
+func NodeKey(node string) string { return "node." + node }
+
+// Entry is one admitted action in the limits ledger.
+type Entry struct {
+	VMID int    `json:"vmid"`
+	ID   string `json:"id"`
+	// After is the guest's newest folded action when this one was
+	// planned: once the fold is past it, the action is in the journal.
+	After uint64    `json:"after"`
+	At    time.Time `json:"at"`
+}
+
+// Live reports whether a ledger entry of claim c still takes room, as
+// this engine's fold sees it: a guard entry for its window; a node entry
+// while its action is in flight, or, not yet folded, for claimGrace.
+func (e *Engine) Live(c Claim, en Entry, now time.Time) bool {
+	if c.Window > 0 {
+		return now.Sub(en.At) < c.Window
+	}
+	if e.awaiting[en.VMID] == en.ID {
+		return true
+	}
+	v := e.proj.Views[en.VMID]
+	switch {
+	case v != nil && v.InFlight != nil && v.InFlight.ID == en.ID:
+		return true
+	case v != nil && v.LastActionSeq > en.After:
+		return false // folded and finished, or superseded
+	}
+	return now.Sub(en.At) < claimGrace
+}
+
+// limiter is the engine's view of the limits: actions in flight per
+// node, the guard's window, and the guests waiting for a node.
+type limiter struct {
+	busy     map[string]map[int]bool // node → guests with an action in flight or handed out
+	busyNode map[int]string
+	queues   map[string]*nodeQueue
+	queued   map[int]queuedAt
+	ticket   uint64
+	// disrupted are disruptive actions folded, oldest first (vmid, time).
+	disrupted []disruption
+	// managed are the guests with desired state (the guard's base).
+	managed map[int]bool
+}
+
+type disruption struct {
+	vmid int
+	at   time.Time
+}
+
+type queuedAt struct {
+	node   string
+	ticket uint64
+}
+
+// nodeQueue is the guests waiting for a node, in arrival order; an entry
+// whose ticket is no longer its guest's is dead (skipped, compacted).
+type nodeQueue struct {
+	order []queueEntry
+	dead  int
+}
+
+type queueEntry struct {
+	vmid   int
+	ticket uint64
+}
+
+func newLimiter() limiter {
+	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}}
+}
+
+// setBusy records whether vmid has an action in flight on node ("" none);
+// it returns the node that freed a slot, if any.
+func (l *limiter) setBusy(vmid int, node string) (freed string) {
+	old, had := l.busyNode[vmid]
+	if had && old == node {
+		return ""
+	}
+	if had {
+		delete(l.busy[old], vmid)
+		delete(l.busyNode, vmid)
+		freed = old
+	}
+	if node != "" {
+		if l.busy[node] == nil {
+			l.busy[node] = map[int]bool{}
+		}
+		l.busy[node][vmid] = true
+		l.busyNode[vmid] = node
+	}
+	return freed
+}
+
+func (l *limiter) dequeue(vmid int) {
+	q, ok := l.queued[vmid]
+	if !ok {
+		return
+	}
+	delete(l.queued, vmid)
+	nq := l.queues[q.node]
+	nq.dead++
+	if nq.dead > 64 && nq.dead > len(nq.order)/2 {
+		live := nq.order[:0]
+		for _, en := range nq.order {
+			if l.queued[en.vmid].ticket == en.ticket && l.queued[en.vmid].node == q.node {
+				live = append(live, en)
+			}
+		}
+		clear(nq.order[len(live):])
+		nq.order, nq.dead = live, 0
+	}
+}
+
+// heads are the first n live guests waiting for node.
+func (l *limiter) heads(node string, n int) []int {
+	nq := l.queues[node]
+	if nq == nil || n <= 0 {
+		return nil
+	}
+	var out []int
+	for _, en := range nq.order {
+		if q, ok := l.queued[en.vmid]; ok && q.ticket == en.ticket && q.node == node {
+			out = append(out, en.vmid)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// admitNode reports whether vmid may have an action on node now: a slot
+// is free and no earlier waiter is owed it. Otherwise vmid waits in the
+// node's queue (keeping its place) and the answer says how many are busy
+// and ahead.
+func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead int) {
+	inUse = len(l.busy[node])
+	free := limit - inUse
+	if free > 0 {
+		hs := l.heads(node, free)
+		for _, id := range hs {
+			if id == vmid {
+				l.dequeue(vmid)
+				return true, inUse, 0
+			}
+		}
+		if _, waiting := l.queued[vmid]; len(hs) < free && !waiting {
+			return true, inUse, 0
+		}
+	}
+	if q, ok := l.queued[vmid]; !ok || q.node != node {
+		l.dequeue(vmid)
+		l.ticket++
+		l.queued[vmid] = queuedAt{node: node, ticket: l.ticket}
+		if l.queues[node] == nil {
+			l.queues[node] = &nodeQueue{}
+		}
+		l.queues[node].order = append(l.queues[node].order, queueEntry{vmid: vmid, ticket: l.ticket})
+	}
+	q := l.queued[vmid]
+	for _, en := range l.queues[node].order {
+		if en.ticket >= q.ticket {
+			break
+		}
+		if w, ok := l.queued[en.vmid]; ok && w.ticket == en.ticket {
+			ahead++
+		}
+	}
+	return false, inUse, ahead
+}
+
+// guardUsed is the distinct guests disrupted within the window ending at
+// now (folded, or handed out and not yet folded), the oldest entry's time,
+// and whether vmid is one of them.
+func (e *Engine) guardUsed(vmid int, now time.Time) (used int, oldest time.Time, mine bool) {
+	w := e.cfg.Limits.GuardWindow
+	i := 0
+	for i < len(e.lim.disrupted) && now.Sub(e.lim.disrupted[i].at) >= w {
+		i++
+	}
+	e.lim.disrupted = e.lim.disrupted[i:]
+	seen := map[int]bool{}
+	for _, d := range e.lim.disrupted {
+		if !seen[d.vmid] {
+			seen[d.vmid] = true
+			if oldest.IsZero() {
+				oldest = d.at
+			}
+		}
+	}
+	for id := range e.awaiting {
+		if e.awaitingDisruptive[id] {
+			seen[id] = true
+		}
+	}
+	return len(seen), oldest, seen[vmid]
+}
+
+// GuardThreshold is how many guests the mass-change guard lets be
+// disrupted within its window, out of managed guests.
+func (l Limits) GuardThreshold(managed int) int {
+	return max(int(l.GuardShare*float64(managed)), l.GuardMin)
+}
+
+// managed is the number of guests with desired state, as last planned.
+func (e *Engine) managed() int { return len(e.lim.managed) }
+
+// losses is how many managed guests the observer found gone within the
+// guard's window.
+func (e *Engine) losses(now time.Time) int {
+	n := 0
+	for _, l := range e.proj.State.Losses {
+		if now.Sub(l.At) < e.cfg.Limits.GuardWindow {
+			n++
+		}
+	}
+	return n
+}
+
+// admit applies the limits to a decision whose first step this planner
+// would publish: it holds a disruptive step beyond the guard, and makes a
+// step wait for its node (waiting). It returns the claims the ledger must
+// grant.
+func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision, claims []Claim, waiting bool) {
+	lim := e.cfg.Limits
+	step := d.Steps[0]
+	node := v.Observed.Node
+	if Disruptive(step.Op) {
+		approved := v.ApprovedAt(&e.proj.State)
+		if approved == nil || approved.Seq < v.DesiredSeq {
+			threshold := lim.GuardThreshold(e.managed())
+			var why string
+			var retry time.Time
+			if lost := e.losses(now); lost > threshold {
+				why = fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
+					lost, lim.GuardWindow, threshold, v.VMID)
+				retry = now.Add(lim.GuardWindow)
+			} else if used, oldest, mine := e.guardUsed(v.VMID, now); !mine && used >= threshold {
+				why = fmt.Sprintf("mass-change guard: %d guests already shut down, stopped or rebooted within %s (limit %d: the larger of %g%% of %d managed guests and %d); %s waits for approval (converge approve %d, or --all)",
+					used, lim.GuardWindow, threshold, lim.GuardShare*100, e.managed(), lim.GuardMin, step.Op, v.VMID)
+				retry = oldest.Add(lim.GuardWindow)
+			}
+			alt, ok := Deferrable(d.Steps)
+			switch {
+			case why == "":
+				claims = append(claims, Claim{Key: GuardKey, Limit: threshold, Window: lim.GuardWindow})
+			case !ok:
+				return held(d, why, retry), nil, false
+			default:
+				// Non-disruptive changes are never held: the config write
+				// goes ahead of the held step.
+				d = held(d, why, retry)
+				d.Status.Reason += "; meanwhile " + alt.Reason
+				d.Steps = []Step{alt}
+			}
+		}
+	}
+	if lim.NodeConcurrency > 0 && node != "" {
+		ok, inUse, ahead := e.lim.admitNode(node, v.VMID, lim.NodeConcurrency)
+		if !ok {
+			d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
+				node, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
+			d.Steps = nil
+			return d, nil, true
+		}
+		// Node first: the ledger grants it before the guard's entry, so a
+		// refused node never spends the guard's budget.
+		claims = append([]Claim{{Key: NodeKey(node), Limit: lim.NodeConcurrency}}, claims...)
+	}
+	return d, claims, false
+}
+
+func held(d Decision, why string, retry time.Time) Decision {
+	d.Status.Kind = Held
+	d.Status.Reason = why + "; next: " + d.Steps[0].Reason
+	d.Status.RetryAt = retry
+	d.Steps = nil
+	return d
+}
