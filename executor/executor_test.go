@@ -287,8 +287,9 @@ func TestAlreadyInState(t *testing.T) {
 	}
 }
 
-// TestFailures: a failed task, a locked guest and a stale digest are
-// journalled as failed with internal/pve's error class.
+// TestFailures: a task that met a lock and a locked guest are journalled
+// as skipped (waited out), a stale digest and a refused call as failed,
+// with internal/pve's error class.
 func TestFailures(t *testing.T) {
 	v := newEnv(t)
 	for _, id := range []int{101, 102, 103, 104} {
@@ -302,8 +303,10 @@ func TestFailures(t *testing.T) {
 		a := action(101, events.OpStart)
 		v.publishAction(a)
 		r := v.waitResult(101, a.ID, "final")
-		checkJournalled(t, of(v.results(101), a.ID), events.ResultFailed)
-		if r.ErrorClass != pve.ClassTransient.Event() || !strings.Contains(r.Error, "got timeout") || len(r.TaskLog) == 0 {
+		// The injected failure is a config-lock timeout: waited out (the
+		// planner backs off), never a failure.
+		checkJournalled(t, of(v.results(101), a.ID), events.ResultSkipped)
+		if r.ErrorClass != pve.ClassLocked.Event() || !strings.Contains(r.Reason, "got timeout") || len(r.TaskLog) == 0 {
 			t.Fatalf("failed task result: %+v", r.Result)
 		}
 		if r.Observed.Status != "stopped" {
@@ -318,14 +321,14 @@ func TestFailures(t *testing.T) {
 		a := action(102, events.OpStart)
 		v.publishAction(a)
 		r := v.waitResult(102, a.ID, "final")
-		if r.Status != events.ResultFailed || r.ErrorClass != "locked" || r.Observed == nil || r.Observed.Lock != "backup" {
+		if r.Status != events.ResultSkipped || r.ErrorClass != "locked" || r.Observed == nil || r.Observed.Lock != "backup" {
 			t.Fatalf("locked start: %+v (observed %+v)", r.Result, r.Observed)
 		}
 		set := action(102, events.OpSetConfig)
 		set.Set = map[string]string{"cores": "2"}
 		v.publishAction(set)
 		r = v.waitResult(102, set.ID, "final")
-		if r.Status != events.ResultFailed || r.ErrorClass != "locked" {
+		if r.Status != events.ResultSkipped || r.ErrorClass != "locked" {
 			t.Fatalf("locked set_config: %+v", r.Result)
 		}
 		if n := len(v.tasks(102, "")); n != 0 {

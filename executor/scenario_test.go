@@ -196,8 +196,8 @@ func (h *xharness) action(args []string) (string, error) {
 		ID: fmt.Sprintf("pve-%d-%d", vmid, h.n), VMID: vmid, Cluster: "pve", Node: "pve1", Kind: events.QEMU,
 		Op: events.Op(args[1]), Reason: "scenario", DesiredSeq: h.lastD[vmid], BasisSeq: h.lastO[vmid], Attempt: 1,
 		Digest: h.digest[vmid]}
-	if a.Op == events.OpShutdown {
-		a.Timeout = planner.DefaultShutdownTimeout // as the planner plans it
+	if a.Op == events.OpShutdown || a.Op == events.OpReboot {
+		a.Timeout = planner.DefaultShutdownTimeout // as the planner plans it (a clean reboot is bounded too)
 	}
 	for _, kv := range args[2:] {
 		k, v, _ := strings.Cut(kv, "=")

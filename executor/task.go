@@ -33,10 +33,7 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 	case err != nil:
 		return outcome{result: j.failed(err, pve.Classify(err))}, true
 	case st.Lock != "" && st.Lock != "suspended":
-		r := j.result(events.ResultFailed)
-		r.ErrorClass = events.ClassLocked
-		r.Error = fmt.Sprintf("guest is locked (%s)", st.Lock)
-		return j.finish(ctx, r), true
+		return j.finish(ctx, j.locked(fmt.Sprintf("guest is locked (%s)", st.Lock))), true
 	case want != "" && st.Status == want:
 		r := j.result(events.ResultSucceeded)
 		r.Reason = "already " + want
@@ -171,8 +168,21 @@ func (j *job) result(s events.ResultStatus) *events.Result {
 }
 
 func (j *job) failed(err error, class pve.Class) *events.Result {
+	if class == pve.ClassLocked {
+		return j.locked(message(err))
+	}
 	r := j.result(events.ResultFailed)
 	r.Error, r.ErrorClass = err.Error(), class.Event()
+	return r
+}
+
+// locked ends an action that met a Proxmox lock: skipped, not failed.
+// The planner waits for the lock to go (it shows in the read-back) and
+// backs off repeats; a backup or a busy node is not an error.
+func (j *job) locked(why string) *events.Result {
+	r := j.result(events.ResultSkipped)
+	r.ErrorClass = events.ClassLocked
+	r.Reason = events.TruncateReason("waiting for a Proxmox lock: " + why)
 	return r
 }
 

@@ -340,11 +340,15 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 			v.Failures, v.LastError, v.LastErrorKind, v.Terminal = 0, "", "", false
 		}
 		// Actions that finish without failing yet leave the guest to be
-		// acted on again count towards the burst cap (planner.Policy).
+		// acted on again count towards the burst cap (planner.Policy);
+		// one that met a Proxmox lock (a backup may hold it for hours)
+		// only backs off.
 		if v.BurstStart.IsZero() || at.Sub(v.BurstStart) >= BurstWindow {
 			v.BurstStart, v.Burst = at, 0
 		}
-		v.Burst++
+		if r.ErrorClass != events.ClassLocked {
+			v.Burst++
+		}
 		// "Already done" and repeated digest conflicts mean the plan keeps
 		// missing: they back off like failures.
 		if r.ErrorClass == events.ClassAlreadyDone || r.Status == events.ResultSkipped {

@@ -132,14 +132,19 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 		strings.Contains(m, "file changed by other user"):
 		return ClassConflict
 	case strings.Contains(m, "can't lock file"),
-		strings.Contains(m, "got timeout"),
+		strings.Contains(m, "cfs-lock"),
+		strings.Contains(m, "cfs lock"),
+		strings.Contains(m, "is locked"):
+		// The config file's flock or a cluster filesystem lock held by
+		// another task, or a config lock (backup, migrate, snapshot,
+		// clone): wait for it to go, never a failure.
+		return ClassLocked
+	case strings.Contains(m, "got timeout"),
 		strings.Contains(m, "timeout waiting"),
 		strings.Contains(m, "container did not stop"),
 		strings.Contains(m, "interrupted by signal"),
 		strings.Contains(m, "received interrupt"):
 		return ClassTransient
-	case strings.Contains(m, "is locked"):
-		return ClassLocked
 	case strings.Contains(m, "already running"):
 		if op == OpStart || op == OpUnknown {
 			return ClassAlreadyDone

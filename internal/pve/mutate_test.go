@@ -257,7 +257,7 @@ func TestMutationErrorsClassified(t *testing.T) {
 			func(w http.ResponseWriter, _ *http.Request) {
 				pveError(w, 500, "failed to update VM 100: can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout")
 			},
-			ClassTransient, 500, "failed to update VM 100: can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"},
+			ClassLocked, 500, "failed to update VM 100: can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"},
 		{"config digest mismatch (lxc)", func(c *Client) (TaskRef, error) {
 			return c.UpdateConfig(bg, ct200, ConfigChange{Set: map[string]string{"cores": "2"}, Digest: "old"})
 		}, http.MethodPut, "/nodes/pve/lxc/200/config",
@@ -275,7 +275,7 @@ func TestMutationErrorsClassified(t *testing.T) {
 			func(w http.ResponseWriter, _ *http.Request) {
 				pveError(w, 500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout")
 			},
-			ClassTransient, 500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"},
+			ClassLocked, 500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"},
 		{"parameter verification", func(c *Client) (TaskRef, error) {
 			return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"cores": "x"}})
 		}, http.MethodPost, "/nodes/pve/qemu/100/config",

@@ -241,16 +241,16 @@ func TestSimFaultClasses(t *testing.T) {
 	vm := pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 101}
 	ct := pve.GuestRef{Kind: pve.KindLXC, Node: "pve1", VMID: 102}
 
-	// injected flock timeouts are transient, in tasks and in sync writes
+	// injected flock timeouts are lock waits, in tasks and in sync writes
 	_ = s.UpdateFaults(func(f *pvesim.Faults) { f.FailRate = 1 })
 	tr, err := c.Start(ctx, vm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.WaitTask(ctx, tr, pve.WaitOptions{})
-	wantClass(t, err, pve.ClassTransient)
+	wantClass(t, err, pve.ClassLocked)
 	_, err = c.UpdateConfig(ctx, ct, pve.ConfigChange{Set: map[string]string{"cores": "2"}})
-	wantClass(t, err, pve.ClassTransient)
+	wantClass(t, err, pve.ClassLocked)
 
 	// warnings are success, counted
 	_ = s.SetFaults(pvesim.Faults{WarnRate: 1})
