@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/converge-pve/converge/internal/bus"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +16,7 @@ func newProvisionCmd(g *globals) *cobra.Command {
 	var leaseTTL = executor.DefaultLeaseTTL
 	cmd := &cobra.Command{
 		Use:   "provision",
-		Short: "Create the journal, its keep stream and the views, leases and checkpoint buckets (run with NATS admin credentials)",
+		Short: "Create the journal, its keep stream and the views, leases, checkpoint and limits buckets (run with NATS admin credentials)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := g.connect(cmd.Context(), "converge-provision")
@@ -32,8 +33,11 @@ func newProvisionCmd(g *globals) *cobra.Command {
 			if err := b.Checkpoints().Open(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "provisioned: stream %s (and %s_KEEP), buckets %s, converge_leases, converge_checkpoints\n",
-				g.stream, g.stream, g.bucket)
+			if _, err := b.LimitsStore(cmd.Context(), g.replicas); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "provisioned: stream %s (and %s_KEEP), buckets %s, converge_leases, converge_checkpoints, %s\n",
+				g.stream, g.stream, g.bucket, bus.LimitsBucket)
 			return nil
 		},
 	}

@@ -200,6 +200,12 @@ func (a *App) build(ctx context.Context) error {
 		}
 		pc := a.cfg.Planner
 		pc.Registerer, pc.Poison = a.reg, poison
+		// The limits hold across every planner of the cluster.
+		ledger, err := pb.LimitsStore(ctx, a.cfg.Bus.Replicas)
+		if err != nil {
+			return fmt.Errorf("planner: %w", err)
+		}
+		pc.Ledger = ledger
 		pc.Logger = a.log.With().Str("role", "planner").Logger()
 		if a.plan, err = planloop.New(pc, plannerJournal{pb, async, pb}, store, pb.Checkpoints(), pb.LeaseStore); err != nil {
 			return err

@@ -184,6 +184,9 @@ func provisioned(t *testing.T, ctx context.Context, url string, pw map[natsauth.
 	if err := admin.Checkpoints().Open(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.LimitsStore(ctx, replicas); err != nil {
+		t.Fatal(err)
+	}
 	return admin
 }
 

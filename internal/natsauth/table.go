@@ -100,7 +100,7 @@ func kvWrite(bucket string) string { return "$KV." + bucket + ".>" }
 // For is role's permissions over the resources n.
 func For(role Role, n Names) Perms {
 	n = n.orDefault()
-	views, leases, ckpts := "KV_"+n.Bucket, "KV_"+lease.Bucket, "OBJ_"+bus.CheckpointBucket
+	views, leases, ckpts, limits := "KV_"+n.Bucket, "KV_"+lease.Bucket, "OBJ_"+bus.CheckpointBucket, "KV_"+bus.LimitsBucket
 	keep := n.Stream + "_KEEP"
 	// Every role checks at start that the journal, its keep stream and
 	// the views bucket exist as converge wants them (bus.Provision reads
@@ -119,8 +119,8 @@ func For(role Role, n Names) Perms {
 			Subscribe: sub}
 	case Planner:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindAction), kvWrite(n.Bucket), kvWrite(lease.Bucket),
-			"$O." + bus.CheckpointBucket + ".>", "$JS.API.STREAM.PURGE." + ckpts},
-			read, readStream(leases), readStream(ckpts)), Subscribe: sub}
+			kvWrite(bus.LimitsBucket), "$O." + bus.CheckpointBucket + ".>", "$JS.API.STREAM.PURGE." + ckpts},
+			read, readStream(leases), readStream(ckpts), readStream(limits)), Subscribe: sub}
 	case Executor:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindResult), kvWrite(lease.Bucket),
 			"$JS.ACK." + n.Stream + ".>", // acknowledging actions of its durable consumers

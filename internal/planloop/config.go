@@ -32,6 +32,9 @@ type Config struct {
 	Logger     zerolog.Logger
 	// Clock ticks the loop and stamps inputs (default clock.Real).
 	Clock clock.Clock
+	// Ledger is the cluster's limits ledger (bus.LimitsStore); nil
+	// enforces the limits from this planner's fold alone (one planner).
+	Ledger Ledger
 	// Poison, if set, receives the events the engine could not fold
 	// (control.Router.Poison); they are logged either way.
 	Poison func(source, subject string, seq uint64, err error)
@@ -80,6 +83,8 @@ type metrics struct {
 	folded  prometheus.Counter
 	planned *prometheus.CounterVec
 	guests  *prometheus.GaugeVec
+	held    prometheus.Gauge
+	refused *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -90,9 +95,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Actions published, by operation."}, []string{"op"}),
 		guests: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_guests",
 			Help: "Guests by state."}, []string{"state"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_held_actions",
+			Help: "Guests whose disruptive action the mass-change guard holds until `converge approve`."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_limit_refusals_total",
+			Help: "Actions the cluster's limits ledger refused room for (another planner took it), by limit."}, []string{"limit"}),
 	}
 	if r != nil {
-		r.MustRegister(m.folded, m.planned, m.guests)
+		r.MustRegister(m.folded, m.planned, m.guests, m.held, m.refused)
 	}
 	return m
 }

@@ -39,14 +39,17 @@ type CheckpointStore interface {
 // Loop is the planner role: it runs a planner.Engine against the journal
 // and carries out what the engine asks for.
 type Loop struct {
-	cfg    Config
-	eng    *planner.Engine
-	j      Journal
-	views  views.Store
-	ckpts  CheckpointStore
-	clk    clock.Clock
-	log    zerolog.Logger
-	leases *lease.Manager
+	cfg   Config
+	eng   *planner.Engine
+	j     Journal
+	views views.Store
+	ckpts CheckpointStore
+	clk   clock.Clock
+	log   zerolog.Logger
+	// heldLog samples the guard's log lines: a fleet change held at once
+	// says so for the first guests, not for every one.
+	heldLog zerolog.Logger
+	leases  *lease.Manager
 
 	// acquired collects partitions the lease manager won, for the loop.
 	acqMu    sync.Mutex
@@ -91,7 +94,7 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, j: j, views: store, ckpts: ckpts, clk: cfg.Clock, log: cfg.Logger,
-		acqNote: make(chan struct{}, 1), ckptErr: make(chan error, 1), metrics: newMetrics(cfg.Registerer)}
+		heldLog: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Minute}), acqNote: make(chan struct{}, 1), ckptErr: make(chan error, 1), metrics: newMetrics(cfg.Registerer)}
 	pc := cfg.Planner
 	pc.DecodeWorkers = runtime.GOMAXPROCS(0)
 	var err error
@@ -276,7 +279,10 @@ func (l *Loop) carryOut(ctx context.Context) {
 		if r.Acquired > 0 {
 			l.log.Info().Int("guests", r.Acquired).Msg("planning guests of acquired partitions")
 		}
-		for _, p := range r.Actions {
+		for _, n := range r.Held {
+			l.heldLog.Warn().Int("vmid", n.VMID).Str("reason", n.Reason).Msg("disruptive action held by the mass-change guard")
+		}
+		for _, p := range l.admit(ctx, r.Actions) {
 			l.publish(p)
 		}
 		if r.Flush != nil {
@@ -315,6 +321,7 @@ func (l *Loop) flush(f *planner.Flush) {
 	for _, k := range planner.StatusKinds {
 		l.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
 	}
+	l.metrics.held.Set(float64(counts[planner.Held]))
 	l.rejects.note(f.Docs, l.clk.Now())
 	if !l.writer.Write(f) {
 		ids := make([]int, len(f.Docs))
