@@ -46,6 +46,7 @@ type Engine struct {
 	// awaitingDisruptive marks handed-out actions the guard counts.
 	awaitingDisruptive map[int]bool
 	lim                limiter
+	inHeads            bool // planning the guests first in line for a node
 	// deferred holds the guests folded while the engine was far behind the
 	// journal, in the order first touched; see Fold.
 	deferred      []int

@@ -84,9 +84,9 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 	}
 	e.unawait(vmid)
 	v := e.proj.Views[vmid]
-	if v != nil {
-		e.syncBusy(v, now)
-	}
+	// The room it held here was never the cluster's to give: no other
+	// waiter is planned for it (they would be refused in turn, at once).
+	e.lim.setBusy(vmid, "")
 	d := e.decision[vmid]
 	if len(d.Steps) == 0 {
 		return
@@ -95,6 +95,11 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 		d = held(d, fmt.Sprintf("mass-change guard: the cluster's planners already used its %d guests within %s; waits for approval (converge approve %d, or --all)",
 			c.Limit, c.Window, vmid), now.Add(10*refusedRetry))
 	} else {
+		// Back in line for the node: planned again when a slot frees, or
+		// at the retry at the latest.
+		if v != nil && v.Observed != nil {
+			e.lim.enqueue(v.Observed.Node, vmid)
+		}
 		d.Status.Reason = fmt.Sprintf("waiting for a task slot (%s: %d in use across the cluster's planners); %s", c.Key, c.Limit, d.Status.Reason)
 		d.Status.RetryAt = now.Add(refusedRetry)
 		d.Steps = nil

@@ -203,6 +203,11 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	}
 	if !waiting {
 		e.lim.dequeue(v.VMID) // a waiter that no longer needs its node leaves the line
+	} else if node := v.Observed.Node; !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.NodeConcurrency {
+		// Room, but others are first in line: they go now.
+		e.inHeads = true
+		e.planHeads(node, now)
+		e.inHeads = false
 	}
 	if e.cfg.OnDecision != nil {
 		e.cfg.OnDecision(v, d)

@@ -255,15 +255,7 @@ func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead
 			return true, inUse, 0
 		}
 	}
-	if q, ok := l.queued[vmid]; !ok || q.node != node {
-		l.dequeue(vmid)
-		l.ticket++
-		l.queued[vmid] = queuedAt{node: node, ticket: l.ticket}
-		if l.queues[node] == nil {
-			l.queues[node] = &nodeQueue{}
-		}
-		l.queues[node].order = append(l.queues[node].order, queueEntry{vmid: vmid, ticket: l.ticket})
-	}
+	l.enqueue(node, vmid)
 	q := l.queued[vmid]
 	for _, en := range l.queues[node].order {
 		if en.ticket >= q.ticket {
@@ -274,6 +266,20 @@ func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead
 		}
 	}
 	return false, inUse, ahead
+}
+
+// enqueue puts vmid in line for node, keeping its place if it is there.
+func (l *limiter) enqueue(node string, vmid int) {
+	if q, ok := l.queued[vmid]; ok && q.node == node {
+		return
+	}
+	l.dequeue(vmid)
+	l.ticket++
+	l.queued[vmid] = queuedAt{node: node, ticket: l.ticket}
+	if l.queues[node] == nil {
+		l.queues[node] = &nodeQueue{}
+	}
+	l.queues[node].order = append(l.queues[node].order, queueEntry{vmid: vmid, ticket: l.ticket})
 }
 
 // guardUsed is the distinct guests disrupted within the window ending at

@@ -133,7 +133,8 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
 		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
-		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd())
+		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd(),
+		newApproveCmd(g), newPauseCmd(g), newResumeCmd(g), newReleaseCmd(g))
 	return root
 }
 

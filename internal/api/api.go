@@ -73,6 +73,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/guests", s.guarded(false, s.listGuests))
 	mux.HandleFunc("GET /v1/guests/{vmid}", s.guarded(false, s.getGuest))
 	mux.HandleFunc("POST /v1/desired/{vmid}", s.guarded(true, s.postDesired))
+	mux.HandleFunc("DELETE /v1/desired/{vmid}", s.guarded(true, s.release))
+	mux.HandleFunc("POST /v1/approve", s.guarded(true, s.approve))
 	return mux
 }
 
@@ -163,12 +165,7 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request, who caller)
 		problem(w, http.StatusInternalServerError, err.Error(), nil)
 		return
 	}
-	// The journal names the authenticated caller, never a header the
-	// caller chose.
-	pub := "token:" + who.name
-	if s.Guard.NoAuth {
-		pub = "http (unauthenticated)"
-	}
+	pub := s.publisher(who)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	m, err := events.DesiredBodyMessage(vmid, body, events.PublishOptions{Cluster: s.Cluster, Publisher: pub,
@@ -191,6 +188,15 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request, who caller)
 	seq := ack.Seq
 	s.Logger.Info().Int("vmid", vmid).Uint64("seq", seq).Str("publisher", pub).Msg("desired state accepted over HTTP")
 	writeJSON(w, http.StatusAccepted, map[string]any{"vmid": vmid, "cluster": s.Cluster, "seq": seq})
+}
+
+// publisher is how the journal names the caller: the authenticated one,
+// never a header the caller chose.
+func (s *Server) publisher(who caller) string {
+	if s.Guard.NoAuth {
+		return "http (unauthenticated)"
+	}
+	return "token:" + who.name
 }
 
 type problemDoc struct {

@@ -20,13 +20,25 @@ import (
 
 // PublishResync journals a resync request and returns its sequence.
 func PublishResync(ctx context.Context, j journal.Appender, cluster, publisher string, now time.Time) (uint64, error) {
-	body, err := events.Encode(events.Control{Meta: events.NewMeta(publisher, "", now), Command: events.CommandResync})
+	return Publish(ctx, j, cluster, events.Control{Meta: events.NewMeta(publisher, "", now), Command: events.CommandResync})
+}
+
+// Publish journals an operator's request (resync, pause, resume, approve,
+// release) on the cluster's control subject, after checking it, and
+// returns its sequence. Who asked is c.Publisher.
+func Publish(ctx context.Context, j journal.Appender, cluster string, c events.Control) (uint64, error) {
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	body, err := events.Encode(c)
 	if err != nil {
 		return 0, err
 	}
-	ack, err := j.Append(ctx, events.Message{Subject: events.ClusterSubject(events.KindControl, cluster), Data: body}, journal.Expect{})
+	m := events.Message{Subject: events.ClusterSubject(events.KindControl, cluster), Data: body, Header: events.Header{}}
+	m.Header.Set(events.HeaderPublisher, c.Publisher)
+	ack, err := j.Append(ctx, m, journal.Expect{})
 	if err != nil {
-		return 0, fmt.Errorf("publish resync: %w", err)
+		return 0, fmt.Errorf("publish %s: %w", c.Command, err)
 	}
 	return ack.Seq, nil
 }

@@ -1,0 +1,66 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/control"
+)
+
+// release is DELETE /v1/desired/{vmid}: the guest is handed back. The
+// journal records who released it; converge leaves it alone until a new
+// desired state arrives.
+func (s *Server) release(w http.ResponseWriter, r *http.Request, who caller) {
+	vmid, ok := vmidParam(w, r)
+	if !ok {
+		return
+	}
+	s.operate(w, r, events.Control{Meta: events.NewMeta(s.publisher(who), r.Header.Get("X-Correlation-Id"), time.Now()),
+		Command: events.CommandRelease, VMIDs: []int{vmid}})
+}
+
+// approveBody is POST /v1/approve's body.
+type approveBody struct {
+	VMIDs []int `json:"vmids"`
+	All   bool  `json:"all"`
+}
+
+// approve is POST /v1/approve: releases the actions the mass-change guard
+// holds for the guests named (or all), journalled with who approved.
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, who caller) {
+	var b approveBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		problem(w, http.StatusBadRequest, `want {"vmids": [101, …]} or {"all": true}: `+err.Error(), nil)
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		problem(w, http.StatusBadRequest, "want one JSON object", nil)
+		return
+	}
+	s.operate(w, r, events.Control{Meta: events.NewMeta(s.publisher(who), r.Header.Get("X-Correlation-Id"), time.Now()),
+		Command: events.CommandApprove, VMIDs: b.VMIDs, All: b.All})
+}
+
+func (s *Server) operate(w http.ResponseWriter, r *http.Request, c events.Control) {
+	if err := c.Validate(); err != nil {
+		problem(w, http.StatusBadRequest, err.Error()+"; nothing was published", nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	seq, err := control.Publish(ctx, s.Journal, s.Cluster, c)
+	if err != nil {
+		problem(w, http.StatusServiceUnavailable, err.Error(), nil)
+		return
+	}
+	s.Logger.Info().Str("command", c.Command).Ints("vmids", c.VMIDs).Bool("all", c.All).Uint64("seq", seq).
+		Str("by", c.Publisher).Msg("operator request accepted over HTTP")
+	writeJSON(w, http.StatusAccepted, map[string]any{"command": c.Command, "vmids": c.VMIDs, "all": c.All, "cluster": s.Cluster, "seq": seq, "by": c.Publisher})
+}
