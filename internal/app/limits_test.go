@@ -204,4 +204,3 @@ func TestNodeConcurrencyAcrossProcesses(t *testing.T) {
 		t.Errorf("converged in %s, more than 1.3 × the ideal %s", took, ideal)
 	}
 }
-
