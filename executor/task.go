@@ -150,6 +150,14 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 	} else {
 		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
 	}
+	// Taking a lock (a backup starting) rewrites the config, so a write
+	// planned before it meets a digest mismatch first (Proxmox checks the
+	// digest before the lock): that too is waiting for the lock.
+	if o := r.Observed; r.Status == events.ResultFailed && r.ErrorClass == events.ClassConflict && o != nil && o.Lock != "" && o.Lock != "suspended" {
+		l := j.locked(fmt.Sprintf("guest is locked (%s); the write met its config change: %s", o.Lock, r.Error))
+		l.Observed, l.UPID, l.TaskLog = o, r.UPID, r.TaskLog
+		r = l
+	}
 	return outcome{result: r}
 }
 
