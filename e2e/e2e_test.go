@@ -166,7 +166,8 @@ type statusOut struct {
 		Reason   string `json:"reason"`
 		Revision uint64 `json:"desired_revision"`
 		Observed *struct {
-			Node string `json:"node"`
+			Node   string `json:"node"`
+			Status string `json:"status"`
 		} `json:"observed"`
 		Last *struct {
 			Op     string `json:"op"`
