@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/internal/journal"
 )
 
 // LimitsBucket holds the planners' limits ledger (planner.Claim): one key
@@ -13,10 +15,6 @@ import (
 // of admitted actions, updated by compare-and-set so that two planners
 // never both take the last room.
 const LimitsBucket = "converge_limits"
-
-// ErrStale is a ledger write refused because the key changed since it
-// was read: read it again.
-var ErrStale = errors.New("bus: limits ledger changed since it was read")
 
 // LimitsStore is the limits ledger's bucket.
 type LimitsStore struct{ kv jetstream.KeyValue }
@@ -53,7 +51,7 @@ func (s *LimitsStore) Load(ctx context.Context, key string) ([]byte, uint64, err
 }
 
 // Store writes key's value if it is still at revision rev (0: absent);
-// otherwise ErrStale.
+// otherwise journal.ErrStale.
 func (s *LimitsStore) Store(ctx context.Context, key string, val []byte, rev uint64) error {
 	var err error
 	if rev == 0 {
@@ -63,7 +61,7 @@ func (s *LimitsStore) Store(ctx context.Context, key string, val []byte, rev uin
 	}
 	var apiErr *jetstream.APIError
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) {
-		return fmt.Errorf("%w: %w", ErrStale, err)
+		return fmt.Errorf("%w: %w", journal.ErrStale, err)
 	}
 	return err
 }

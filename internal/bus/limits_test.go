@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/internal/journal"
 )
 
 // The limits ledger is compare-and-set: of two planners that read the same
@@ -28,7 +28,7 @@ func TestLimitsLedgerCompareAndSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second creator read "absent" too: refused.
-	if err := s.Store(ctx, "node.pve1", []byte(`[2]`), 0); !errors.Is(err, bus.ErrStale) {
+	if err := s.Store(ctx, "node.pve1", []byte(`[2]`), 0); !errors.Is(err, journal.ErrStale) {
 		t.Fatalf("second create: %v, want ErrStale", err)
 	}
 	val, rev, err = s.Load(ctx, "node.pve1")
@@ -39,7 +39,7 @@ func TestLimitsLedgerCompareAndSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A planner still holding the old revision: refused.
-	if err := s.Store(ctx, "node.pve1", []byte(`[1,4]`), rev); !errors.Is(err, bus.ErrStale) {
+	if err := s.Store(ctx, "node.pve1", []byte(`[1,4]`), rev); !errors.Is(err, journal.ErrStale) {
 		t.Fatalf("stale update: %v, want ErrStale", err)
 	}
 	if val, _, _ := s.Load(ctx, "node.pve1"); string(val) != `[1,3]` {

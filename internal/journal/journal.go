@@ -53,6 +53,10 @@ type Ack struct {
 // ErrFenced is a publish refused by its fence: the subject moved on.
 var ErrFenced = errors.New("journal: fenced: the subject has a newer entry")
 
+// ErrStale is a compare-and-set write refused because the value changed
+// since it was read (the limits ledger): read it again.
+var ErrStale = errors.New("journal: the value changed since it was read")
+
 // Reader reads entries directly (no consumer).
 type Reader interface {
 	// Lasts returns the guest's newest entry of each kind, in the order

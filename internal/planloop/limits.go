@@ -8,12 +8,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/planner"
 )
 
 // Ledger is the cluster's limits ledger: one value per limit key, written
-// by compare-and-set (bus.LimitsStore). Every planner of the cluster asks
+// by compare-and-set (bus.LimitsStore; a lost race is journal.ErrStale). Every planner of the cluster asks
 // it before publishing an action that a limit counts, so that two planners
 // never both take the last room.
 type Ledger interface {
@@ -129,7 +129,7 @@ func (l *Loop) grant(ctx context.Context, key string, c planner.Claim, want []pl
 			return ok, nil
 		}
 		err = l.storeLedger(ctx, key, entries, rev)
-		if errors.Is(err, bus.ErrStale) {
+		if errors.Is(err, journal.ErrStale) {
 			continue
 		}
 		if err != nil {
@@ -150,7 +150,7 @@ func (l *Loop) withdraw(ctx context.Context, key string, vmid int, id string) er
 		if !changed {
 			return nil
 		}
-		if err = l.storeLedger(ctx, key, entries, rev); !errors.Is(err, bus.ErrStale) {
+		if err = l.storeLedger(ctx, key, entries, rev); !errors.Is(err, journal.ErrStale) {
 			return err
 		}
 	}
