@@ -34,9 +34,13 @@ func (r *run) setup(ctx context.Context, dir string) error {
 		Name: "bench", Roles: app.All, Embedded: &natsserver.Options{DataDir: dir, Name: "bench"},
 		Bus: bus.Config{Partitions: r.o.Partitions}, Proxmox: px, Logger: r.log, Executors: r.o.Executors,
 		Observer: observer.Config{Name: "bench-observer", ConfigRefresh: -1, ReadConcurrency: 16},
+		// The throughput run measures converge against a simulator without
+		// latency: the per-node limits, which stand for what a Proxmox
+		// node takes, are off (they are measured where they matter: the
+		// limits tests and docs/benchmarks.md).
 		Planner: planloop.Config{Planner: planner.Config{Name: "bench-planner", OnDecision: r.onDecision,
-			Policy: planner.Policy{ObserverTimeout: time.Minute}}},
-		Executor: executor.Config{Name: "bench-executor", Concurrency: r.o.Concurrency},
+			Policy: planner.Policy{ObserverTimeout: time.Minute}, Limits: planner.Limits{NodeConcurrency: -1}}},
+		Executor: executor.Config{Name: "bench-executor", Concurrency: r.o.Concurrency, NodeRate: -1},
 	})
 	if err != nil {
 		return err
