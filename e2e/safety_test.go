@@ -154,4 +154,9 @@ func TestSafetyCommands(t *testing.T) {
 	if k := e.disruptions(t)[released] - before[released]; k != 1 {
 		t.Fatalf("released guest saw %d stops since, want only the approved one", k)
 	}
+	// The history says who approved and who released it.
+	out = e.cli(t, "history", strconv.Itoa(released))
+	if !contains(out, "approved (all guests)", "released: converge leaves the guest alone", "converge-cli") {
+		t.Fatalf("history of a released guest:\n%s", out)
+	}
 }

@@ -186,3 +186,22 @@ func (s *obsState) diff(n *obsState) []string {
 	}
 	return out
 }
+
+// describeControl says what an operator asked for the guest.
+func describeControl(c *events.Control) string {
+	scope := "this guest"
+	if c.All {
+		scope = "all guests"
+	}
+	switch c.Command {
+	case events.CommandPause:
+		return "paused (" + scope + "): converge does not act until resumed"
+	case events.CommandResume:
+		return "resumed (" + scope + ")"
+	case events.CommandApprove:
+		return "approved (" + scope + "): held shutdowns, stops and reboots may proceed"
+	case events.CommandRelease:
+		return "released: converge leaves the guest alone until a new desired state arrives"
+	}
+	return c.Command
+}

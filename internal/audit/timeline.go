@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,13 +65,18 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 			return nil, err
 		}
 	}
-	kinds := []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult}
+	kinds := []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult, events.KindControl}
 	subjects := make([]string, len(kinds))
 	// Where to stop: the newest of the guest's events now (literal
 	// subjects: each a lookup, not a search).
 	var last *jetstream.RawStreamMsg
 	for i, k := range kinds {
 		subjects[i] = events.StoredSubject(k, cluster, vmid, partitions)
+		if k == events.KindControl {
+			// Operators' requests (pause, approve, release …) are the
+			// cluster's; those naming the guest are kept below.
+			subjects[i] = events.ClusterSubject(k, cluster)
+		}
 		m, err := s.GetLastMsgForSubject(ctx, subjects[i])
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -89,10 +95,11 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 	if !since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
-	oc, err := s.OrderedConsumer(ctx, cfg)
+	oc, release, err := bus.ReadOnce(ctx, s, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("journal: consumer: %w", err)
 	}
+	defer release() // after it.Stop below (defers run last first)
 	it, err := oc.Messages(jetstream.PullMaxMessages(500), jetstream.PullHeartbeat(bus.ConsumeHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("journal: consume: %w", err)
@@ -136,11 +143,18 @@ func newTimeline(cluster string, vmid int) *timeline {
 
 func (t *timeline) add(ev projector.Event) {
 	info, err := events.ParseSubject(ev.Subject)
-	if err != nil || info.VMID != t.vmid || info.Cluster != t.cluster {
+	if err != nil || info.Cluster != t.cluster || (info.VMID != t.vmid && info.Kind != events.KindControl) {
 		return
 	}
 	e := Entry{VMID: t.vmid, Cluster: t.cluster, Seq: ev.Seq, Time: ev.Time, Kind: info.Kind}
 	switch info.Kind {
+	case events.KindControl:
+		c, err := events.Decode[events.Control](ev.Data)
+		if err != nil || c.Command == events.CommandResync || (!c.All && !slices.Contains(c.VMIDs, t.vmid)) {
+			return
+		}
+		t.proj.Apply(ev) // a release forgets the desired state, for what follows
+		e.Who, e.Summary = c.Publisher, describeControl(&c)
 	case events.KindDesired:
 		t.desired(&e, ev)
 	case events.KindObserved:
