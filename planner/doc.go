@@ -23,6 +23,32 @@
 // actions per window with status error and the reason: a loop is visible
 // and slow, never a flood.
 //
+// A guest whose view carries a pause (or the cluster's pause --all) is
+// planned as usual but acted on by nobody: status paused, with what would
+// follow. A released guest has no desired state: unmanaged.
+//
+// Changes Proxmox keeps pending until a restart are applied by a clean
+// reboot only when the restart policy allows it (the desired event's
+// restart, else [Policy.Restart], "never" by default), and inside
+// [Policy.RestartWindow] if one is set; otherwise the guest is pending,
+// "waits for a restart", with the keys (and, for a closed window, when it
+// opens, as RetryAt).
+//
+// # Limits
+//
+// The engine applies [Limits] to the first step of each guest it would
+// publish: at most NodeConcurrency actions in flight per node (from the
+// fold: every planner's actions), guests beyond waiting in line per node,
+// first come first served; and the mass-change guard: beyond
+// max(GuardShare × managed guests, GuardMin) guests shut down, stopped or
+// rebooted within GuardWindow, or while more managed guests than that
+// vanished from the observed inventory within it, a disruptive step is held
+// (status held) unless an approval journalled after its desired revision
+// names the guest (or all). A held plan's config write, if any, still goes
+// ahead ([Deferrable]). What two planners decide at once is settled by the
+// limits ledger the loop asks before publishing ([Publish.Claims], [Grant],
+// [Engine.Live], [Engine.Refused]).
+//
 // A managed value is compared with what the guest will run with after its
 // next restart: the pending value if Proxmox holds one, the applied one
 // otherwise. A desired value that is only pending is not rewritten (it
