@@ -21,6 +21,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/audit"
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/views"
@@ -145,10 +146,11 @@ func countResults(t *testing.T, js jetstream.JetStream, status events.ResultStat
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"pve.result.pve.>"}})
+	oc, release, err := bus.ReadOnce(ctx, s, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"pve.result.pve.>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	if oc.CachedInfo().NumPending == 0 {
 		return 0
 	}

@@ -49,10 +49,11 @@ func FoldUntil(ctx context.Context, js jetstream.JetStream, stream, cluster stri
 	total := last - first + 1
 	// No subject filter: the projector ignores other clusters' events, and
 	// a filter would cost the server a subject-tree search per message.
-	oc, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	oc, release, err := bus.ReadOnce(ctx, s, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("journal: consumer: %w", err)
 	}
+	defer release() // after cc.Stop below (defers run last first)
 
 	// The consumer's callback batches messages; this goroutine decodes and
 	// folds them, so receiving overlaps folding.

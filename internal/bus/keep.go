@@ -106,10 +106,11 @@ func (b *Bus) Kept(ctx context.Context, after, before uint64) ([]journal.Entry, 
 	if want == 0 {
 		return nil, nil
 	}
-	cons, err := ks.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	cons, release, err := ReadOnce(ctx, ks, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("keep stream: %w", err)
 	}
+	defer release()
 	var out []journal.Entry
 	for got := uint64(0); got < want; {
 		batch, err := cons.Fetch(int(min(want-got, 1000)), jetstream.FetchMaxWait(10*time.Second))
