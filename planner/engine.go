@@ -126,6 +126,9 @@ type Flush struct {
 	State projector.ClusterState
 	Seq   uint64
 	At    time.Time
+	// Guests is how many guests the fold holds: each has a document once
+	// every planner has flushed (what converge rebuild waits for).
+	Guests int
 }
 
 // Doc is a guest's view and the decision made from it. The view is a copy

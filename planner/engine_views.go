@@ -54,7 +54,7 @@ func (e *Engine) flush(now time.Time) {
 		f = &Flush{}
 		e.out.Flush = f
 	}
-	f.State, f.Seq, f.At = e.proj.State, e.proj.LastSeq, now
+	f.State, f.Seq, f.At, f.Guests = e.proj.State, e.proj.LastSeq, now, len(e.proj.Views)
 	var out []int
 	for id := range e.dirty {
 		if len(f.Docs) >= maxDocsPerFlush {

@@ -45,15 +45,18 @@ func Rebuild(ctx context.Context, store Store, ckpts CheckpointDropper, checkpoi
 const rewriteCheck = 500 * time.Millisecond
 
 // WaitRewritten waits until a planner has written the cluster document
-// again, at or beyond seq, and the guest documents have stopped growing
+// again, at or beyond seq, the bucket holds a document for each of the
+// guests that document counts, and their number has stopped growing
 // (documents are written at most a thousand per flush: done when the count
-// holds for three checks). It returns the number of guest documents; ctx
-// bounds the wait.
+// holds for three checks). A planner writes its cluster document at every
+// flush, before it notices that the bucket was dropped (WatchBucket, every
+// 2 s): the count, not the cluster document alone, says the guests are
+// back. It returns the number of guest documents; ctx bounds the wait.
 func WaitRewritten(ctx context.Context, r Reader, clk clock.Clock, seq uint64) (int, error) {
 	last, stable := -1, 0
 	for {
 		if cd, err := r.ClusterDoc(ctx); err == nil && cd != nil && cd.Seq >= seq {
-			if docs, err := r.List(ctx); err == nil {
+			if docs, err := r.List(ctx); err == nil && len(docs) >= cd.Guests {
 				if len(docs) == last {
 					if stable++; stable >= 3 {
 						return len(docs), nil

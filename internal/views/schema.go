@@ -24,11 +24,14 @@ type GuestDoc struct {
 // sequence the planner's documents reflect, and the policy it plans with
 // (so that a dry run decides as it does).
 type ClusterDoc struct {
-	State     projector.ClusterState `json:"state"`
-	Seq       uint64                 `json:"seq"`
-	Planner   string                 `json:"planner"`
-	Policy    *planner.Policy        `json:"policy,omitempty"`
-	UpdatedAt time.Time              `json:"updated_at"`
+	State projector.ClusterState `json:"state"`
+	Seq   uint64                 `json:"seq"`
+	// Guests is how many guests the planner's fold holds as of Seq: the
+	// documents a complete bucket has.
+	Guests    int             `json:"guests"`
+	Planner   string          `json:"planner"`
+	Policy    *planner.Policy `json:"policy,omitempty"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 // ClusterKey is the bucket key of the cluster document.

@@ -135,10 +135,10 @@ func (w *Writer) run() {
 			}
 			ps = append(ps, pending{id, fut})
 		}
-		cd := ClusterDoc{State: f.State, Seq: f.Seq, UpdatedAt: f.At, Planner: w.planner, Policy: w.policy}
+		cd := ClusterDoc{State: f.State, Seq: f.Seq, Guests: f.Guests, UpdatedAt: f.At, Planner: w.planner, Policy: w.policy}
 		if b, _, err := encodeBounded(cd, func() any {
 			return ClusterDoc{State: projector.ClusterState{Cluster: f.State.Cluster, HeartbeatAt: f.State.HeartbeatAt, Reachable: f.State.Reachable},
-				Seq: f.Seq, UpdatedAt: f.At, Planner: cutString(w.planner), Policy: w.policy}
+				Seq: f.Seq, Guests: f.Guests, UpdatedAt: f.At, Planner: cutString(w.planner), Policy: w.policy}
 		}); err == nil {
 			_, _ = w.store.PutAsync(ClusterKey(w.cluster), b)
 		}
