@@ -24,6 +24,7 @@ type simFlags struct {
 	latency      time.Duration
 	taskLatency  time.Duration
 	failRate     float64
+	failMessage  string
 	warnRate     float64
 	resourcesLag time.Duration
 	password     string
@@ -54,6 +55,7 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.DurationVar(&f.latency, "latency", 0, "latency added to every API call")
 	fl.DurationVar(&f.taskLatency, "task-latency", 0, "how long every Proxmox task runs")
 	fl.Float64Var(&f.failRate, "fail-rate", 0, "probability (0..1) that a mutating call fails transiently")
+	fl.StringVar(&f.failMessage, "fail-message", "", "the text of those failures (default: the flock timeout, which clients wait out as a lock)")
 	fl.Float64Var(&f.warnRate, "warn-rate", 0, "probability (0..1) that a task ends with warnings")
 	fl.DurationVar(&f.resourcesLag, "resources-lag", 0, "how far /cluster/resources lags behind config (pvestatd broadcast)")
 	fl.StringVar(&f.password, "password", "", "root@pam password (default: generated and printed)")
@@ -105,7 +107,7 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 		Logger: log, OnMutation: ml.write,
 		Faults: pvesim.Faults{
 			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency),
-			FailRate: f.failRate, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),
+			FailRate: f.failRate, FailMessage: f.failMessage, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),
 		},
 	})
 	if err != nil {

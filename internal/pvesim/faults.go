@@ -38,6 +38,10 @@ type Faults struct {
 	// synchronous ones. The error is the flock timeout real clusters produce
 	// under contention.
 	FailRate float64 `json:"fail_rate"`
+	// FailMessage replaces the flock timeout as the injected failure's
+	// text, e.g. "start failed: QEMU exited with code 1": a failure a
+	// client must report rather than wait out as a lock.
+	FailMessage string `json:"fail_message,omitempty"`
 	// WarnRate is the probability (0..1) that a successful task ends with
 	// "TASK WARNINGS: 1" instead of "TASK OK".
 	WarnRate float64 `json:"warn_rate"`

@@ -129,6 +129,27 @@ func TestFaultFailRate(t *testing.T) {
 	}
 }
 
+// An injected failure with a message of its own: a task ends with it, a
+// synchronous call answers 500 with it in the status line.
+func TestFaultFailMessage(t *testing.T) {
+	const msg = "start failed: QEMU exited with code 1"
+	s := startSim(t, pvesim.Options{Guests: 3, Faults: pvesim.Faults{FailRate: 1, FailMessage: msg}})
+	c := tokenClient(s)
+	ctx := ctxT(t)
+	n, _ := c.Node(ctx, "pve1")
+	vm, _ := n.VirtualMachine(ctx, 101)
+	task, err := vm.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task = waitTask(t, s, task); !task.IsFailed || task.ExitStatus != msg {
+		t.Fatalf("injected failure: %q", task.ExitStatus)
+	}
+	ct, _ := n.Container(ctx, 102)
+	_, err = ct.Config(ctx, proxmox.ContainerOption{Name: "cores", Value: 2})
+	errContains(t, err, "500 "+msg)
+}
+
 func TestFaultWarnings(t *testing.T) {
 	s := startSim(t, pvesim.Options{Guests: 2, Faults: pvesim.Faults{WarnRate: 1}})
 	c := tokenClient(s)

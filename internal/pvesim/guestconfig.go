@@ -222,7 +222,7 @@ func (s *Sim) putConfig(q *req, g *guest) (any, error) {
 		return nil, err
 	}
 	if s.roll(s.faults.FailRate) {
-		return nil, fail500("%s", flockTimeout(g.kind, g.vmid))
+		return nil, fail500("%s", s.failMessage(g.kind, g.vmid))
 	}
 	g.apply(ch)
 	return nil, nil

@@ -55,6 +55,14 @@ func flockTimeout(kind Kind, vmid int) string {
 	return fmt.Sprintf("can't lock file '/var/lock/%s/lock-%d.conf' - got timeout", dir, vmid)
 }
 
+// failMessage is the text of an injected failure. Caller holds s.mu.
+func (s *Sim) failMessage(kind Kind, vmid int) string {
+	if s.faults.FailMessage != "" {
+		return s.faults.FailMessage
+	}
+	return flockTimeout(kind, vmid)
+}
+
 // startTask registers a worker and schedules it. Caller holds s.mu. With an
 // injected failure the work is replaced by the flock timeout and abort runs
 // at once, so nothing the handler prepared survives.
@@ -72,7 +80,7 @@ func (s *Sim) startTask(node, typ string, kind Kind, vmid int, user string, work
 	}
 	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", node, t.pid, t.pstart, now.Unix(), typ, t.id, user)
 	if s.roll(s.faults.FailRate) {
-		msg := flockTimeout(kind, vmid)
+		msg := s.failMessage(kind, vmid)
 		if abort != nil {
 			abort()
 		}
