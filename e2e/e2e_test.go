@@ -215,8 +215,11 @@ type want struct {
 	tags        string // as Proxmox stores them
 }
 
+// desiredJSON allows a restart: these guests' owners accept the reboot
+// that applies cores on a running VM (the default, never, is pinned by
+// internal/app's restart tests).
 func desiredJSON(vmid int, w want) string {
-	return fmt.Sprintf(`{"vmid":%d,"power":%q,"cores":%d,"memory_mib":%d,"description":%q,"tags":["CONVERGE","%s"]}`,
+	return fmt.Sprintf(`{"vmid":%d,"power":%q,"cores":%d,"memory_mib":%d,"description":%q,"tags":["CONVERGE","%s"],"restart":"allowed"}`,
 		vmid, w.power, w.cores, w.mem, w.description+"\n", strings.Split(w.tags, ";")[1])
 }
 
@@ -270,6 +273,9 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 		e.publish(t, vmid, desiredJSON(vmid, w))
 	}
 	phase("50 desired events published")
+	// A fleet change: the mass-change guard holds its stops and reboots
+	// beyond five until an operator approves them (TestSafetyCommands).
+	e.cli(t, "approve", "--all")
 	e.wait(t, ids)
 	phase("round 1 converged")
 	gs := e.simGuests(t)
@@ -309,6 +315,7 @@ func TestUpConvergesFiftyGuests(t *testing.T) {
 		e.publish(t, vmid, strings.Replace(desiredJSON(vmid, w), `"E2E"`, `"e2e"`, 1))
 	}
 	phase("round 2 published")
+	e.cli(t, "approve", "--all")
 	e.wait(t, ids)
 	phase("round 2 converged")
 	gs = e.simGuests(t)

@@ -221,7 +221,8 @@ func TestHistoryOfOneGuest(t *testing.T) {
 	// 3. A failed task: every mutation fails until the fault is lifted; the
 	// planner retries with backoff. Published raw: no publisher, no
 	// correlation id (converge derives one).
-	e.setFaults(t, `{"fail_rate":1}`)
+	// Not the default flock timeout: converge waits that out as a lock.
+	e.setFaults(t, `{"fail_rate":1,"fail_message":"start failed: QEMU exited with code 1"}`)
 	rev2 := e.publish(t, 101, `{"vmid":101,"power":"running","cores":3,"memory_mib":1536,"description":"first revision"}`)
 	eventually(t, 60*time.Second, "a failed start with its task", func() bool {
 		for _, r := range journalResults(t, e.js, 101) {
@@ -586,11 +587,19 @@ func TestReplayEqualsLiveViews(t *testing.T) {
 				delete(valid, vmid)
 			default:
 				power := []string{"running", "stopped"}[rng.IntN(2)]
-				body := fmt.Sprintf(`{"vmid":%d,"power":%q,"cores":%d,"memory_mib":%d,"description":"rev %d","tags":[%q]}`,
+				// Restarts allowed: a cores change on a running VM
+				// converges by a reboot (never, the default, leaves it
+				// pending for good).
+				body := fmt.Sprintf(`{"vmid":%d,"power":%q,"cores":%d,"memory_mib":%d,"description":"rev %d","tags":[%q],"restart":"allowed"}`,
 					vmid, power, 1+rng.IntN(4), []int{512, 1024, 2048}[rng.IntN(3)], rng.IntN(1000), []string{"web", "db", "batch"}[rng.IntN(3)])
 				publish(vmid, body)
 				valid[vmid] = true
 			}
+		}
+		// The guard holds stops and reboots beyond five: an operator
+		// approves the round (journalled: replay must fold it too).
+		if out, code := runCLI(t, "approve", "--all", "--nats", natsURL); code != 0 {
+			t.Fatalf("converge approve exited %d: %s", code, out)
 		}
 	}
 	drift := func(n int) {
@@ -643,7 +652,7 @@ func TestReplayEqualsLiveViews(t *testing.T) {
 
 	// A fault period: tasks fail until it ends; retries back off.
 	before := failedResults()
-	if err := sim.UpdateFaults(func(f *pvesim.Faults) { f.FailRate = 0.5 }); err != nil {
+	if err := sim.UpdateFaults(func(f *pvesim.Faults) { f.FailRate, f.FailMessage = 0.5, "start failed: QEMU exited with code 1" }); err != nil {
 		t.Fatal(err)
 	}
 	round(12)

@@ -69,7 +69,9 @@ func (e *scaleEnv) executor(t *testing.T, name string, extra ...string) *proc {
 	return startProc(t, name, append(args, extra...)...)
 }
 
-// flipPower asks every guest to be in the power state it is not in.
+// flipPower asks every guest to be in the power state it is not in, and
+// approves it: half the fleet shutting down is a mass change the guard
+// holds beyond five guests until an operator approves (TestSafetyCommands).
 func (e *scaleEnv) flipPower(t *testing.T, ctx context.Context) {
 	t.Helper()
 	for _, g := range e.sim.Guests() {
@@ -84,6 +86,9 @@ func (e *scaleEnv) flipPower(t *testing.T, ctx context.Context) {
 		if _, err := e.js.Publish(ctx, events.Subject(events.KindDesired, "pve", g.VMID), []byte(body)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if out, code := runCLI(t, "approve", "--all", "--nats", e.natsURL); code != 0 {
+		t.Fatalf("converge approve exited %d: %s", code, out)
 	}
 }
 
@@ -177,7 +182,9 @@ func TestExecutorsShareFailoverAndJoin(t *testing.T) {
 	}
 	e := newScaleEnv(t, 48)
 	startProc(t, "observer", append([]string{"observer", "--nats", e.natsURL, "--observe-interval", "300ms"}, e.pveArgs...)...)
-	startProc(t, "planner", "planner", "--nats", e.natsURL, "--observe-interval", "1s")
+	// No per-node limit: every guest's task must be running when e2 dies
+	// (the limit has its own tests: internal/app/limits_test.go).
+	startProc(t, "planner", "planner", "--nats", e.natsURL, "--observe-interval", "1s", "--node-concurrency", "-1")
 	execs := map[string]*proc{}
 	for _, n := range []string{"e1", "e2", "e3"} {
 		execs[n] = e.executor(t, n)
