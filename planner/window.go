@@ -114,7 +114,9 @@ func (w Window) Next(t time.Time) time.Time {
 	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, t.Location())
 	for i := 0; i <= 7; i++ {
 		d := day.AddDate(0, 0, i)
-		at := d.Add(time.Duration(w.Start) * time.Minute)
+		// The wall-clock time, not midnight plus minutes: a day with a
+		// daylight-saving change is not 24 hours long.
+		at := time.Date(d.Year(), d.Month(), d.Day(), w.Start/60, w.Start%60, 0, 0, t.Location())
 		if w.Days[d.Weekday()] && !at.Before(t) {
 			return at
 		}
