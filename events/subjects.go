@@ -123,8 +123,12 @@ func Partition(cluster string, vmid, n int) int {
 
 // StoredSubject is the literal stored subject of a guest's events of a
 // kind: reading by it is a lookup, where a wildcard filter makes the server
-// search its subject tree.
+// search its subject tree. vmid 0 names the cluster-wide subject of kind
+// (heartbeats, control), stored as published.
 func StoredSubject(kind Kind, cluster string, vmid, partitions int) string {
+	if vmid == 0 {
+		return ClusterSubject(kind, cluster) // heartbeats and control: not partitioned
+	}
 	return Subject(kind, cluster, vmid) + "." + strconv.Itoa(Partition(cluster, vmid, partitions))
 }
 

@@ -83,6 +83,11 @@ const (
 	OpShutdown  Op = "shutdown"
 	OpReboot    Op = "reboot"
 	OpSetConfig Op = "set_config"
+	// OpHold is not work: the planner journals it instead of a step it
+	// holds (the mass-change guard), so that every planner, replay and
+	// `converge history` know the guest waits for an operator's approval.
+	// Executors acknowledge it and touch nothing; it has no result.
+	OpHold Op = "hold"
 )
 
 // Action is one planned Proxmox mutation.
@@ -100,6 +105,8 @@ type Action struct {
 	// Revert drops pending values of these keys (Proxmox's revert
 	// parameter): the applied value is the desired one, the pending one not.
 	Revert []string `json:"revert,omitempty"`
+	// Holds is the operation an OpHold action holds back.
+	Holds Op `json:"holds,omitempty"`
 	// Digest is the config digest the plan saw; Proxmox refuses the write
 	// if the config changed since.
 	Digest string `json:"digest,omitempty"`
@@ -116,7 +123,12 @@ type Action struct {
 	// a later observation the fold did not adopt. Executors re-plan from
 	// it to verify the action (0 in actions of older planners: BasisSeq).
 	ObservationSeq uint64 `json:"observation_seq,omitempty"`
-	Attempt        int    `json:"attempt"`
+	// FoldSeq is the journal sequence the planner had folded when it
+	// planned the action: operators' requests journalled after it (a
+	// pause, a release) were not seen by the plan, and executors honour
+	// them before acting (0 in actions of older planners).
+	FoldSeq uint64 `json:"fold_seq,omitempty"`
+	Attempt int    `json:"attempt"`
 }
 
 // ResultStatus is what happened to an action.

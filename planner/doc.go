@@ -42,10 +42,11 @@
 // first come first served; and the mass-change guard: beyond
 // max(GuardShare × managed guests, GuardMin) guests shut down, stopped or
 // rebooted within GuardWindow, or while more managed guests than that
-// vanished from the observed inventory within it, a disruptive step is held
-// (status held) unless an approval journalled after its desired revision
-// names the guest (or all). A held plan's config write, if any, still goes
-// ahead ([Deferrable]). What two planners decide at once is settled by the
+// vanished from the observed inventory within it, a disruptive step is held:
+// a hold (events.OpHold) is handed out in its place and, once folded
+// (projector.View.Held), stands until an approval journalled after it names the
+// guest (or all): status held, whatever the clock ([projector.View.HoldInForce]).
+// A held plan's config write, if any, still goes ahead ([Deferrable]). What two planners decide at once is settled by the
 // limits ledger the loop asks before publishing ([Publish.Claims], [Grant],
 // [Engine.Live], [Engine.Refused]).
 //

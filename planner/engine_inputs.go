@@ -91,9 +91,14 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 	if len(d.Steps) == 0 {
 		return
 	}
-	if c.Key == GuardKey {
-		d = held(d, fmt.Sprintf("mass-change guard: the cluster's planners already used its %d guests within %s; waits for approval (converge approve %d, or --all)",
-			c.Limit, c.Window, vmid), now.Add(10*refusedRetry))
+	if IsGuardKey(c.Key) && v != nil && v.Observed != nil && Disruptive(d.Steps[0].Op) {
+		// Another planner took the guard's last room at the same moment:
+		// held like any step beyond it, and journalled as such.
+		d = holdStep(d, fmt.Sprintf("mass-change guard: the cluster's planners already used its %d guests within %s; %s waits for approval (converge approve %d, or --all)",
+			c.Limit, c.Window, d.Steps[0].Op, vmid))
+		if e.mine(vmid) {
+			e.handOut(v, d.Steps[0], nil, now)
+		}
 	} else {
 		// Back in line for the node: planned again when a slot frees, or
 		// at the retry at the latest.

@@ -80,14 +80,27 @@ func (e *Engine) syncBusy(v *projector.View, now time.Time) {
 	}
 }
 
-// planHeads plans the guests first in line for node's free slots.
+// planHeads plans the guests first in line for node's free slots. A guest
+// that leaves the line without taking a slot (held by the guard, or with
+// nothing left to do) hands its turn to the next one at once.
 func (e *Engine) planHeads(node string, now time.Time) {
 	if e.cfg.Limits.NodeConcurrency <= 0 {
 		return
 	}
-	for _, id := range e.lim.heads(node, e.cfg.Limits.NodeConcurrency-len(e.lim.busy[node])) {
-		if v := e.proj.Views[id]; v != nil {
-			e.planGuest(v, now)
+	tried := map[int]bool{}
+	for {
+		progressed := false
+		for _, id := range e.lim.heads(node, e.cfg.Limits.NodeConcurrency-len(e.lim.busy[node])) {
+			if tried[id] {
+				continue
+			}
+			tried[id], progressed = true, true
+			if v := e.proj.Views[id]; v != nil {
+				e.planGuest(v, now)
+			}
+		}
+		if !progressed {
+			return
 		}
 	}
 }
@@ -216,21 +229,28 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	if len(d.Steps) == 0 || !e.mine(v.VMID) {
 		return
 	}
-	step := d.Steps[0]
+	e.handOut(v, d.Steps[0], claims, now)
+}
+
+// handOut hands out step as the guest's next action.
+func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.Time) {
 	a := events.Action{
 		Meta: events.NewMeta(e.cfg.Name, v.CorrelationID, now),
 		// Deterministic: a restarted planner replanning the same step
 		// publishes the same id, which the stream drops as a duplicate.
 		ID:   fmt.Sprintf("%s-%d-%d-%d", v.Cluster, v.VMID, v.DesiredSeq, v.RevisionActions+1),
 		VMID: v.VMID, Cluster: v.Cluster, Node: v.Observed.Node, Kind: v.Observed.Kind,
-		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Reason: step.Reason,
-		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq, Attempt: v.Failures + 1,
+		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Holds: step.Holds, Reason: step.Reason,
+		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq,
+		FoldSeq: e.proj.LastSeq, Attempt: v.Failures + 1,
 	}
 	e.awaiting[v.VMID] = a.ID
 	if Disruptive(a.Op) {
 		e.awaitingDisruptive[v.VMID] = true
 	}
-	e.lim.setBusy(v.VMID, a.Node)
+	if a.Op != events.OpHold { // a hold is a record: no task, no slot
+		e.lim.setBusy(v.VMID, a.Node)
+	}
 	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq, Claims: claims})
 }
 

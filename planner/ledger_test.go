@@ -7,7 +7,7 @@ import (
 
 func TestGrant(t *testing.T) {
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	node := Claim{Key: NodeKey("pve1"), Limit: 2}
+	node := Claim{Key: NodeKey("pve", "pve1"), Limit: 2}
 	all := func(Entry) bool { return true }
 	var es []Entry
 	var ok, changed bool
@@ -34,7 +34,7 @@ func TestGrant(t *testing.T) {
 		t.Fatalf("after a finished action: %v %v %v", es, changed, ok)
 	}
 	// The guard counts guests: a guest already in it is granted again.
-	guard := Claim{Key: GuardKey, Limit: 1, Window: 5 * time.Minute}
+	guard := Claim{Key: GuardKey("pve"), Limit: 1, Window: 5 * time.Minute}
 	gs, _, _ := Grant(nil, guard, Entry{VMID: 101, ID: "a", At: now}, all)
 	if _, _, ok := Grant(gs, guard, Entry{VMID: 101, ID: "a2", At: now}, all); !ok {
 		t.Fatal("a guest's second disruptive action refused")
@@ -55,7 +55,7 @@ func TestLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	node := Claim{Key: NodeKey("pve1"), Limit: 2}
+	node := Claim{Key: NodeKey("pve", "pve1"), Limit: 2}
 	en := Entry{VMID: 101, ID: "x", At: now}
 	if !e.Live(node, en, now.Add(claimGrace-time.Second)) || e.Live(node, en, now.Add(claimGrace)) {
 		t.Fatal("an unfolded node entry lives for claimGrace")
@@ -64,7 +64,7 @@ func TestLive(t *testing.T) {
 	if !e.Live(node, en, now.Add(time.Hour)) {
 		t.Fatal("a handed-out action's entry lapsed")
 	}
-	guard := Claim{Key: GuardKey, Limit: 5, Window: 5 * time.Minute}
+	guard := Claim{Key: GuardKey("pve"), Limit: 5, Window: 5 * time.Minute}
 	if !e.Live(guard, en, now.Add(4*time.Minute)) || e.Live(guard, en, now.Add(5*time.Minute)) {
 		t.Fatal("a guard entry counts for the window")
 	}

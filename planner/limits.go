@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -100,11 +101,16 @@ type Claim struct {
 	Window time.Duration `json:"window_ns,omitempty"`
 }
 
-// GuardKey is the mass-change guard's ledger key.
-const GuardKey = "guard"
+// GuardKey is the mass-change guard's ledger key for a cluster: several
+// Proxmox clusters may share one NATS, each with its own guard.
+func GuardKey(cluster string) string { return cluster + ".guard" }
 
-// NodeKey is a node's ledger key.
-func NodeKey(node string) string { return "node." + node }
+// NodeKey is a node's ledger key (node names repeat across clusters:
+// "pve" is the installer's default).
+func NodeKey(cluster, node string) string { return cluster + ".node." + node }
+
+// IsGuardKey reports whether a ledger key is a cluster's guard.
+func IsGuardKey(key string) bool { return strings.HasSuffix(key, ".guard") }
 
 // Entry is one admitted action in the limits ledger.
 type Entry struct {
@@ -283,9 +289,9 @@ func (l *limiter) enqueue(node string, vmid int) {
 }
 
 // guardUsed is the distinct guests disrupted within the window ending at
-// now (folded, or handed out and not yet folded), the oldest entry's time,
-// and whether vmid is one of them.
-func (e *Engine) guardUsed(vmid int, now time.Time) (used int, oldest time.Time, mine bool) {
+// now (folded, or handed out and not yet folded), and whether vmid is one
+// of them.
+func (e *Engine) guardUsed(vmid int, now time.Time) (used int, mine bool) {
 	w := e.cfg.Limits.GuardWindow
 	i := 0
 	for i < len(e.lim.disrupted) && now.Sub(e.lim.disrupted[i].at) >= w {
@@ -294,19 +300,14 @@ func (e *Engine) guardUsed(vmid int, now time.Time) (used int, oldest time.Time,
 	e.lim.disrupted = e.lim.disrupted[i:]
 	seen := map[int]bool{}
 	for _, d := range e.lim.disrupted {
-		if !seen[d.vmid] {
-			seen[d.vmid] = true
-			if oldest.IsZero() {
-				oldest = d.at
-			}
-		}
+		seen[d.vmid] = true
 	}
 	for id := range e.awaiting {
 		if e.awaitingDisruptive[id] {
 			seen[id] = true
 		}
 	}
-	return len(seen), oldest, seen[vmid]
+	return len(seen), seen[vmid]
 }
 
 // GuardThreshold is how many guests the mass-change guard lets be
@@ -331,41 +332,26 @@ func (e *Engine) losses(now time.Time) int {
 }
 
 // admit applies the limits to a decision whose first step this planner
-// would publish: it holds a disruptive step beyond the guard, and makes a
-// step wait for its node (waiting). It returns the claims the ledger must
+// would publish. A disruptive step beyond the mass-change guard is not
+// published: a hold is, in its place (holdStep), and it stands until an
+// operator approves it. A released hold passes the guard. Any other step
+// waits for its node (waiting). It returns the claims the ledger must
 // grant.
 func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision, claims []Claim, waiting bool) {
 	lim := e.cfg.Limits
 	step := d.Steps[0]
 	node := v.Observed.Node
 	if Disruptive(step.Op) {
-		approved := v.ApprovedAt(&e.proj.State)
-		if approved == nil || approved.Seq < v.DesiredSeq {
+		if _, released := v.HoldInForce(&e.proj.State); !released {
 			threshold := lim.GuardThreshold(e.managed())
-			var why string
-			var retry time.Time
 			if lost := e.losses(now); lost > threshold {
-				why = fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
-					lost, lim.GuardWindow, threshold, v.VMID)
-				retry = now.Add(lim.GuardWindow)
-			} else if used, oldest, mine := e.guardUsed(v.VMID, now); !mine && used >= threshold {
-				why = fmt.Sprintf("mass-change guard: %d guests already shut down, stopped or rebooted within %s (limit %d: the larger of %g%% of %d managed guests and %d); %s waits for approval (converge approve %d, or --all)",
-					used, lim.GuardWindow, threshold, lim.GuardShare*100, e.managed(), lim.GuardMin, step.Op, v.VMID)
-				retry = oldest.Add(lim.GuardWindow)
+				return holdStep(d, fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
+					lost, lim.GuardWindow, threshold, v.VMID)), nil, false
 			}
-			alt, ok := Deferrable(d.Steps)
-			switch {
-			case why == "":
-				claims = append(claims, Claim{Key: GuardKey, Limit: threshold, Window: lim.GuardWindow})
-			case !ok:
-				return held(d, why, retry), nil, false
-			default:
-				// Non-disruptive changes are never held: the config write
-				// goes ahead of the held step.
-				d = held(d, why, retry)
-				d.Status.Reason += "; meanwhile " + alt.Reason
-				d.Steps = []Step{alt}
+			if used, mine := e.guardUsed(v.VMID, now); !mine && used >= threshold {
+				return holdStep(d, e.guardFull(used, threshold, step.Op, v.VMID)), nil, false
 			}
+			claims = append(claims, Claim{Key: GuardKey(e.cfg.Cluster), Limit: threshold, Window: lim.GuardWindow})
 		}
 	}
 	if lim.NodeConcurrency > 0 && node != "" {
@@ -378,15 +364,38 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 		}
 		// Node first: the ledger grants it before the guard's entry, so a
 		// refused node never spends the guard's budget.
-		claims = append([]Claim{{Key: NodeKey(node), Limit: lim.NodeConcurrency}}, claims...)
+		claims = append([]Claim{{Key: NodeKey(e.cfg.Cluster, node), Limit: lim.NodeConcurrency}}, claims...)
 	}
 	return d, claims, false
 }
 
-func held(d Decision, why string, retry time.Time) Decision {
-	d.Status.Kind = Held
-	d.Status.Reason = why + "; next: " + d.Steps[0].Reason
-	d.Status.RetryAt = retry
+// guardFull says why the guard holds a step.
+func (e *Engine) guardFull(used, threshold int, op events.Op, vmid int) string {
+	lim := e.cfg.Limits
+	return fmt.Sprintf("mass-change guard: %d guests already shut down, stopped or rebooted within %s (limit %d: the larger of %g%% of %d managed guests and %d); %s waits for approval (converge approve %d, or --all)",
+		used, lim.GuardWindow, threshold, lim.GuardShare*100, e.managed(), lim.GuardMin, op, vmid)
+}
+
+// holdStep turns a decision whose disruptive first step the guard holds
+// into the hold to journal in its place.
+func holdStep(d Decision, why string) Decision {
+	step := d.Steps[0]
+	reason := why + "; next: " + step.Reason
+	d.Status.Kind, d.Status.Reason, d.Status.RetryAt = Held, reason, time.Time{}
+	d.Steps = []Step{{Op: events.OpHold, Holds: step.Op, Reason: reason}}
+	return d
+}
+
+// heldDecision is a decision whose disruptive first step stands held (its
+// hold journalled, reason as journalled): nothing disruptive goes, but a
+// config write the plan has (never held) does.
+func heldDecision(d Decision, reason string) Decision {
+	alt, ok := Deferrable(d.Steps)
+	d.Status.Kind, d.Status.Reason, d.Status.RetryAt = Held, reason, time.Time{}
 	d.Steps = nil
+	if ok {
+		d.Status.Reason += "; meanwhile " + alt.Reason
+		d.Steps = []Step{alt}
+	}
 	return d
 }

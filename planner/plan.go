@@ -18,6 +18,11 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 	case Rejected, Unmanaged, Acting:
 		return d
 	}
+	if h, released := v.HoldInForce(&c); h != nil && !released && len(d.Steps) > 0 && d.Steps[0].Op == h.Op {
+		// Journalled as held: it stays held until an operator approves
+		// it, however long ago the guard's window began.
+		d = heldDecision(d, h.Reason)
+	}
 	if m := pausedBy(v, c); m != nil {
 		// Paused: planned as usual (status shows what would follow), never
 		// acted on.

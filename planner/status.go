@@ -46,7 +46,9 @@ type Step struct {
 	Delete  []string          `json:"delete,omitempty"`
 	Revert  []string          `json:"revert,omitempty"`
 	Timeout time.Duration     `json:"timeout_ns,omitempty"`
-	Reason  string            `json:"reason"`
+	// Holds is what an OpHold step holds back.
+	Holds  events.Op `json:"holds,omitempty"`
+	Reason string    `json:"reason"`
 }
 
 // Decision is Plan's answer for one guest: its status and the ordered

@@ -47,7 +47,7 @@ func (p *Projector) foldControl(c *events.Control, ev Event) Change {
 			if v.Desired == nil && v.Rejected == nil {
 				return
 			}
-			v.Desired, v.Rejected, v.Released = nil, nil, m
+			v.Desired, v.Rejected, v.Released, v.Held = nil, nil, m, nil
 			v.Failures, v.LastError, v.LastErrorKind, v.Terminal = 0, "", "", false
 			v.Burst, v.Repeats = 0, 0
 		})

@@ -193,7 +193,7 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 	if v.CorrelationID == "" {
 		v.CorrelationID = fmt.Sprintf("desired-%s-%d-%d", v.Cluster, v.VMID, ev.Seq)
 	}
-	v.Rejected, v.Released = nil, nil
+	v.Rejected, v.Released, v.Held = nil, nil, nil
 	v.RevisionActions = 0
 	v.Failures, v.LastFailureAt, v.LastError, v.LastErrorKind, v.Terminal = 0, time.Time{}, "", "", false
 	v.Burst, v.BurstStart, v.Repeats, v.LastRepeatAt = 0, time.Time{}, 0, time.Time{}
@@ -277,11 +277,19 @@ func (p *Projector) foldAction(v *View, ev Event) error {
 	for _, s := range []*string{&a.Publisher, &a.Cluster, &a.Node, (*string)(&a.Kind), (*string)(&a.Op), &a.Reason} {
 		p.intern(s)
 	}
-	v.InFlight, v.InFlightSeq, v.Started = &a, ev.Seq, nil
 	v.LastAction, v.LastActionSeq = &a, ev.Seq
 	if a.DesiredSeq == v.DesiredSeq {
 		v.RevisionActions++
 	}
+	if a.Op == events.OpHold {
+		// A record, not work: nothing is in flight.
+		v.Held = &Hold{Seq: ev.Seq, DesiredSeq: a.DesiredSeq, Op: a.Holds, Reason: a.Reason, At: streamTime(ev, a.Time)}
+		return nil
+	}
+	if h := v.Held; h != nil && h.Op == a.Op {
+		v.Held = nil // the held step goes ahead (approved): the hold is spent
+	}
+	v.InFlight, v.InFlightSeq, v.Started = &a, ev.Seq, nil
 	return nil
 }
 

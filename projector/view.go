@@ -81,13 +81,40 @@ type View struct {
 	// a new one arrives.
 	Paused   *Mark `json:"paused,omitempty"`
 	Released *Mark `json:"released,omitempty"`
-	// Approved is the newest approval naming this guest: disruptive
-	// actions of desired revisions journalled before it pass the
-	// mass-change guard.
+	// Approved is the newest approval naming this guest: it releases a
+	// hold journalled before it.
 	Approved *Mark `json:"approved,omitempty"`
+	// Held is the hold the planner journalled for the guest (an OpHold
+	// action) until the held operation is published (approved), a new
+	// desired state arrives or the guest is released.
+	Held *Hold `json:"held,omitempty"`
 
 	// Seq is the sequence of the last event that changed this view.
 	Seq uint64 `json:"seq"`
+}
+
+// Hold is a step the planner held back, as journalled.
+type Hold struct {
+	Seq        uint64    `json:"seq"`
+	DesiredSeq uint64    `json:"desired_seq"`
+	Op         events.Op `json:"op"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+}
+
+// HoldInForce is the guest's hold that still stands: journalled for its
+// current desired revision and not yet released by an approval
+// journalled after it (the guest's own or the cluster's). It is nil when
+// there is none, and released reports an approved one.
+func (v *View) HoldInForce(c *ClusterState) (h *Hold, released bool) {
+	h = v.Held
+	if h == nil || v.Desired == nil || h.DesiredSeq != v.DesiredSeq {
+		return nil, false
+	}
+	if a := v.ApprovedAt(c); a != nil && a.Seq > h.Seq {
+		return h, true
+	}
+	return h, false
 }
 
 // Mark records a journalled operator request: where, who, when.

@@ -55,6 +55,9 @@ func DescribeDesired(d *events.Desired) string {
 }
 
 func describeAction(a *events.Action) string {
+	if a.Op == events.OpHold {
+		return fmt.Sprintf("held %s: %s (desired rev %d; converge approve %d releases it)", a.Holds, a.Reason, a.DesiredSeq, a.VMID)
+	}
 	var b strings.Builder
 	b.WriteString(string(a.Op))
 	if len(a.Set) > 0 {

@@ -75,7 +75,7 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 		if k == events.KindControl {
 			// Operators' requests (pause, approve, release …) are the
 			// cluster's; those naming the guest are kept below.
-			subjects[i] = events.ClusterSubject(k, cluster)
+			subjects[i] = events.StoredSubject(k, cluster, 0, partitions)
 		}
 		m, err := s.GetLastMsgForSubject(ctx, subjects[i])
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -46,7 +46,7 @@ func (l *Loop) admit(ctx context.Context, ps []planner.Publish) []planner.Publis
 		return ps
 	}
 	slices.SortStableFunc(keys, func(a, b string) int {
-		return boolInt(a == planner.GuardKey) - boolInt(b == planner.GuardKey)
+		return boolInt(planner.IsGuardKey(a)) - boolInt(planner.IsGuardKey(b))
 	})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -93,7 +93,7 @@ func (l *Loop) admit(ctx context.Context, ps []planner.Publish) []planner.Publis
 		l.log.Info().Int("vmid", p.Action.VMID).Str("action", p.Action.ID).Str("limit", c.Key).Int("of", c.Limit).
 			Msg("limit reached across the cluster's planners; the guest waits")
 		limit := "node"
-		if c.Key == planner.GuardKey {
+		if planner.IsGuardKey(c.Key) {
 			limit = "guard"
 		}
 		l.metrics.refused.WithLabelValues(limit).Inc()
