@@ -52,7 +52,9 @@
 // For each delivered action, in this order:
 //
 //  1. Decode. An undecodable action, or one whose body disagrees with its
-//     subject, is terminated (Term) and logged: no redelivery can help.
+//     subject, is terminated (Term) and logged: no redelivery can help. A
+//     hold (events.OpHold, the planner's record of a step the mass-change
+//     guard holds) is acknowledged: it asks for nothing and has no result.
 //  2. Journal check. The guest's results after the action (up to a newer
 //     action of the guest, if any) are read. A final result for the action
 //     means it was handled before a crash: acknowledge, done. A "started"
@@ -67,6 +69,9 @@
 //     the projector rejects supersedes nothing), or if an observation of the
 //     guest follows Action.BasisSeq that the projector would adopt over the
 //     basis (read at or after it). All are direct gets on the stream.
+//     Then operators' requests journalled after Action.FoldSeq (what the
+//     planner had folded): a pause of the guest or of all guests not
+//     resumed since, or a release, skips the action with the reason.
 //     Then verification (verify.go): the action runs only if it follows
 //     from the journal. Its operation is one the planner plans (never a
 //     bare stop), its keys are ones converge manages (name, description,

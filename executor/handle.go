@@ -56,6 +56,15 @@ func (e *Executor) Handle(ctx context.Context, part int, d journal.Delivery) {
 	log := e.log.With().Uint64("seq", en.Seq).Uint64("delivered", d.Delivered()).
 		Str("action_id", a.ID).Int("vmid", a.VMID).Str("op", string(a.Op)).
 		Str("node", a.Node).Str("correlation_id", a.CorrelationID).Logger()
+	if a.Op == events.OpHold {
+		// The planner's record of a step it holds: nothing to do here, and
+		// no result follows it.
+		log.Debug().Str("holds", string(a.Holds)).Msg("hold journalled by the planner; nothing to do")
+		if err := d.Ack(ctx); err != nil {
+			log.Warn().Err(err).Msg("ack")
+		}
+		return
+	}
 	if !e.claim(a.ID) {
 		// A redelivery of an action this process is still working on: its
 		// handler acknowledges the message when done.
@@ -183,6 +192,17 @@ func (j *job) execute(ctx context.Context) outcome {
 	} else if reason != "" {
 		r := j.result(events.ResultSkipped)
 		r.Reason = reason
+		return outcome{result: r}
+	}
+
+	// An operator's pause or release journalled after the plan.
+	if why, err := e.operatorStop(ctx, a); err != nil {
+		j.log.Warn().Err(err).Msg("journal unreadable")
+		return abandon
+	} else if why != "" {
+		j.log.Info().Str("reason", why).Msg("action not run")
+		r := j.result(events.ResultSkipped)
+		r.Reason = why
 		return outcome{result: r}
 	}
 

@@ -94,6 +94,7 @@ func (h *xharness) cmds() map[string]script.Cmd {
 		"journal":   scenario.Cmd("make appends fail after N more succeed, or heal", "fail-after N | ok", h.journal),
 		"advance":   scenario.Cmd("advance the clock", "DURATION", h.advance),
 		"results":   scenario.Cmd("print the guest's journalled results", "VMID", h.results),
+		"control":   scenario.Cmd("journal an operator's request", "COMMAND all|VMID...", h.control),
 	}
 }
 
@@ -195,7 +196,7 @@ func (h *xharness) action(args []string) (string, error) {
 	a := events.Action{Meta: events.NewMeta("planner@test", "corr-"+strconv.Itoa(h.n), h.clk.Now()),
 		ID: fmt.Sprintf("pve-%d-%d", vmid, h.n), VMID: vmid, Cluster: "pve", Node: "pve1", Kind: events.QEMU,
 		Op: events.Op(args[1]), Reason: "scenario", DesiredSeq: h.lastD[vmid], BasisSeq: h.lastO[vmid], Attempt: 1,
-		Digest: h.digest[vmid]}
+		Digest: h.digest[vmid], FoldSeq: uint64(len(h.j.Entries()))}
 	if a.Op == events.OpShutdown || a.Op == events.OpReboot {
 		a.Timeout = planner.DefaultShutdownTimeout // as the planner plans it (a clean reboot is bounded too)
 	}
@@ -219,6 +220,8 @@ func (h *xharness) action(args []string) (string, error) {
 			a.Timeout, err = time.ParseDuration(v)
 		case k == "node":
 			a.Node = v
+		case k == "fold":
+			a.FoldSeq, err = strconv.ParseUint(v, 10, 64)
 		default:
 			return "", fmt.Errorf("unknown action key %q", k)
 		}
@@ -387,4 +390,25 @@ func (h *xharness) results(args []string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+func (h *xharness) control(args []string) (string, error) {
+	if len(args) < 2 {
+		return "", fmt.Errorf("want COMMAND all|VMID...")
+	}
+	c := events.Control{Meta: events.NewMeta("alice", "", h.clk.Now()), Command: args[0]}
+	for _, a := range args[1:] {
+		if a == "all" {
+			c.All = true
+			continue
+		}
+		id, err := strconv.Atoi(a)
+		if err != nil {
+			return "", err
+		}
+		c.VMIDs = append(c.VMIDs, id)
+	}
+	body, _ := json.Marshal(c)
+	seq := h.j.Publish(events.Message{Subject: events.ClusterSubject(events.KindControl, "pve"), Data: body})
+	return fmt.Sprintf("control %d\n", seq), nil
 }

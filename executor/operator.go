@@ -1,0 +1,75 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// operatorStop says why an action must not run although the journal
+// planned it: an operator paused the guest (or every guest) or released
+// it after the planner made the plan, and did not resume it since. ""
+// when nothing stops it. The planner saw every request up to the
+// action's FoldSeq (a paused or released guest is not planned), so only
+// the later ones are read: usually none, one direct get.
+func (e *Executor) operatorStop(ctx context.Context, a events.Action) (string, error) {
+	from := a.FoldSeq
+	if from == 0 { // an older planner's action
+		from = max(a.DesiredSeq, a.BasisSeq)
+	}
+	var paused, pausedAll, released *stopMark
+	for next := from + 1; ; {
+		en, err := e.j.Next(ctx, events.KindControl, e.cfg.Cluster, 0, next)
+		if err != nil {
+			return "", err
+		}
+		if en == nil {
+			break
+		}
+		next = en.Seq + 1
+		c, err := events.Decode[events.Control](en.Data)
+		if err != nil || c.Validate() != nil || (!c.All && !slices.Contains(c.VMIDs, a.VMID)) {
+			continue // not this guest's, or folded by nobody
+		}
+		m := &stopMark{seq: en.Seq, by: c.Publisher, at: en.Time}
+		switch {
+		case c.Command == events.CommandPause && c.All:
+			pausedAll = m
+		case c.Command == events.CommandPause:
+			paused = m
+		case c.Command == events.CommandResume && c.All:
+			paused, pausedAll = nil, nil // resume --all resumes every guest
+		case c.Command == events.CommandResume:
+			paused = nil
+		case c.Command == events.CommandRelease:
+			released = m
+		}
+	}
+	switch {
+	case released != nil:
+		return "released " + released.String() + ": converge leaves the guest alone", nil
+	case paused != nil:
+		return "paused " + paused.String() + ": not acted on until resumed", nil
+	case pausedAll != nil:
+		return "every guest paused " + pausedAll.String() + ": not acted on until resumed", nil
+	}
+	return "", nil
+}
+
+// stopMark is an operator's request as the journal holds it.
+type stopMark struct {
+	seq uint64
+	by  string
+	at  time.Time
+}
+
+func (m *stopMark) String() string {
+	by := m.by
+	if by == "" {
+		by = "unknown"
+	}
+	return fmt.Sprintf("by %s at %s (journal #%d)", by, m.at.Format(time.RFC3339), m.seq)
+}
