@@ -22,7 +22,10 @@ func TestDefaultObservedRetention(t *testing.T) {
 	if err := cmd.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg := f.appConfig(&globals{}, app.Roles{Observer: true}, zerolog.Nop())
+	cfg, err := f.appConfig(&globals{}, app.Roles{Observer: true}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if cfg.Observer.ObservedTTL != DefaultObservedRetention || DefaultObservedRetention <= 0 {
 		t.Fatalf("default observed retention %s, want %s", cfg.Observer.ObservedTTL, DefaultObservedRetention)
 	}

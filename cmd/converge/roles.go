@@ -120,7 +120,19 @@ func (f *roleFlags) policy() planner.Policy {
 }
 
 // appConfig is the process configuration the flags describe.
-func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) app.Config {
+func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) (app.Config, error) {
+	// The library reads a zero limit as "the default": a 0 given on the
+	// command line must not silently become one.
+	switch l := f.limits; {
+	case l.GuardWindow <= 0:
+		return app.Config{}, fmt.Errorf("--guard-window must be > 0, got %v", l.GuardWindow)
+	case l.GuardShare <= 0 || l.GuardShare > 1:
+		return app.Config{}, fmt.Errorf("--guard-share must be within (0, 1], got %v (--guard-min alone sets a fixed threshold)", l.GuardShare)
+	case l.GuardMin < 1:
+		return app.Config{}, fmt.Errorf("--guard-min must be >= 1, got %d", l.GuardMin)
+	case l.NodeConcurrency == 0:
+		return app.Config{}, errors.New("--node-concurrency must be >= 1, or negative for no limit")
+	}
 	bc := g.busConfig("", log)
 	bc.MaxAge, bc.MaxBytes = f.retentionAge, f.retentionBytes
 	return app.Config{
@@ -131,7 +143,7 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) a
 			LeaseTTL: f.leaseTTL},
 		// The executor verifies actions against Plan under the same policy.
 		Executor: executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL, Policy: f.policy(), NodeRate: f.nodeRate},
-	}
+	}, nil
 }
 
 // httpAuth is the HTTP API's guard as the flags describe it; without
@@ -210,7 +222,10 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 				return errors.New("the " + role + " role needs --nats (or CONVERGE_NATS_URL); `converge up` runs every role with an embedded server")
 			}
 			roles := app.Roles{Observer: role == "observer", Planner: role == "planner", Executor: role == "executor"}
-			cfg := f.appConfig(g, roles, log)
+			cfg, err := f.appConfig(g, roles, log)
+			if err != nil {
+				return err
+			}
 			if cfg.HTTPAuth, err = f.httpAuth("", log); err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -118,5 +119,37 @@ func TestAPISignKey(t *testing.T) {
 	}
 	if sig, err := events.VerifySignature(m.Subject, m.Header, m.Data, keys); err != nil || sig.KeyID != "portal-api" {
 		t.Fatalf("%+v %v", sig, err)
+	}
+}
+
+// A guard flag given as 0 became its default without a word (the library
+// reads a zero limit as "unset"): --guard-min 0 meant 5. It is an error
+// now, naming the flag.
+func TestZeroLimitFlagsRefused(t *testing.T) {
+	for _, c := range []struct{ flag, want string }{
+		{"--guard-min=0", "--guard-min must be >= 1"},
+		{"--guard-share=0", "--guard-share must be within (0, 1]"},
+		{"--guard-share=1.5", "--guard-share must be within (0, 1]"},
+		{"--guard-window=0s", "--guard-window must be > 0"},
+		{"--node-concurrency=0", "--node-concurrency must be >= 1"},
+	} {
+		f := &roleFlags{}
+		cmd := &cobra.Command{Use: "x"}
+		addRoleFlags(cmd, f, "")
+		if err := cmd.ParseFlags([]string{c.flag}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.flag, err, c.want)
+		}
+	}
+	f := &roleFlags{}
+	cmd := &cobra.Command{Use: "x"}
+	addRoleFlags(cmd, f, "")
+	if err := cmd.ParseFlags([]string{"--node-concurrency=-1", "--guard-share=1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop()); err != nil {
+		t.Errorf("no node limit and a share of 1: %v", err)
 	}
 }

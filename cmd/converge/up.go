@@ -92,7 +92,10 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := f.appConfig(g, app.All, log)
+	cfg, err := f.appConfig(g, app.All, log)
+	if err != nil {
+		return err
+	}
 	cfg.Proxmox = px
 	data, err := filepath.Abs(g.data)
 	if err != nil {
