@@ -89,6 +89,28 @@ func TestSafetyCommands(t *testing.T) {
 	if stopped != 5 {
 		t.Fatalf("%d guests saw a stop or shutdown, want 5", stopped)
 	}
+	// The holds are journalled: replay, from the journal alone, shows the
+	// same 35 guests held for the same reasons as the live views.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		live := statusSummaries(t, e.natsURL)
+		held, diff := 0, ""
+		for _, s := range replayJSON(t, e.natsURL).Guests {
+			if s.State != "held" {
+				continue
+			}
+			held++
+			if got, want := comparable(s), live[s.VMID]; got != want {
+				diff += fmt.Sprintf("guest %d:\n  live   %s\n  replay %s\n", s.VMID, want, got)
+			}
+		}
+		if held == n-5 && diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replay shows %d held guests, want %d; differences:\n%s", held, n-5, diff)
+		}
+		time.Sleep(200 * time.Millisecond) // paces the polling only; the loop waits for a condition
+	}
 	out, _ := runCLI(t, "status", "--nats", e.natsURL, strconv.Itoa(ids[n-1]))
 	if !contains(out, "held", "mass-change guard", "converge approve") {
 		t.Fatalf("status of a held guest does not say why:\n%s", out)
@@ -158,5 +180,11 @@ func TestSafetyCommands(t *testing.T) {
 	out = e.cli(t, "history", strconv.Itoa(released))
 	if !contains(out, "approved (all guests)", "released: converge leaves the guest alone", "converge-cli") {
 		t.Fatalf("history of a released guest:\n%s", out)
+	}
+	// A held guest's history shows the hold, then the approval that let
+	// its shutdown go.
+	out = e.cli(t, "history", strconv.Itoa(ids[n-1]))
+	if !contains(out, "held shutdown: mass-change guard", "approved (all guests)", "shutdown succeeded") {
+		t.Fatalf("history of a held guest:\n%s", out)
 	}
 }

@@ -69,9 +69,7 @@ func (e *scaleEnv) executor(t *testing.T, name string, extra ...string) *proc {
 	return startProc(t, name, append(args, extra...)...)
 }
 
-// flipPower asks every guest to be in the power state it is not in, and
-// approves it: half the fleet shutting down is a mass change the guard
-// holds beyond five guests until an operator approves (TestSafetyCommands).
+// flipPower asks every guest to be in the power state it is not in.
 func (e *scaleEnv) flipPower(t *testing.T, ctx context.Context) {
 	t.Helper()
 	for _, g := range e.sim.Guests() {
@@ -86,9 +84,6 @@ func (e *scaleEnv) flipPower(t *testing.T, ctx context.Context) {
 		if _, err := e.js.Publish(ctx, events.Subject(events.KindDesired, "pve", g.VMID), []byte(body)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if out, code := runCLI(t, "approve", "--all", "--nats", e.natsURL); code != 0 {
-		t.Fatalf("converge approve exited %d: %s", code, out)
 	}
 }
 
@@ -182,9 +177,11 @@ func TestExecutorsShareFailoverAndJoin(t *testing.T) {
 	}
 	e := newScaleEnv(t, 48)
 	startProc(t, "observer", append([]string{"observer", "--nats", e.natsURL, "--observe-interval", "300ms"}, e.pveArgs...)...)
-	// No per-node limit: every guest's task must be running when e2 dies
-	// (the limit has its own tests: internal/app/limits_test.go).
-	startProc(t, "planner", "planner", "--nats", e.natsURL, "--observe-interval", "1s", "--node-concurrency", "-1")
+	// No per-node limit: every guest's task must be running when e2 dies;
+	// half the fleet shutting down at once is what the guard would hold
+	// (both have their own tests: internal/app/limits_test.go, e2e
+	// TestSafetyCommands).
+	startProc(t, "planner", "planner", "--nats", e.natsURL, "--observe-interval", "1s", "--node-concurrency", "-1", "--guard-share", "1")
 	execs := map[string]*proc{}
 	for _, n := range []string{"e1", "e2", "e3"} {
 		execs[n] = e.executor(t, n)
@@ -308,8 +305,10 @@ func TestTwoPlannersFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	startProc(t, "observer", append([]string{"observer", "--nats", e.natsURL, "--observe-interval", "300ms"}, e.pveArgs...)...)
-	p1 := startProc(t, "planner1", "planner", "--nats", e.natsURL, "--name", "p1", "--observe-interval", "1s", "--lease-ttl", "2s")
-	startProc(t, "planner2", "planner", "--nats", e.natsURL, "--name", "p2", "--observe-interval", "1s", "--lease-ttl", "2s")
+	// Waves that shut down half the fleet: the guard's own test is
+	// TestSafetyCommands.
+	p1 := startProc(t, "planner1", "planner", "--nats", e.natsURL, "--name", "p1", "--observe-interval", "1s", "--lease-ttl", "2s", "--guard-share", "1")
+	startProc(t, "planner2", "planner", "--nats", e.natsURL, "--name", "p2", "--observe-interval", "1s", "--lease-ttl", "2s", "--guard-share", "1")
 	e.executor(t, "e1", "--lease-ttl", "2s", "--ack-wait", "3s")
 	eventually(t, 60*time.Second, "two planners sharing the partitions", func() bool {
 		s := shares(e.leaseOwners(t, "planner-pve"))
