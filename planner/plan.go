@@ -120,6 +120,9 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		if v.Terminal {
 			dec.Status.Kind = Error
 			dec.Status.Reason = fmt.Sprintf("%s failed: %s (not retried until the desired state changes)", lastOp(v), v.LastError)
+			if lastOp(v) == string(events.OpReboot) {
+				dec.Status.Reason += "; converge never forces a reboot: restart the guest yourself, or give it longer (--shutdown-timeout) and publish the desired state again"
+			}
 			dec.Steps = nil
 			return dec
 		}
@@ -341,8 +344,15 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 			waiting = append(waiting, fmt.Sprintf("%s waits for a restart: allowed only in the restart window %s (next opens %s)",
 				strings.Join(keys, ", "), w, reopen.Format(time.RFC3339)))
 		default:
+			// Proxmox never forces a VM's reboot (a guest that ignores the
+			// ACPI request stays up and the reboot fails); a container's
+			// is killed after the timeout.
+			how := "ACPI shutdown within " + p.ShutdownTimeout.String() + ", never forced"
+			if o.Kind == events.LXC {
+				how = "shutdown, killed after " + p.ShutdownTimeout.String()
+			}
 			steps = append(steps, Step{Op: events.OpReboot, Timeout: p.ShutdownTimeout,
-				Reason: "apply pending " + strings.Join(keys, ", ") + " by a clean reboot (shutdown, forced after " + p.ShutdownTimeout.String() + ", then start; restart allowed)"})
+				Reason: "apply pending " + strings.Join(keys, ", ") + " by a clean reboot (" + how + ", then start; restart allowed)"})
 		}
 	}
 	return steps, drift, waiting, reopen

@@ -137,3 +137,32 @@ func TestRestartWindow(t *testing.T) {
 		t.Fatalf("tasks %v, want exactly one reboot", ts)
 	}
 }
+
+// A VM that ignores the reboot's ACPI request: Proxmox never forces a
+// reboot, so converge asks once. The task fails, the VM runs on with the
+// value still pending, and the status is an error that says so and what
+// to do; later passes plan no second reboot.
+func TestRebootNeverForced(t *testing.T) {
+	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	const vmid = 304
+	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p.sim.SetIgnoreShutdown(vmid, true)
+	p.pass(t)
+	running, cores, allowed := events.PowerRunning, 2, events.RestartAllowed
+	seq := p.desire(t, &events.Desired{VMID: vmid, Power: &running, Cores: &cores, Restart: &allowed})
+	doc := p.waitState(t, vmid, seq, planner.Error, 20*time.Second)
+	if doc == nil || !strings.Contains(doc.Status.Reason, "VM quit/powerdown failed - got timeout") ||
+		!strings.Contains(doc.Status.Reason, "converge never forces a reboot") {
+		t.Fatalf("status %+v, want an error saying the reboot was not forced", doc)
+	}
+	p.pass(t)
+	p.pass(t)
+	if ts := powerTasks(p.sim, vmid); len(ts) != 1 || ts[0] != "qmreboot" {
+		t.Fatalf("tasks %v, want exactly one reboot", ts)
+	}
+	if g, _ := p.sim.Guest(vmid); g.Status != "running" || g.Pending["cores"] != "2" {
+		t.Fatalf("guest %+v: want running, cores 2 still pending", g)
+	}
+}

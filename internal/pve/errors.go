@@ -139,6 +139,10 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 		// another task, or a config lock (backup, migrate, snapshot,
 		// clone): wait for it to go, never a failure.
 		return ClassLocked
+	case op == OpReboot && strings.Contains(m, "powerdown failed"):
+		// A VM that ignored the reboot's ACPI request runs on: Proxmox
+		// never forces a reboot, and asking again changes nothing.
+		return ClassTerminal
 	case strings.Contains(m, "got timeout"),
 		strings.Contains(m, "timeout waiting"),
 		strings.Contains(m, "container did not stop"),

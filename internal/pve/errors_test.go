@@ -57,6 +57,11 @@ func TestClassifyOpMessage(t *testing.T) {
 		{OpDelete, 500, "VM 100 is running - destroy failed", ClassTerminal},
 		{OpDelete, 500, "unable to destroy CT 100 - container is running", ClassTerminal},
 		{OpShutdown, 500, "VM is paused - cannot shutdown", ClassTerminal},
+		// A VM that ignored a reboot's ACPI request: Proxmox does not
+		// force it, asking again does nothing. A shutdown's timeout is
+		// transient (it is forced when forceStop is given).
+		{OpReboot, 0, "VM quit/powerdown failed - got timeout", ClassTerminal},
+		{OpShutdown, 0, "VM quit/powerdown failed - got timeout", ClassTransient},
 		{OpClone, 500, "storage 'fast' does not exist", ClassTerminal},
 		{OpStart, 0, "bridge 'vmbr9' does not exist", ClassTerminal},
 		{OpStart, 0, "volume 'local-lvm:vm-100-disk-0' does not exist", ClassTerminal},

@@ -173,7 +173,9 @@ func (s *Sim) UnlockGuest(vmid int) error {
 }
 
 // SetIgnoreShutdown makes a guest ignore ACPI shutdown requests: a shutdown
-// without forceStop then fails with Proxmox's timeout error.
+// without forceStop, and a VM's reboot (never forced), then fail with
+// Proxmox's timeout error; a container's reboot is killed after its
+// timeout, as pve-container does.
 func (s *Sim) SetIgnoreShutdown(vmid int, ignore bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

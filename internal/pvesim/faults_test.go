@@ -316,6 +316,41 @@ func TestFaultIgnoredShutdown(t *testing.T) {
 	}
 }
 
+// A reboot is an ACPI powerdown then a start. Proxmox never forces a VM's
+// (qemu-server's vm_reboot stops without force: the task fails and the VM
+// runs on, its pending values still pending); a container's is killed
+// after the timeout (pve-container's vm_reboot).
+func TestFaultIgnoredReboot(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	for _, g := range []pvesim.GuestSpec{{VMID: 100, Running: true}, {VMID: 101, Kind: pvesim.LXC, Running: true}} {
+		if err := s.AddGuest(g); err != nil {
+			t.Fatal(err)
+		}
+		s.SetIgnoreShutdown(g.VMID, true)
+	}
+	c := tokenClient(s)
+	ctx := ctxT(t)
+	if err := c.Put(ctx, "/nodes/pve1/qemu/100/config", map[string]any{"cores": 4}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var upid string
+	if err := c.Post(ctx, "/nodes/pve1/qemu/100/status/reboot", map[string]any{"timeout": 5}, &upid); err != nil {
+		t.Fatal(err)
+	}
+	if ti, err := s.WaitTask(ctx, upid); err != nil || ti.ExitStatus != "VM quit/powerdown failed - got timeout" {
+		t.Fatalf("VM reboot ignored: %+v %v", ti, err)
+	}
+	if g, _ := s.Guest(100); g.Status != "running" || g.Pending["cores"] != "4" {
+		t.Fatalf("after a failed reboot: %+v", g)
+	}
+	if err := c.Post(ctx, "/nodes/pve1/lxc/101/status/reboot", map[string]any{"timeout": 5}, &upid); err != nil {
+		t.Fatal(err)
+	}
+	if ti, err := s.WaitTask(ctx, upid); err != nil || ti.ExitStatus != "OK" {
+		t.Fatalf("container reboot: %+v %v", ti, err)
+	}
+}
+
 // TestControlAPI drives faults over HTTP, as an operator or a non-Go test
 // would.
 func TestControlAPI(t *testing.T) {

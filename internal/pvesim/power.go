@@ -125,6 +125,13 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			if !g.running() {
 				return nil, taskFail("VM %d not running", g.vmid)
 			}
+			// A VM's reboot is an ACPI powerdown that is never forced
+			// (qemu-server vm_reboot: _do_vm_stop without force); a
+			// container's is killed after the timeout (pve-container
+			// vm_reboot: lxc-stop --timeout, killing).
+			if s.noACPI[g.vmid] && g.kind == QEMU {
+				return nil, taskFail("VM quit/powerdown failed - got timeout")
+			}
 			start() // a reboot is a stop and start: pending changes apply
 			return nil, nil
 		}
