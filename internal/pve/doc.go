@@ -19,12 +19,14 @@
 // Proxmox never looks like a change. [GuestConfig.Managed] and
 // [GuestConfig.ManagedPending] give the managed part as events carry it:
 // the observer and the executor both report guests through them.
+// [Client.HAResources] lists the guests under Proxmox's HA manager;
+// [Client.RemoveHA] takes one out of it (synchronously, no task).
 //
 // # Mutations
 //
 // [Client.Start], [Client.Stop], [Client.Shutdown], [Client.Reboot],
-// [Client.UpdateConfig], [Client.Clone] and [Client.Delete] send exactly one
-// request and return the [TaskRef] of the task Proxmox started, before
+// [Client.UpdateConfig], [Client.Clone], [Client.Destroy] and [Client.Delete]
+// send exactly one request and return the [TaskRef] of the task Proxmox started, before
 // anything waits on it: callers journal the TaskRef first, so that a
 // resumed caller waits on the journalled task instead of issuing the call
 // again. A zero TaskRef means Proxmox completed the call synchronously (LXC
@@ -50,7 +52,9 @@
 // HA-managed guests report the task OK before the guest changes state.
 // [Client.FindTask] looks a guest's task of an operation up in the node's
 // task list (running or finished, started since a given second), for a
-// caller that lost the TaskRef between Proxmox's answer and its journal.
+// caller that lost the TaskRef between Proxmox's answer and its journal;
+// [Client.FindClone] does so for a clone into one new vmid, which a clone
+// task's UPID (naming only the source) cannot tell apart.
 //
 // # Errors
 //
@@ -63,12 +67,13 @@
 //     contention ("can't lock file … got timeout"), shutdown timeouts;
 //   - locked: "VM is locked (backup)", "CT is locked (…)" — wait, not an error;
 //   - already-done: "already running" on start, "not running" on
-//     stop/shutdown (but terminal on reboot);
+//     stop/shutdown (but terminal on reboot), "not HA managed" on RemoveHA;
 //   - gone: "Configuration file … does not exist", "no such VM", "no such
 //     task" — on the addressed node; the guest may have migrated;
 //   - terminal: 400 parameter errors, 501, violated preconditions (destroying
-//     a running VM, shutting down a paused one), a storage, bridge or volume
-//     that does not exist;
+//     a running or protected VM, or an HA-managed one without purge,
+//     shutting down a paused one, a clone Proxmox cannot make as asked), a
+//     storage, bridge, volume or pool that does not exist;
 //   - conflict: digest mismatch ("checksum mismatch", "detected modified
 //     configuration"), target vmid already exists — re-read and re-plan;
 //   - unauthorized: 401/403, rejected credentials, untrusted certificate;

@@ -42,6 +42,8 @@ const (
 	OpTaskStatus   Op = "task-status"
 	OpTaskLog      Op = "task-log"
 	OpTaskList     Op = "task-list"
+	OpReadHA       Op = "read-ha"   // HAResources
+	OpRemoveHA     Op = "remove-ha" // RemoveHA: "not HA managed" is already done
 )
 
 // Error is the error type returned by every Client method that talks to
@@ -121,6 +123,11 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 	// "is locked", the guest's config file before any other "does not
 	// exist").
 	switch {
+	case strings.Contains(m, "permission check failed (pool '") && strings.Contains(m, "does not exist"):
+		// check_pool_exist raises a permission exception (403) for a
+		// missing pool: the request names something that is not there,
+		// the credentials are fine.
+		return ClassTerminal
 	case status == 401 || status == 403,
 		strings.Contains(m, "permission check failed"),
 		strings.Contains(m, "authentication failure"),
@@ -161,6 +168,9 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 		return ClassTerminal
 	case strings.Contains(m, "already exists"):
 		return ClassConflict
+	case op == OpRemoveHA && strings.Contains(m, "not ha managed"):
+		// "cannot delete service 'vm:100', not HA managed!": nothing to remove.
+		return ClassAlreadyDone
 	case strings.Contains(m, "no such task"):
 		return ClassGone
 	case strings.Contains(m, "configuration file") && strings.Contains(m, "does not exist"),
@@ -176,7 +186,17 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 	case strings.Contains(m, "is running - destroy failed"),
 		strings.Contains(m, "container is running"),
 		strings.Contains(m, "is paused - cannot"),
-		strings.Contains(m, "hostname lookup"):
+		strings.Contains(m, "hostname lookup"),
+		strings.Contains(m, "no such cluster node"),
+		// destroy_vm's refusals: a protected guest, an HA-managed one
+		// without purge
+		strings.Contains(m, "protection mode enabled"),
+		strings.Contains(m, "used in ha resources"),
+		// clone_vm's refusals: the clone as asked cannot be made
+		strings.Contains(m, "not allowed for linked clones"),
+		strings.Contains(m, "clone feature"),
+		strings.Contains(m, "can't clone"),
+		strings.Contains(m, "only possible from a snapshot"):
 		return ClassTerminal
 	case strings.Contains(m, "connection refused"),
 		strings.Contains(m, "connection reset"),

@@ -80,42 +80,16 @@ func (c *Client) FindTask(ctx context.Context, ref GuestRef, op Op, since time.T
 		err := fmt.Errorf("operation %q starts no Proxmox task", op)
 		return TaskRef{}, false, &Error{Class: ClassTerminal, Op: OpTaskList, Ref: ref, Message: err.Error(), Err: err}
 	}
-	vmid := strconv.Itoa(ref.VMID)
-	var minStart int64
-	if !since.IsZero() && since.Unix() > 0 {
-		minStart = since.Unix()
-	}
+	minStart := sinceSecond(since)
 	var best UPID
 	for _, typ := range types {
-		q := url.Values{}
-		q.Set("vmid", vmid)
-		q.Set("typefilter", typ)
-		q.Set("source", "all") // running tasks too: a killed executor's task may still run
-		if minStart > 0 {
-			q.Set("since", strconv.FormatInt(minStart, 10))
-		}
-		q.Set("limit", strconv.Itoa(findTaskLimit))
-		var raw json.RawMessage
-		if err := c.do(ctx, OpTaskList, ref, http.MethodGet, "/nodes/"+ref.Node+"/tasks?"+q.Encode(), nil, &raw); err != nil {
+		tasks, err := c.guestTasks(ctx, ref, typ, minStart)
+		if err != nil {
 			return TaskRef{}, false, err
 		}
-		upids, err := decodeTaskList(raw)
-		if err != nil {
-			return TaskRef{}, false, &Error{Class: ClassUnknown, Op: OpTaskList, Ref: ref, Message: err.Error(), Err: err}
-		}
-		for _, s := range upids {
-			u, err := ParseUPID(s)
-			if err != nil {
-				c.log.Debug().Str("upid", s).Err(err).Msg("pve task list entry skipped")
-				continue
-			}
-			// Proxmox filters already; checked again so that a server which
-			// ignores a filter cannot hand over another guest's or op's task.
-			if u.Node != ref.Node || u.Type != typ || u.ID != vmid || u.StartTime.Unix() < minStart {
-				continue
-			}
-			if !found || newerTask(u, best) {
-				t, best, found = TaskRef{UPID: s, Node: u.Node}, u, true
+		for _, ft := range tasks {
+			if !found || newerTask(ft.u, best) {
+				t, best, found = TaskRef{UPID: ft.upid, Node: ft.u.Node}, ft.u, true
 			}
 		}
 	}
@@ -123,6 +97,59 @@ func (c *Client) FindTask(ctx context.Context, ref GuestRef, op Op, since time.T
 		c.log.Debug().Str("op", string(op)).Stringer("guest", ref).Str("upid", t.UPID).Msg("pve task found")
 	}
 	return t, found, nil
+}
+
+// sinceSecond is the start second a task must have reached to count as
+// started at or after since (0: any).
+func sinceSecond(since time.Time) int64 {
+	if !since.IsZero() && since.Unix() > 0 {
+		return since.Unix()
+	}
+	return 0
+}
+
+// foundTask is a task list entry: its UPID as listed and parsed.
+type foundTask struct {
+	upid string
+	u    UPID
+}
+
+// guestTasks reads the tasks of type typ on ref (id ref.VMID, on ref.Node)
+// that started at or after the second minStart (0: any), running or
+// finished: GET /nodes/{node}/tasks?vmid=&typefilter=&source=all&since=&limit=.
+// Every entry is checked again here, so that a server which ignores a
+// filter cannot hand over another guest's or type's task.
+func (c *Client) guestTasks(ctx context.Context, ref GuestRef, typ string, minStart int64) ([]foundTask, error) {
+	vmid := strconv.Itoa(ref.VMID)
+	q := url.Values{}
+	q.Set("vmid", vmid)
+	q.Set("typefilter", typ)
+	q.Set("source", "all") // running tasks too: a killed executor's task may still run
+	if minStart > 0 {
+		q.Set("since", strconv.FormatInt(minStart, 10))
+	}
+	q.Set("limit", strconv.Itoa(findTaskLimit))
+	var raw json.RawMessage
+	if err := c.do(ctx, OpTaskList, ref, http.MethodGet, "/nodes/"+ref.Node+"/tasks?"+q.Encode(), nil, &raw); err != nil {
+		return nil, err
+	}
+	upids, err := decodeTaskList(raw)
+	if err != nil {
+		return nil, &Error{Class: ClassUnknown, Op: OpTaskList, Ref: ref, Message: err.Error(), Err: err}
+	}
+	var out []foundTask
+	for _, s := range upids {
+		u, err := ParseUPID(s)
+		if err != nil {
+			c.log.Debug().Str("upid", s).Err(err).Msg("pve task list entry skipped")
+			continue
+		}
+		if u.Node != ref.Node || u.Type != typ || u.ID != vmid || u.StartTime.Unix() < minStart {
+			continue
+		}
+		out = append(out, foundTask{upid: s, u: u})
+	}
+	return out, nil
 }
 
 // newerTask orders tasks of one node by start second, then by the worker's

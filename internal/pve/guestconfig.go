@@ -37,6 +37,9 @@ type GuestConfig struct {
 	OnBoot      bool
 	Lock        string
 	Template    bool
+	// Protected is config key "protection": Proxmox refuses to destroy
+	// the guest (and to remove its disks) while it is set.
+	Protected bool
 
 	// Raw is the applied config as strings (numbers canonical, booleans
 	// 0/1), without "digest".
@@ -191,6 +194,9 @@ func (g *GuestConfig) decodeFields(m map[string]any) error {
 	}
 	if g.Template, err = ParseBool(m["template"]); err != nil {
 		return fmt.Errorf("template: %w", err)
+	}
+	if g.Protected, err = ParseBool(m["protection"]); err != nil {
+		return fmt.Errorf("protection: %w", err)
 	}
 	for key, dst := range map[string]*int{"cores": &g.Cores, "sockets": &g.Sockets} {
 		v, ok := m[key]

@@ -204,10 +204,18 @@ type CloneSpec struct {
 	Full        *bool  // nil = PVE default (linked from templates, full otherwise)
 	Storage     string // target storage for full clones
 	Description string
+	// Pool is the resource pool the new guest joins when the task ends
+	// ("" none). Proxmox refuses a pool that does not exist
+	// (ClassTerminal) before anything is created.
+	Pool string
 }
 
-// Clone copies src into a new guest. The new guest's config exists at once
-// with lock "clone" until the task ends. A taken NewID is ClassConflict.
+// Clone copies src into a new guest. The new guest's config exists at once,
+// locked until the task ends ("clone" for QEMU; "create" for LXC, whose
+// source is locked "disk" meanwhile, so a second clone of a container
+// source is ClassLocked while one runs). A taken NewID is ClassConflict;
+// a clone Proxmox cannot make as asked (storage for a linked clone,
+// another node from local storage, a missing pool) is ClassTerminal.
 func (c *Client) Clone(ctx context.Context, src GuestRef, spec CloneSpec) (TaskRef, error) {
 	if spec.NewID < MinVMID || spec.NewID > MaxVMID {
 		err := fmt.Errorf("clone target vmid %d out of range %d..%d", spec.NewID, MinVMID, MaxVMID)
@@ -237,7 +245,24 @@ func (c *Client) Clone(ctx context.Context, src GuestRef, spec CloneSpec) (TaskR
 	if spec.Description != "" {
 		body["description"] = spec.Description
 	}
+	if spec.Pool != "" {
+		body["pool"] = spec.Pool
+	}
 	return c.mutate(ctx, OpClone, src, http.MethodPost, src.path()+"/clone", body)
+}
+
+// Destroy deletes a guest for good, converge's only way to delete one:
+// DELETE with purge=1 (it also leaves backup jobs, replication and HA) and
+// destroy-unreferenced-disks=1 (volumes of its vmid its config no longer
+// names go too). Proxmox refuses at the call a protected guest, an
+// HA-managed one without purge and a running one (ClassTerminal), a locked
+// container (ClassLocked; a locked VM fails in the task, ClassLocked too);
+// a guest already gone is ClassGone.
+func (c *Client) Destroy(ctx context.Context, ref GuestRef) (TaskRef, error) {
+	q := url.Values{}
+	q.Set("purge", "1")
+	q.Set("destroy-unreferenced-disks", "1")
+	return c.mutate(ctx, OpDelete, ref, http.MethodDelete, ref.path()+"?"+q.Encode(), nil)
 }
 
 // Delete destroys a guest. purge also removes it from backup jobs,

@@ -111,12 +111,12 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			name: "qemu clone",
 			call: func(c *Client) (TaskRef, error) {
 				return c.Clone(bg, GuestRef{Kind: KindQEMU, Node: "pve", VMID: 9000},
-					CloneSpec{NewID: 101, Name: "web02", TargetNode: "pve2", Full: &full, Storage: "local-lvm", Description: "from template"})
+					CloneSpec{NewID: 101, Name: "web02", TargetNode: "pve2", Full: &full, Storage: "ceph", Description: "from template", Pool: "prod"})
 			},
 			method: http.MethodPost, path: "/nodes/pve/qemu/9000/clone",
 			answer: `"` + upid("qmclone", "9000") + `"`,
 			wantBody: map[string]any{"newid": "101", "name": "web02", "target": "pve2", "full": "1",
-				"storage": "local-lvm", "description": "from template"},
+				"storage": "ceph", "description": "from template", "pool": "prod"},
 			wantTask: TaskRef{UPID: upid("qmclone", "9000"), Node: "pve"},
 		},
 		{
@@ -128,7 +128,7 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			answer:     `"` + upid("vzclone", "200") + `"`,
 			wantBody:   map[string]any{"newid": "201", "hostname": "db02"},
 			wantTask:   TaskRef{UPID: upid("vzclone", "200"), Node: "pve"},
-			noneInBody: []string{"name", "target", "full"},
+			noneInBody: []string{"name", "target", "full", "pool"},
 		},
 		{
 			name:   "lxc delete purge force",
@@ -137,6 +137,14 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			answer:    `"` + upid("vzdestroy", "200") + `"`,
 			wantQuery: map[string]string{"purge": "1", "force": "1"},
 			wantTask:  TaskRef{UPID: upid("vzdestroy", "200"), Node: "pve"},
+		},
+		{
+			name:   "destroy purges and destroys unreferenced disks",
+			call:   func(c *Client) (TaskRef, error) { return c.Destroy(bg, vm100) },
+			method: http.MethodDelete, path: "/nodes/pve/qemu/100",
+			answer:    `"` + upid("qmdestroy", "100") + `"`,
+			wantQuery: map[string]string{"purge": "1", "destroy-unreferenced-disks": "1", "force": ""},
+			wantTask:  TaskRef{UPID: upid("qmdestroy", "100"), Node: "pve"},
 		},
 		{
 			name:   "qemu delete ignores force",

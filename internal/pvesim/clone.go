@@ -8,10 +8,34 @@ import (
 	"strings"
 )
 
-// ---- clone, template, delete ------------------------------------------------
+// ---- clone --------------------------------------------------------------------
 
 var volRe = regexp.MustCompile(`^([^:]+):(?:base-\d+-disk-\d+/)?(?:vm|base)-\d+-disk-(\d+)(,.*)?$`)
 
+// baseVolRe matches a template's base volume, the only kind a linked clone
+// can be made of (volume_has_feature 'clone' on lvmthin, rbd, …).
+var baseVolRe = regexp.MustCompile(`^[^:]+:base-\d+-disk-\d+(,|$)`)
+
+// driveKeyRe matches the config keys that hold volumes: QEMU drives
+// (PVE::QemuServer::Drive::valid_drive_names) and LXC mount points.
+var driveKeyRe = regexp.MustCompile(`^((ide|sata|scsi|virtio)\d+|efidisk0|tpmstate0|rootfs|mp\d+)$`)
+
+// clonePlan is a clone as the API call's checks leave it: what the task
+// will create and what it logs.
+type clonePlan struct {
+	src            *guest
+	newid          int
+	full           bool
+	target, pool   string
+	conf           map[string]string // the target's config at the call
+	vols           map[string]string // LXC: volumes the task adds to it
+	first          []string          // the task's first log lines
+	targetStorages []string          // where full-cloned volumes go
+}
+
+// clone is POST …/{vmid}/clone: qemu-server's and pve-container's clone_vm,
+// with their checks in their order (pool, target node, storage, then the
+// source's lock, the clone mode, the volumes, the new id).
 func (s *Sim) clone(q *req, g *guest) (any, error) {
 	if !q.has("newid") {
 		return nil, paramErr1("newid", "property is missing and it is not optional")
@@ -30,167 +54,237 @@ func (s *Sim) clone(q *req, g *guest) (any, error) {
 			errs[nameKey] = msg
 		}
 	}
-	full, err := q.boolParam("full")
+	if f := q.str("format"); g.kind == QEMU && q.has("format") && f != "raw" && f != "qcow2" && f != "vmdk" {
+		errs["format"] = fmt.Sprintf("value '%s' does not have a value in the enumeration 'raw, qcow2, vmdk'", f)
+	}
+	fullParam, err := q.boolParam("full")
 	if err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
 		return nil, paramErr(errs)
 	}
-	if !q.has("full") {
-		full = !g.template()
+	p := &clonePlan{src: g, newid: newid}
+	if p.pool, err = s.poolParam(q); err != nil {
+		return nil, err
 	}
-	target := g.node
-	if tn := q.str("target"); tn != "" {
+	if tn := q.str("target"); tn != "" && tn != g.node && tn != "localhost" {
 		if s.nodeByName(tn) == nil {
-			return nil, fail500("hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known", tn, tn)
+			return nil, fail500("no such cluster node '%s'", tn)
 		}
-		target = tn
+		p.target = tn
+	}
+	storage := q.str("storage")
+	if storage != "" {
+		st := storageByName(storage)
+		if st == nil {
+			return nil, fail500("storage '%s' does not exist", storage)
+		}
+		if g.kind == QEMU && !st.hasContent("images") {
+			return nil, paramErr1("storage", "storage '%s' does not support vm images", storage)
+		}
+		if p.target != "" && !st.shared {
+			return nil, fail500("can't clone to non-shared storage '%s'", storage)
+		}
+	}
+	if l := g.lock(); l != "" {
+		return nil, fail500("%s", lockedErr(g)) // QEMU check_lock; LXC set_lock 'disk'
+	}
+	if g.kind == LXC {
+		// create_and_lock_config: PVE::Cluster::check_vmid_unused
+		if o := s.guests[newid]; o != nil {
+			return nil, fail500("%s %d already exists on node '%s'", o.typeWord(), newid, o.node)
+		}
+	}
+	p.full = fullParam
+	if !q.has("full") {
+		p.full = !g.template()
+	}
+	if storage != "" && !p.full {
+		return nil, fail500("parameter 'storage' not allowed for linked clones")
+	}
+	if q.has("format") && !p.full {
+		return nil, fail500("parameter 'format' not allowed for linked clones")
 	}
 	if sn := q.str("snapname"); sn != "" {
 		return nil, fail500("snapshot '%s' does not exist", sn)
 	}
-	storage := q.str("storage")
-	if storage != "" && storageByName(storage) == nil {
-		return nil, fail500("storage '%s' does not exist", storage)
+	if err := s.planVolumes(p, storage); err != nil {
+		return nil, err
 	}
-	if s.guests[newid] != nil {
-		return nil, fail500("unable to create %s %d: config file already exists", g.typeWord(), newid)
+	if g.kind == QEMU && s.guests[newid] != nil {
+		return nil, fail500("unable to create VM %d: config file already exists", newid)
 	}
-	if l := g.lock(); l != "" {
-		return nil, fail500("%s", lockedErr(g))
-	}
-	if !full && !g.template() {
-		return nil, fail500("Linked clone feature is not supported for running or non-template %ss", strings.ToLower(g.typeWord()))
-	}
-	conf := maps.Clone(g.conf)
-	delete(conf, "template")
-	var log []string
-	for _, k := range sortedKeys(conf) {
-		v := conf[k]
+	s.planConfig(p, q, nameKey)
+	return s.startClone(q, p), nil
+}
+
+// planVolumes checks every volume of the source the way clone_vm's loop
+// does (linked clones need base volumes; a running CT cannot be fully
+// cloned; another node needs shared storage) and plans the target's
+// volumes and log lines.
+func (s *Sim) planVolumes(p *clonePlan, storage string) error {
+	g := p.src
+	word := map[Kind]string{QEMU: "VM", LXC: "container"}[g.kind]
+	p.first = []string{fmt.Sprintf("creating a clone of %s %d with ID %d", word, g.vmid, p.newid)}
+	p.conf = map[string]string{}
+	p.vols = map[string]string{}
+	shared := true
+	seen := map[string]bool{}
+	for _, k := range sortedKeys(g.conf) {
+		v := g.conf[k]
+		if k == "template" || strings.HasPrefix(k, "unused") {
+			continue
+		}
+		drive := driveKeyRe.MatchString(k)
+		lxcVol := g.kind == LXC && drive
+		qemuDisk := g.kind == QEMU && drive && !strings.Contains(v, "media=cdrom")
+		if !lxcVol && !qemuDisk {
+			if g.kind == QEMU && drive { // a CD-ROM: copied as it is
+				if sid, ok := volumeStorage(v); ok && !storageByName(sid).isShared() {
+					shared = false
+				}
+			}
+			p.conf[k] = v
+			if strings.HasPrefix(k, "net") {
+				p.conf[k] = s.withMAC(g.kind, v)
+			}
+			continue
+		}
+		volid, _, _ := strings.Cut(v, ",")
+		sid, _ := volumeStorage(v)
+		if lxcVol && storage != "" {
+			sid = storage // pve-container judges sharing by the target storage
+		}
+		if !storageByName(sid).isShared() {
+			shared = false
+		}
+		if p.full {
+			if lxcVol && g.running() {
+				return fail500("Full clone of a running container is only possible from a snapshot")
+			}
+		} else if !baseVolRe.MatchString(v) {
+			if lxcVol {
+				return fail500("Linked clone feature for '%s' is not available", volid)
+			}
+			return fail500("Linked clone feature is not supported for '%s' (%s)", volid, k)
+		}
+		m := volRe.FindStringSubmatch(v)
+		if m == nil {
+			p.conf[k] = v
+			continue
+		}
+		dst := m[1]
+		if p.full && storage != "" {
+			dst = storage
+		}
+		nv := fmt.Sprintf("%s:base-%d-disk-%s/vm-%d-disk-%s%s", m[1], g.vmid, m[2], p.newid, m[2], m[3])
+		mode := "linked"
+		if p.full {
+			nv = fmt.Sprintf("%s:vm-%d-disk-%s%s", dst, p.newid, m[2], m[3])
+			mode = "full"
+			if !seen[dst] {
+				seen[dst] = true
+				p.targetStorages = append(p.targetStorages, dst)
+			}
+		}
 		switch {
-		case isDiskKey(k):
-			m := volRe.FindStringSubmatch(v)
-			if m == nil {
-				continue
-			}
-			st := m[1]
-			if full && storage != "" {
-				st = storage
-			}
-			if full {
-				conf[k] = fmt.Sprintf("%s:vm-%d-disk-%s%s", st, newid, m[2], m[3])
-				log = append(log, fmt.Sprintf("create full clone of drive %s (%s)", k, strings.Split(v, ",")[0]))
-			} else {
-				conf[k] = fmt.Sprintf("%s:base-%d-disk-%s/vm-%d-disk-%s%s", st, g.vmid, m[2], newid, m[2], m[3])
-				log = append(log, fmt.Sprintf("create linked clone of drive %s (%s)", k, strings.Split(v, ",")[0]))
-			}
-		case strings.HasPrefix(k, "net"):
-			conf[k] = s.withMAC(g.kind, v)
+		case qemuDisk:
+			p.conf[k] = nv
+			p.first = append(p.first, fmt.Sprintf("create %s clone of drive %s (%s)", mode, k, volid))
+		case p.full:
+			p.vols[k] = nv
+			p.first = append(p.first, fmt.Sprintf("create full clone of mountpoint %s (%s)", k, volid))
+		default:
+			p.vols[k] = nv
+			p.first = append(p.first, fmt.Sprintf("create linked clone of mount point %s (%s)", k, volid))
 		}
 	}
+	if p.target != "" && !shared {
+		w := g.typeWord()
+		return fail500("can't clone %s to node '%s' (%s uses local storage)", w, p.target, w)
+	}
+	return nil
+}
+
+func (st *storageDef) isShared() bool { return st != nil && st.shared }
+
+// planConfig completes the target's config: new ids, name, description and
+// the lock the target carries while the task runs ("clone" for QEMU,
+// "create" for LXC).
+func (s *Sim) planConfig(p *clonePlan, q *req, nameKey string) {
+	g := p.src
 	if g.kind == QEMU {
-		conf["smbios1"] = "uuid=" + s.uuid()
-		conf["vmgenid"] = s.uuid()
-		conf["name"] = "Copy-of-VM-" + g.displayName()
+		p.conf["smbios1"] = "uuid=" + s.uuid()
+		if _, ok := p.conf["vmgenid"]; ok {
+			p.conf["vmgenid"] = s.uuid()
+		}
+		name := g.conf["name"]
+		if name == "" {
+			name = strconv.Itoa(g.vmid)
+		}
+		p.conf["name"] = "Copy-of-VM-" + name
 	}
-	if q.has(nameKey) {
-		conf[nameKey] = q.str(nameKey)
+	if v := q.str(nameKey); v != "" {
+		p.conf[nameKey] = v
 	}
-	if q.has("description") {
-		conf["description"] = q.str("description")
+	if d := q.str("description"); d != "" {
+		p.conf["description"] = d
 	}
-	conf["lock"] = "clone"
-	ng := s.newGuest(newid, g.kind, target, conf)
+	p.conf["lock"] = map[Kind]string{QEMU: "clone", LXC: "create"}[g.kind]
+}
+
+// startClone creates the locked target on the source's node (an LXC
+// source is locked "disk" meanwhile) and starts the task that finishes it:
+// volumes, pool, unlock, and the move to the target node.
+func (s *Sim) startClone(q *req, p *clonePlan) string {
+	g := p.src
+	ng := s.newGuest(p.newid, g.kind, g.node, p.conf)
+	if g.kind == LXC {
+		g.conf["lock"] = "disk"
+		g.touch()
+	}
+	unlockSource := func() {
+		if g.kind == LXC && s.guests[g.vmid] == g && g.lock() == "disk" {
+			delete(g.conf, "lock")
+			g.touch()
+		}
+	}
+	drop := func() {
+		if s.guests[p.newid] == ng {
+			delete(s.guests, p.newid)
+		}
+	}
+	contended := s.contendedStorage(p.targetStorages)
+	release := func() {}
+	if p.full && contended == nil {
+		release = s.takeCloneSlots(p.targetStorages)
+	}
 	typ := map[Kind]string{QEMU: "qmclone", LXC: "vzclone"}[g.kind]
-	t := s.startTask(g.node, typ, g.kind, g.vmid, q.user, func() ([]string, error) {
+	t := s.startLoggedTask(g.node, typ, g.kind, g.vmid, q.user, p.first, func(func(string)) ([]string, error) {
+		defer release()
+		defer unlockSource()
 		if err := s.gone(ng); err != nil {
 			return nil, err
 		}
+		if contended != nil {
+			drop()
+			return nil, taskFail("clone failed: %s", storageLockTimeout(contended))
+		}
+		maps.Copy(ng.conf, p.vols)
+		if p.pool != "" {
+			ng.pool = p.pool
+		}
 		delete(ng.conf, "lock")
+		if p.target != "" {
+			ng.node = p.target
+		}
 		ng.touch()
 		return nil, nil
 	}, func() {
-		if s.guests[newid] == ng {
-			delete(s.guests, newid)
-		}
+		release()
+		unlockSource()
+		drop()
 	})
-	t.log = append(t.log, log...)
-	return t.upid, nil
-}
-
-func (s *Sim) template(q *req, g *guest) (any, error) {
-	if g.template() {
-		return nil, fail500("you can't convert a template to a template")
-	}
-	if g.running() {
-		if g.kind == LXC {
-			return nil, fail500("you can't convert a CT to template if the CT is running")
-		}
-		return nil, fail500("you can't convert a VM to template if VM is running")
-	}
-	if g.lock() != "" {
-		return nil, fail500("%s", lockedErr(g))
-	}
-	typ := map[Kind]string{QEMU: "qmtemplate", LXC: "vztemplate"}[g.kind]
-	t := s.startTask(g.node, typ, g.kind, g.vmid, q.user, func() ([]string, error) {
-		if err := s.gone(g); err != nil {
-			return nil, err
-		}
-		for k, v := range g.conf {
-			if isDiskKey(k) {
-				g.conf[k] = strings.Replace(v, fmt.Sprintf("vm-%d-disk-", g.vmid), fmt.Sprintf("base-%d-disk-", g.vmid), 1)
-			}
-		}
-		g.conf["template"] = "1"
-		g.touch()
-		return nil, nil
-	}, nil)
-	return t.upid, nil
-}
-
-func (s *Sim) destroy(q *req, g *guest) (any, error) {
-	skiplock, err := q.boolParam("skiplock")
-	if err != nil {
-		return nil, err
-	}
-	force, err := q.boolParam("force")
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range []string{"purge", "destroy-unreferenced-disks"} {
-		if _, err := q.boolParam(p); err != nil {
-			return nil, err
-		}
-	}
-	if g.conf["protection"] == "1" {
-		return nil, fail500("can't remove %s %d - protection mode enabled", g.typeWord(), g.vmid)
-	}
-	if g.running() {
-		if g.kind == QEMU {
-			return nil, fail500("VM %d is running - destroy failed", g.vmid)
-		}
-		if !force {
-			return nil, fail500("unable to destroy CT %d - container is running", g.vmid)
-		}
-	}
-	typ := map[Kind]string{QEMU: "qmdestroy", LXC: "vzdestroy"}[g.kind]
-	t := s.startTask(g.node, typ, g.kind, g.vmid, q.user, func() ([]string, error) {
-		if err := s.gone(g); err != nil {
-			return nil, err
-		}
-		if l := g.lock(); l != "" && !skiplock {
-			return nil, taskError(lockedErr(g))
-		}
-		if g.running() {
-			if g.kind == QEMU || !force {
-				return nil, taskFail("%s %d is running - destroy failed", g.typeWord(), g.vmid)
-			}
-			g.status = "stopped"
-		}
-		delete(s.guests, g.vmid)
-		delete(s.noACPI, g.vmid)
-		return nil, nil
-	}, nil)
-	return t.upid, nil
+	return t.upid
 }

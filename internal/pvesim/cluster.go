@@ -17,6 +17,7 @@ func (s *Sim) apiRoutes(mux *http.ServeMux) {
 	s.handle(mux, "GET /cluster/resources", s.clusterResources)
 	s.handle(mux, "GET /cluster/nextid", s.nextID)
 	s.handle(mux, "GET /cluster/tasks", func(q *req) (any, error) { return s.taskList(q, "") })
+	s.haRoutes(mux)
 	s.handle(mux, "GET /nodes", s.listNodes)
 	s.handle(mux, "GET /nodes/{node}/status", s.nodeStatus)
 	s.handle(mux, "GET /nodes/{node}/tasks", func(q *req) (any, error) {
@@ -83,8 +84,9 @@ func (s *Sim) clusterStatus(q *req) (any, error) {
 
 // rrdEntry is what pvestatd last broadcast about a guest.
 // vmResource is a guest row of GET /cluster/resources. Name, MaxCPU and
-// MaxMem are left out until the guest is known to the broadcast; lock and
-// tags when empty, as Proxmox does.
+// MaxMem are left out until the guest is known to the broadcast; lock,
+// tags, hastate (HA-managed guests only) and pool when empty, as Proxmox
+// does.
 type vmResource struct {
 	ID        string   `json:"id"`
 	Type      string   `json:"type"`
@@ -106,6 +108,8 @@ type vmResource struct {
 	DiskRead  int      `json:"diskread"`
 	DiskWrite int      `json:"diskwrite"`
 	Uptime    int64    `json:"uptime"`
+	HAState   string   `json:"hastate,omitempty"`
+	Pool      string   `json:"pool,omitempty"`
 }
 
 type rrdEntry struct {
@@ -193,7 +197,7 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 			*e = vmResource{ID: g.resID, Type: string(g.kind), VMID: id, Node: g.node,
 				Template: boolInt(g.template()), MaxDisk: g.disk,
 				// lock and tags are read live from the config, as on Proxmox.
-				Lock: g.lock(), Tags: g.conf["tags"]}
+				Lock: g.lock(), Tags: g.conf["tags"], HAState: s.haState(g), Pool: g.pool}
 			if r.known {
 				e.Name, e.Status, e.MaxCPU, e.MaxMem = &r.name, r.status, &r.maxcpu, &r.maxmem
 				if r.status == "running" {
@@ -222,7 +226,7 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 		for _, n := range s.nodes {
 			for _, st := range storages {
 				out = append(out, map[string]any{"id": "storage/" + n.name + "/" + st.name, "type": "storage",
-					"storage": st.name, "node": n.name, "plugintype": st.typ, "content": st.content, "shared": 0,
+					"storage": st.name, "node": n.name, "plugintype": st.typ, "content": st.content, "shared": boolInt(st.shared),
 					"status": "available", "disk": st.used, "maxdisk": st.total})
 			}
 		}
@@ -276,53 +280,6 @@ func (s *Sim) nodeStatus(q *req) (any, error) {
 		"pveversion": "pve-manager/" + s.version.version + "/" + s.version.repoid,
 		"ksm":        map[string]any{"shared": 0},
 	}, nil
-}
-
-type storageDef struct {
-	name, typ, content string
-	total, used        int64
-}
-
-var storages = []storageDef{
-	{name: "local", typ: "dir", content: "backup,iso,snippets,vztmpl", total: 100 << 30, used: 10 << 30},
-	{name: "local-lvm", typ: "lvmthin", content: "images,rootdir", total: 800 << 30, used: 120 << 30},
-}
-
-func storageByName(name string) *storageDef {
-	for i := range storages {
-		if storages[i].name == name {
-			return &storages[i]
-		}
-	}
-	return nil
-}
-
-func (st storageDef) json() map[string]any {
-	return map[string]any{"storage": st.name, "type": st.typ, "content": st.content, "enabled": 1, "active": 1,
-		"shared": 0, "total": st.total, "used": st.used, "avail": st.total - st.used,
-		"used_fraction": float64(st.used) / float64(st.total)}
-}
-
-func (s *Sim) listStorage(q *req) (any, error) {
-	if _, err := s.needNode(q); err != nil {
-		return nil, err
-	}
-	var out []map[string]any
-	for _, st := range storages {
-		out = append(out, st.json())
-	}
-	return out, nil
-}
-
-func (s *Sim) storageStatus(q *req) (any, error) {
-	if _, err := s.needNode(q); err != nil {
-		return nil, err
-	}
-	st := storageByName(q.path("storage"))
-	if st == nil {
-		return nil, paramErr1("storage", "No such storage.")
-	}
-	return st.json(), nil
 }
 
 // appliances is a slice of the appliance index (pveam available).

@@ -33,7 +33,7 @@ func TestEdgeCaseOutcomes(t *testing.T) {
 		{"POST", "/lxc/102/template", "", "500 you can't convert a CT to template if the CT is running"},
 		{"DELETE", "/qemu/103", "", "500 can't remove VM 103 - protection mode enabled"},
 		{"POST", "/qemu/100/clone", "newid=101", "500 unable to create VM 101: config file already exists"},
-		{"POST", "/qemu/100/clone", "newid=150&full=0", "500 Linked clone feature is not supported for running or non-template vms"},
+		{"POST", "/qemu/100/clone", "newid=150&full=0", "500 Linked clone feature is not supported for 'local-lvm:vm-100-disk-0' (scsi0)"},
 		{"POST", "/qemu/100/clone", "", "400 Parameter verification failed."},
 		{"POST", "/qemu", "vmid=100", "500 VM 100 already exists on node 'pve1'"},
 		{"POST", "/lxc", "vmid=300&ostemplate=local:vztmpl/nope.tar.zst", "500 unable to create CT 300 - volume 'local:vztmpl/nope.tar.zst' does not exist"},

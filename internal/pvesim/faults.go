@@ -54,6 +54,15 @@ type Faults struct {
 	UnreachableUntil time.Time `json:"unreachable_until"`
 	// AuthFailDelay delays 401 answers, as pveproxy does (3s on real hosts).
 	AuthFailDelay Duration `json:"auth_fail_delay"`
+	// StorageCloneLimit (0: off) is how many full clones onto one target
+	// storage may run at once: a full clone started while that many run
+	// fails, as a real one does whose disk allocation waited too long for
+	// the storage's lock, with "clone failed: cfs-lock 'storage-<id>'
+	// error: got lock request timeout" (shared storage) or "clone failed:
+	// can't lock file '/var/lock/pve-manager/pve-storage-<id>' - got
+	// timeout" (local storage), and leaves nothing behind. Linked clones
+	// are not counted nor refused.
+	StorageCloneLimit int `json:"storage_clone_limit"`
 }
 
 func (f Faults) validate() error {
@@ -64,6 +73,8 @@ func (f Faults) validate() error {
 		return fmt.Errorf("pvesim: Faults.FailRate must be within 0..1, got %v", f.FailRate)
 	case f.WarnRate < 0 || f.WarnRate > 1:
 		return fmt.Errorf("pvesim: Faults.WarnRate must be within 0..1, got %v", f.WarnRate)
+	case f.StorageCloneLimit < 0:
+		return fmt.Errorf("pvesim: Faults.StorageCloneLimit must be >= 0, got %d", f.StorageCloneLimit)
 	}
 	return nil
 }

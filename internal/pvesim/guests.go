@@ -127,7 +127,13 @@ func (s *Sim) statusJSON(g *guest, list bool) map[string]any {
 		m["template"] = 1
 	}
 	if !list {
-		m["ha"] = map[string]any{"managed": 0}
+		// PVE::HA::Config::get_service_status: ignored resources count as
+		// unmanaged; state is the CRM's, here the requested one.
+		if r := s.haOf(g); r != nil && r.state != "ignored" {
+			m["ha"] = map[string]any{"managed": 1, "state": r.requested()}
+		} else {
+			m["ha"] = map[string]any{"managed": 0}
+		}
 		if g.kind == QEMU {
 			qmp := g.status
 			if g.running() && g.paused {

@@ -25,7 +25,7 @@ func TestQEMULifecycle(t *testing.T) {
 		proxmox.VirtualMachineOption{Name: "name", Value: "web-1"},
 		proxmox.VirtualMachineOption{Name: "cores", Value: 2},
 		proxmox.VirtualMachineOption{Name: "memory", Value: 2048},
-		proxmox.VirtualMachineOption{Name: "scsi0", Value: "local-lvm:32"},
+		proxmox.VirtualMachineOption{Name: "scsi0", Value: "ceph:32"}, // shared: clonable to pve2
 		proxmox.VirtualMachineOption{Name: "net0", Value: "virtio,bridge=vmbr0"},
 	)
 	mustOK(t, s, task, err)
@@ -42,7 +42,7 @@ func TestQEMULifecycle(t *testing.T) {
 	if vm.CPUs != 2 || vm.MaxMem != 2048<<20 {
 		t.Fatalf("status/current cpus=%d maxmem=%d", vm.CPUs, vm.MaxMem)
 	}
-	if !strings.HasPrefix(vm.VirtualMachineConfig.SCSIs["scsi0"], "local-lvm:vm-200-disk-0,size=32G") {
+	if !strings.HasPrefix(vm.VirtualMachineConfig.SCSIs["scsi0"], "ceph:vm-200-disk-0,size=32G") {
 		t.Fatalf("disk not allocated: %q", vm.VirtualMachineConfig.SCSIs["scsi0"])
 	}
 	if !strings.HasPrefix(vm.VirtualMachineConfig.Nets["net0"], "virtio=BC:24:11:") {

@@ -36,6 +36,7 @@ type GuestInfo struct {
 	Paused        bool              `json:"paused,omitempty"`
 	Lock          string            `json:"lock,omitempty"`
 	Template      bool              `json:"template,omitempty"`
+	Pool          string            `json:"pool,omitempty"`
 	Digest        string            `json:"digest"`
 	Config        map[string]string `json:"config"`
 	Pending       map[string]string `json:"pending,omitempty"`
@@ -151,7 +152,7 @@ func (s *Sim) seedDemo() {
 
 func (g *guest) info() GuestInfo {
 	gi := GuestInfo{VMID: g.vmid, Kind: g.kind, Node: g.node, Status: g.status, Paused: g.paused,
-		Lock: g.lock(), Template: g.template(), Digest: g.digest, Config: maps.Clone(g.conf)}
+		Lock: g.lock(), Template: g.template(), Pool: g.pool, Digest: g.digest, Config: maps.Clone(g.conf)}
 	if len(g.pending) > 0 {
 		gi.Pending = maps.Clone(g.pending)
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	Seed uint64
 	// Faults in force from the start.
 	Faults Faults
+	// Pools are the resource pools that exist from the start (none by
+	// default; see [Sim.AddPool]). A clone may join one with "pool".
+	Pools []string
 	// MaxTasks bounds the task log; the oldest finished tasks are dropped
 	// first (default 200000).
 	MaxTasks int
@@ -83,6 +86,13 @@ type Sim struct {
 	noACPI    map[int]bool
 	rrd       map[int]rrdEntry
 	rrdAt     time.Time
+	// ha is ha/resources.cfg, by sid ("vm:100").
+	ha map[string]*haResource
+	// pools are the resource pools of user.cfg, by id.
+	pools map[string]bool
+	// cloneSlots counts the running full clones per target storage
+	// (Faults.StorageCloneLimit).
+	cloneSlots map[string]int
 
 	calls     atomic.Int64
 	mutations atomic.Int64
@@ -138,6 +148,16 @@ func New(opts Options) (*Sim, error) {
 		noACPI:  make(map[int]bool),
 		rrd:     make(map[int]rrdEntry),
 		started: time.Now(),
+
+		ha:         make(map[string]*haResource),
+		pools:      make(map[string]bool),
+		cloneSlots: make(map[string]int),
+	}
+	for _, p := range opts.Pools {
+		if !poolIDRe.MatchString(p) {
+			return nil, fmt.Errorf("pvesim: pool name %q contains invalid characters", p)
+		}
+		s.pools[p] = true
 	}
 	for i, name := range opts.NodeNames {
 		s.nodes = append(s.nodes, &node{name: name, id: i + 1, ip: fmt.Sprintf("192.0.2.%d", 10+i)})

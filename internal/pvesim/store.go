@@ -33,8 +33,9 @@ type guest struct {
 	digest     string
 	startedAt  time.Time
 	pid        int
-	lockGen    int   // invalidates timers of earlier injected locks
-	disk       int64 // size of the volumes, recomputed on every write
+	lockGen    int    // invalidates timers of earlier injected locks
+	pool       string // resource pool the guest belongs to, "" for none
+	disk       int64  // size of the volumes, recomputed on every write
 	// resID is the guest's /cluster/resources id ("qemu/100"); bcast what
 	// the resources and status answers derive from the config (name, CPUs,
 	// memory), recomputed on every write: at 10,000 guests parsing them

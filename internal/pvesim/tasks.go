@@ -67,14 +67,25 @@ func (s *Sim) failMessage(kind Kind, vmid int) string {
 // injected failure the work is replaced by the flock timeout and abort runs
 // at once, so nothing the handler prepared survives.
 func (s *Sim) startTask(node, typ string, kind Kind, vmid int, user string, work func() ([]string, error), abort func()) *task {
+	return s.startLoggedTask(node, typ, kind, vmid, user, nil, func(func(string)) ([]string, error) { return work() }, abort)
+}
+
+// startLoggedTask is startTask for a worker that prints: first are the
+// lines it prints as it begins (readable while it runs; absent when an
+// injected failure, a flock timeout before the worker's first line,
+// replaces the work), and work gets a printer for lines it prints when it
+// runs. Caller holds s.mu.
+func (s *Sim) startLoggedTask(node, typ string, kind Kind, vmid int, user string, first []string,
+	work func(print func(string)) ([]string, error), abort func()) *task {
 	now := time.Now()
 	s.pidSeq++
 	t := &task{
 		node: node, typ: typ, id: strconv.Itoa(vmid), user: user,
 		pid: s.pidSeq, pstart: int(now.Sub(s.started)/(10*time.Millisecond)) + 1000,
-		start: now, running: true, work: work, abort: abort,
+		start: now, running: true, abort: abort,
 		done: make(chan struct{}),
 	}
+	t.work = func() ([]string, error) { return work(func(l string) { t.log = append(t.log, l) }) }
 	if vmid == 0 {
 		t.id = ""
 	}
@@ -86,6 +97,8 @@ func (s *Sim) startTask(node, typ string, kind Kind, vmid int, user string, work
 		}
 		t.abort = nil
 		t.work = func() ([]string, error) { return nil, taskError(msg) }
+	} else {
+		t.log = append(t.log, first...)
 	}
 	s.tasks = append(s.tasks, t)
 	s.taskIdx[t.upid] = t

@@ -1,0 +1,95 @@
+package pve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// HAResource is a guest under Proxmox's HA manager, as GET
+// /cluster/ha/resources lists it. HA-managed guests are started and
+// stopped by the HA stack and can only be deleted with purge; converge
+// reads them to know which guests it must hand to HA or take out of it.
+type HAResource struct {
+	SID  string // "vm:100", "ct:101"
+	Type string // "vm" (QEMU) or "ct" (LXC)
+	VMID int
+	// State is the requested state: started (also when the resource sets
+	// none, or the alias "enabled"), stopped, disabled or ignored.
+	State string
+}
+
+// haSID is the HA resource id of a guest: "vm:<vmid>" or "ct:<vmid>".
+func haSID(ref GuestRef) string {
+	if ref.Kind == KindLXC {
+		return "ct:" + strconv.Itoa(ref.VMID)
+	}
+	return "vm:" + strconv.Itoa(ref.VMID)
+}
+
+// HAResources lists the cluster's HA resources of guests (types vm and
+// ct), sorted by VMID, with one call.
+func (c *Client) HAResources(ctx context.Context) ([]HAResource, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, OpReadHA, GuestRef{}, http.MethodGet, "/cluster/ha/resources", nil, &raw); err != nil {
+		return nil, err
+	}
+	out, err := decodeHAResources(raw)
+	if err != nil {
+		return nil, &Error{Class: ClassUnknown, Op: OpReadHA, Message: err.Error(), Err: err}
+	}
+	return out, nil
+}
+
+// decodeHAResources reads the list; entries of other resource types, or
+// whose sid names no vmid, are left out.
+func decodeHAResources(raw []byte) ([]HAResource, error) {
+	if isNull(raw) {
+		return []HAResource{}, nil
+	}
+	var items []struct {
+		SID   string `json:"sid"`
+		Type  string `json:"type"`
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("decode HA resources: %w", err)
+	}
+	out := make([]HAResource, 0, len(items))
+	for _, it := range items {
+		typ, name, ok := strings.Cut(it.SID, ":")
+		if !ok || (typ != "vm" && typ != "ct") {
+			continue
+		}
+		vmid, err := strconv.Atoi(name)
+		if err != nil || vmid < MinVMID || vmid > MaxVMID {
+			continue
+		}
+		if it.Type != "" && it.Type != typ {
+			return nil, fmt.Errorf("HA resource %s has type %q", it.SID, it.Type)
+		}
+		st := it.State
+		if st == "" || st == "enabled" {
+			st = "started" // PVE::HA::Config::read_and_check_resources_config
+		}
+		out = append(out, HAResource{SID: it.SID, Type: typ, VMID: vmid, State: st})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].VMID < out[j].VMID })
+	return out, nil
+}
+
+// RemoveHA takes a guest out of HA management (DELETE
+// /cluster/ha/resources/{vm|ct}:<vmid>); the guest itself is left as it
+// is. A guest HA does not manage is ClassAlreadyDone ("cannot delete
+// service 'vm:100', not HA managed!").
+func (c *Client) RemoveHA(ctx context.Context, ref GuestRef) error {
+	if err := ref.Validate(); err != nil {
+		return &Error{Class: ClassTerminal, Op: OpRemoveHA, Ref: ref, Message: err.Error(), Err: err}
+	}
+	var raw json.RawMessage
+	return c.do(ctx, OpRemoveHA, ref, http.MethodDelete, "/cluster/ha/resources/"+haSID(ref), nil, &raw)
+}

@@ -1,0 +1,114 @@
+package pvesim
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ---- template, destroy ------------------------------------------------------------
+
+func (s *Sim) template(q *req, g *guest) (any, error) {
+	if g.template() {
+		return nil, fail500("you can't convert a template to a template")
+	}
+	if g.running() {
+		if g.kind == LXC {
+			return nil, fail500("you can't convert a CT to template if the CT is running")
+		}
+		return nil, fail500("you can't convert a VM to template if VM is running")
+	}
+	if g.lock() != "" {
+		return nil, fail500("%s", lockedErr(g))
+	}
+	typ := map[Kind]string{QEMU: "qmtemplate", LXC: "vztemplate"}[g.kind]
+	t := s.startTask(g.node, typ, g.kind, g.vmid, q.user, func() ([]string, error) {
+		if err := s.gone(g); err != nil {
+			return nil, err
+		}
+		for k, v := range g.conf {
+			if isDiskKey(k) {
+				g.conf[k] = strings.Replace(v, fmt.Sprintf("vm-%d-disk-", g.vmid), fmt.Sprintf("base-%d-disk-", g.vmid), 1)
+			}
+		}
+		g.conf["template"] = "1"
+		g.touch()
+		return nil, nil
+	}, nil)
+	return t.upid, nil
+}
+
+// destroy is DELETE …/{vmid}, qemu-server's and pve-container's destroy_vm:
+// the early checks (protection, for LXC the lock, HA without purge, for
+// QEMU a running VM) answer at the call and are repeated by the worker
+// under the config lock; the worker then removes the guest and, with purge,
+// its HA resource.
+func (s *Sim) destroy(q *req, g *guest) (any, error) {
+	skiplock, err := q.boolParam("skiplock")
+	if err != nil {
+		return nil, err
+	}
+	force, err := q.boolParam("force")
+	if err != nil {
+		return nil, err
+	}
+	purge, err := q.boolParam("purge")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := q.boolParam("destroy-unreferenced-disks"); err != nil {
+		return nil, err
+	}
+	word := g.typeWord()
+	early := func() error {
+		if g.conf["protection"] == "1" {
+			return taskFail("can't remove %s %d - protection mode enabled", word, g.vmid)
+		}
+		if g.kind == LXC && g.lock() != "" {
+			return taskError(lockedErr(g)) // pve-container checks the lock early
+		}
+		if !purge && s.haOf(g) != nil {
+			return taskFail("unable to remove %s %d - used in HA resources and purge parameter not set.", word, g.vmid)
+		}
+		if g.kind == QEMU && g.running() {
+			return taskFail("VM %d is running - destroy failed", g.vmid)
+		}
+		return nil
+	}
+	if err := early(); err != nil {
+		return nil, fail500("%s", err.Error())
+	}
+	if g.kind == LXC && g.running() && !force {
+		return nil, fail500("unable to destroy CT %d - container is running", g.vmid)
+	}
+	typ := map[Kind]string{QEMU: "qmdestroy", LXC: "vzdestroy"}[g.kind]
+	t := s.startLoggedTask(g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
+		if err := s.gone(g); err != nil {
+			return nil, err
+		}
+		if err := early(); err != nil {
+			return nil, err
+		}
+		if g.kind == QEMU && g.lock() != "" && !skiplock {
+			return nil, taskError(lockedErr(g)) // destroy_vm's check_lock
+		}
+		if g.running() {
+			if !force {
+				return nil, taskFail("unable to destroy CT %d - container is running", g.vmid)
+			}
+			print(fmt.Sprintf("forced to stop CT %d before destroying!", g.vmid))
+			g.status = "stopped"
+		}
+		ha := s.haOf(g)
+		delete(s.guests, g.vmid)
+		delete(s.noACPI, g.vmid)
+		if purge {
+			print(fmt.Sprintf("purging %s %d from related configurations..", word, g.vmid))
+			if ha != nil {
+				delete(s.ha, ha.sid)
+				print(fmt.Sprintf("NOTE: removed %s %d from HA resource configuration.", word, g.vmid))
+			}
+		}
+		return nil, nil
+	}, nil)
+	return t.upid, nil
+}
