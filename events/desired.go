@@ -63,13 +63,18 @@ type Desired struct {
 	Restart *Restart `json:"restart,omitempty"`
 }
 
-// Clone says how to create a missing guest.
+// Clone says how to create a missing guest: a clone of template From.
 type Clone struct {
 	From    int    `json:"from"`
 	Node    string `json:"node,omitempty"`
 	Full    *bool  `json:"full,omitempty"`
 	Storage string `json:"storage,omitempty"`
+	Pool    string `json:"pool,omitempty"`
 }
+
+// IsFull reports whether the clone copies the disks (Full set and true);
+// otherwise it is linked, as Proxmox clones a template by default.
+func (c *Clone) IsFull() bool { return c.Full != nil && *c.Full }
 
 // Schema is the JSON Schema of the desired event body.
 //
@@ -206,6 +211,9 @@ func (d *Desired) check(subjectVMID int) error {
 	if d.Clone != nil && d.Clone.From == d.VMID {
 		p = append(p, FieldError{"clone.from", "a guest cannot be cloned from itself"})
 	}
+	if d.Clone != nil && d.Clone.Storage != "" && !d.Clone.IsFull() {
+		p = append(p, FieldError{"clone.storage", "only a full clone (\"full\": true) takes a storage: a linked clone stays on its template's storage"})
+	}
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}
@@ -250,6 +258,7 @@ var patternHints = map[string]string{
 	"tags":          "a tag must start with a letter, digit or '_' and contain only letters, digits and '_', '+', '.', '-'",
 	"clone.node":    "must be a node name: letters, digits and '-'",
 	"clone.storage": "must be a storage id: a letter, then letters, digits and '_', '.', '-'",
+	"clone.pool":    "must be a pool id: letters, digits and '_', '.', '-'",
 }
 
 // describe turns one schema failure into problems that name the offending

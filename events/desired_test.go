@@ -82,7 +82,9 @@ func TestDecodeDesiredRejects(t *testing.T) {
 		// Unknown fields, at the top and inside clone.
 		{"unknown field", `{"vmid":101,"cpu":4}`, 101, "cpu", "unknown field"},
 		{"misspelt field", `{"vmid":101,"memory_mb":1024}`, 101, "memory_mb", "unknown field"},
-		{"clone with unknown field", `{"vmid":101,"clone":{"from":9000,"pool":"x"}}`, 101, "clone.pool", "unknown field"},
+		{"clone with unknown field", `{"vmid":101,"clone":{"from":9000,"bwlimit":10}}`, 101, "clone.bwlimit", "unknown field"},
+		{"storage for a linked clone", `{"vmid":101,"clone":{"from":9000,"storage":"local-lvm"}}`, 101, "clone.storage", "only a full clone"},
+		{"pool not an id", `{"vmid":101,"clone":{"from":9000,"pool":"my pool"}}`, 101, "clone.pool", "pool id"},
 		{"clone without from", `{"vmid":101,"clone":{"node":"pve1"}}`, 101, "clone.from", "is required"},
 		// Wrong types.
 		{"vmid as string", `{"vmid":"101"}`, 101, "vmid", "must be a JSON integer, got string"},

@@ -45,7 +45,7 @@ func (c *GuestConfig) detach() {
 
 func (o *Observed) detach() {
 	o.Meta.detach()
-	for _, s := range []*string{&o.Cluster, &o.Node, (*string)(&o.Kind), &o.Status, &o.Lock, &o.Digest, &o.Source} {
+	for _, s := range []*string{&o.Cluster, &o.Node, (*string)(&o.Kind), &o.Status, &o.Lock, &o.Digest, &o.HA, &o.Source} {
 		own(s)
 	}
 	o.Config.detach()
@@ -54,8 +54,13 @@ func (o *Observed) detach() {
 
 func (a *Action) detach() {
 	a.Meta.detach()
-	for _, s := range []*string{&a.ID, &a.Cluster, &a.Node, (*string)(&a.Kind), (*string)(&a.Op), &a.Digest, &a.Reason} {
+	for _, s := range []*string{&a.ID, &a.Cluster, &a.Node, (*string)(&a.Kind), (*string)(&a.Op), (*string)(&a.Holds), &a.Digest, &a.Reason} {
 		own(s)
+	}
+	if c := a.Clone; c != nil {
+		for _, s := range []*string{&c.FromNode, &c.Storage, &c.Pool, &c.Name} {
+			own(s)
+		}
 	}
 	a.Set = ownMap(a.Set)
 	ownAll(a.Delete)

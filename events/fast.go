@@ -21,6 +21,7 @@ var (
 	tagRe     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_+.-]*$`)
 	nodeRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
 	storageRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
+	poolRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 	null      = []byte("null")
 )
 
@@ -188,6 +189,10 @@ func fastField(d *Desired, k string, raw json.RawMessage) bool {
 				c.Full = &b
 			case "storage":
 				if !strictString(cr, &c.Storage) || !storageRe.MatchString(c.Storage) {
+					return false
+				}
+			case "pool":
+				if !strictString(cr, &c.Pool) || !poolRe.MatchString(c.Pool) || len(c.Pool) > 64 {
 					return false
 				}
 			default:

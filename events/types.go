@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	gojson "github.com/goccy/go-json"
@@ -41,6 +42,12 @@ type Observed struct {
 	Lock     string `json:"lock,omitempty"`
 	Template bool   `json:"template,omitempty"`
 	Digest   string `json:"digest,omitempty"`
+	// Protected is Proxmox's protection flag: Proxmox refuses to destroy
+	// the guest, and converge never asks.
+	Protected bool `json:"protected,omitempty"`
+	// HA is the state the HA manager keeps the guest in ("started",
+	// "stopped", …), "" when HA does not manage it.
+	HA string `json:"ha,omitempty"`
 	// Config holds applied values; Pending the managed keys whose new value
 	// waits for a restart (PVE key names, normalised values).
 	Config  GuestConfig       `json:"config"`
@@ -71,6 +78,13 @@ type Heartbeat struct {
 	// values) goes unread at the current estate and verification budget:
 	// the longest a drift that /cluster/resources does not show can hide.
 	VerifyPeriod time.Duration `json:"verify_period_ns,omitempty"`
+	// AfterSeq is the journal's last sequence known to the observer before
+	// this pass read the inventory (0: unknown). A pass that was reachable
+	// publishes every guest it lists that the journal does not hold yet,
+	// before its heartbeat: a guest whose desired state was journalled at
+	// or before AfterSeq and that has no observation after the heartbeat
+	// does not exist.
+	AfterSeq uint64 `json:"after_seq,omitempty"`
 }
 
 // Op is what an action does to a guest.
@@ -83,6 +97,14 @@ const (
 	OpShutdown  Op = "shutdown"
 	OpReboot    Op = "reboot"
 	OpSetConfig Op = "set_config"
+	// OpClone creates the guest as a clone of a template (Action.Clone).
+	OpClone Op = "clone"
+	// OpRemoveHA removes the guest from the HA manager's resources, before
+	// it is destroyed.
+	OpRemoveHA Op = "remove_ha"
+	// OpDestroy deletes a stopped guest with purge and
+	// destroy-unreferenced-disks.
+	OpDestroy Op = "destroy"
 	// OpHold is not work: the planner journals it instead of a step it
 	// holds (the mass-change guard), so that every planner, replay and
 	// `converge history` know the guest waits for an operator's approval.
@@ -107,6 +129,9 @@ type Action struct {
 	Revert []string `json:"revert,omitempty"`
 	// Holds is the operation an OpHold action holds back.
 	Holds Op `json:"holds,omitempty"`
+	// Clone is what an OpClone creates; Node and Kind are then the new
+	// guest's.
+	Clone *CloneOp `json:"clone,omitempty"`
 	// Digest is the config digest the plan saw; Proxmox refuses the write
 	// if the config changed since.
 	Digest string `json:"digest,omitempty"`
@@ -129,6 +154,44 @@ type Action struct {
 	// them before acting (0 in actions of older planners).
 	FoldSeq uint64 `json:"fold_seq,omitempty"`
 	Attempt int    `json:"attempt"`
+}
+
+// CloneOp is a planned clone: template From on FromNode into the action's
+// vmid, on the action's node.
+type CloneOp struct {
+	From     int    `json:"from"`
+	FromNode string `json:"from_node"`
+	Full     bool   `json:"full"`
+	Storage  string `json:"storage,omitempty"`
+	Pool     string `json:"pool,omitempty"`
+	Name     string `json:"name,omitempty"`
+}
+
+// OwnerTag marks the guests converge created: it clones onto a vmid only
+// when it is free or carries the mark (or the clone's description), and
+// keeps the tag whatever tags the desired state asks for.
+const OwnerTag = "converge-owned"
+
+// CloneDescription is the description a clone starts with: it names the
+// action, so that an executor that lost track of its clone recognises the
+// guest as its own (the first config write replaces it with the desired
+// description and adds OwnerTag).
+func CloneDescription(from int, actionID string) string {
+	return fmt.Sprintf("Created by converge from template %d (action %s).", from, actionID)
+}
+
+// clonePrefix starts every CloneDescription.
+const clonePrefix = "Created by converge from template "
+
+// Owned reports whether converge created the observed guest: it carries
+// OwnerTag, or still the description its clone started with.
+func (o *Observed) Owned() bool {
+	for _, t := range o.Config.Tags {
+		if strings.EqualFold(t, OwnerTag) {
+			return true
+		}
+	}
+	return strings.HasPrefix(o.Config.Description, clonePrefix)
 }
 
 // ResultStatus is what happened to an action.
