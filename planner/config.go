@@ -44,6 +44,11 @@ type Policy struct {
 	MaxBurst int `json:"max_burst"`
 	// ObserveOnly plans and reports but never acts.
 	ObserveOnly bool `json:"observe_only,omitempty"`
+	// AllowDestroy opens the destroy gate for the guests converge created
+	// (events.OwnerTag): a guest desired absent is shut down and deleted.
+	// Any other guest is destroyed only after `converge approve VMID`
+	// names it, and a protected guest never.
+	AllowDestroy bool `json:"allow_destroy,omitempty"`
 }
 
 // Policy defaults, each with its reason.

@@ -39,14 +39,24 @@ type Engine struct {
 	// a flush walks every guest: at 10,000 guests that walk held up
 	// planning for milliseconds four times a second.
 	counts  map[StatusKind]int
+	waiting map[string]int // guests per Status.Limit
 	retries map[int]time.Time
 	// awaiting holds guests whose action is handed out but not yet folded
 	// (at most one in flight per guest).
 	awaiting map[int]string
-	// awaitingDisruptive marks handed-out actions the guard counts.
-	awaitingDisruptive map[int]bool
-	lim                limiter
-	inHeads            bool // planning the guests first in line for a node
+	// awaitingOp is the operation of each handed-out action: the guard
+	// and the creation limits count them before they are folded.
+	awaitingOp map[int]events.Op
+	lim        limiter
+	// slim is the storages' full-clone slots (Limits.CloneConcurrency),
+	// kept like the nodes' slots, by storage.
+	slim    limiter
+	inHeads bool // planning the guests first in line for a node
+	// unseen are the guests with desired state and no observation yet,
+	// planned again when the observer completes its next pass
+	// (projector.View.Missing); lastPass is that pass's AfterSeq.
+	unseen   map[int]bool
+	lastPass uint64
 	// deferred holds the guests folded while the engine was far behind the
 	// journal, in the order first touched; see Fold.
 	deferred      []int
@@ -154,8 +164,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
-		decision: map[int]Decision{}, counts: map[StatusKind]int{}, retries: map[int]time.Time{},
-		awaiting: map[int]string{}, awaitingDisruptive: map[int]bool{}, lim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
+		decision: map[int]Decision{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
+		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
+		unseen: map[int]bool{},
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}, nil
@@ -175,6 +186,7 @@ func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
 	for _, v := range p.Views {
 		if v.InFlight != nil {
 			e.lim.setBusy(v.VMID, v.InFlight.Node)
+			e.slim.setBusy(v.VMID, storageSlot(v.InFlight))
 		}
 	}
 	e.lastCkptSeq, e.lastCkpt = s.Seq, now
@@ -196,6 +208,18 @@ func (e *Engine) LastSeq() uint64 { return e.proj.LastSeq }
 
 // Guests is the number of guests the fold knows.
 func (e *Engine) Guests() int { return len(e.proj.Views) }
+
+// LimitNames are the limits a pending guest may wait for (Status.Limit).
+var LimitNames = []string{"node", "storage", "create_rate", "max_guests"}
+
+// Waiting returns how many guests wait for each limit.
+func (e *Engine) Waiting() map[string]int {
+	out := make(map[string]int, len(e.waiting))
+	for k, n := range e.waiting {
+		out[k] = n
+	}
+	return out
+}
 
 // Counts returns how many guests are in each state (a copy).
 func (e *Engine) Counts() map[StatusKind]int {

@@ -26,6 +26,9 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && Disruptive(a.Op) {
 			e.lim.disrupted = append(e.lim.disrupted, disruption{vmid: v.VMID, at: streamTime(ev, now)})
 		}
+		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && a.Op == events.OpClone {
+			e.lim.created = append(e.lim.created, disruption{vmid: v.VMID, at: streamTime(ev, now)})
+		}
 		e.dirty[v.VMID] = true
 		e.syncBusy(v, now)
 		if e.caughtUp && !deferPlan {
@@ -47,6 +50,10 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 	case ch.All && e.caughtUp:
 		e.fullPass(now)
 	case ch.Cluster && e.caughtUp:
+		if pass := e.proj.State.PassAfterSeq; pass != e.lastPass {
+			e.lastPass = pass
+			e.planUnseen(now)
+		}
 		e.tick(now)
 	}
 	return 0, false
@@ -59,38 +66,57 @@ func streamTime(ev projector.Event, fallback time.Time) time.Time {
 	return ev.Time
 }
 
+// planUnseen plans the guests that waited for a pass to tell whether they
+// exist.
+func (e *Engine) planUnseen(now time.Time) {
+	ids := make([]int, 0, len(e.unseen))
+	for id := range e.unseen {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if v := e.proj.Views[id]; v != nil {
+			e.planGuest(v, now)
+		}
+	}
+}
+
 // unawait forgets the action handed out for vmid.
 func (e *Engine) unawait(vmid int) {
 	delete(e.awaiting, vmid)
-	delete(e.awaitingDisruptive, vmid)
+	delete(e.awaitingOp, vmid)
 }
 
 // syncBusy records the node slot vmid's action takes (in flight as
 // folded, or handed out), and plans the guests waiting for a node that
 // one was freed on.
 func (e *Engine) syncBusy(v *projector.View, now time.Time) {
-	node := ""
+	node, storage := "", ""
 	if v.InFlight != nil {
-		node = v.InFlight.Node
+		node, storage = v.InFlight.Node, storageSlot(v.InFlight)
 	} else if _, ok := e.awaiting[v.VMID]; ok {
-		node = e.lim.busyNode[v.VMID]
+		node, storage = e.lim.busyNode[v.VMID], e.slim.busyNode[v.VMID]
 	}
 	if freed := e.lim.setBusy(v.VMID, node); freed != "" && e.caughtUp {
-		e.planHeads(freed, now)
+		e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
+	}
+	if freed := e.slim.setBusy(v.VMID, storage); freed != "" && e.caughtUp {
+		e.planHeads(&e.slim, freed, e.slotLimit(freed), now)
 	}
 }
 
-// planHeads plans the guests first in line for node's free slots. A guest
-// that leaves the line without taking a slot (held by the guard, or with
-// nothing left to do) hands its turn to the next one at once.
-func (e *Engine) planHeads(node string, now time.Time) {
-	if e.cfg.Limits.NodeConcurrency <= 0 {
+// planHeads plans the guests first in line for key's free slots (a node's,
+// or a storage's in slim). A guest that leaves the line without taking a
+// slot (held by the guard, or with nothing left to do) hands its turn to
+// the next one at once.
+func (e *Engine) planHeads(l *limiter, key string, limit int, now time.Time) {
+	if limit <= 0 {
 		return
 	}
 	tried := map[int]bool{}
 	for {
 		progressed := false
-		for _, id := range e.lim.heads(node, e.cfg.Limits.NodeConcurrency-len(e.lim.busy[node])) {
+		for _, id := range l.heads(key, limit-len(l.busy[key])) {
 			if tried[id] {
 				continue
 			}
@@ -208,6 +234,12 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	} else {
 		delete(e.lim.managed, v.VMID)
 	}
+	if v.Desired != nil && v.Observed == nil {
+		e.unseen[v.VMID] = true
+	} else {
+		delete(e.unseen, v.VMID)
+	}
+	e.noteExisting(v)
 	d := Plan(v, e.proj.State, e.cfg.Policy, now)
 	var claims []Claim
 	waiting := false
@@ -215,11 +247,13 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		d, claims, waiting = e.admit(v, d, now)
 	}
 	if !waiting {
-		e.lim.dequeue(v.VMID) // a waiter that no longer needs its node leaves the line
-	} else if node := v.Observed.Node; !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.NodeConcurrency {
+		// A waiter that no longer needs its node or storage leaves the line.
+		e.lim.dequeue(v.VMID)
+		e.slim.dequeue(v.VMID)
+	} else if node := e.lim.queued[v.VMID].node; node != "" && !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.NodeConcurrency {
 		// Room, but others are first in line: they go now.
 		e.inHeads = true
-		e.planHeads(node, now)
+		e.planHeads(&e.lim, node, e.cfg.Limits.NodeConcurrency, now)
 		e.inHeads = false
 	}
 	if e.cfg.OnDecision != nil {
@@ -239,17 +273,20 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 		// Deterministic: a restarted planner replanning the same step
 		// publishes the same id, which the stream drops as a duplicate.
 		ID:   fmt.Sprintf("%s-%d-%d-%d", v.Cluster, v.VMID, v.DesiredSeq, v.RevisionActions+1),
-		VMID: v.VMID, Cluster: v.Cluster, Node: v.Observed.Node, Kind: v.Observed.Kind,
-		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Holds: step.Holds, Reason: step.Reason,
-		Digest: v.Observed.Digest, DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq,
+		VMID: v.VMID, Cluster: v.Cluster, Node: step.Node, Kind: step.Kind,
+		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Holds: step.Holds,
+		Clone: step.Clone, Reason: step.Reason,
+		DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq,
 		FoldSeq: e.proj.LastSeq, Attempt: v.Failures + 1,
 	}
-	e.awaiting[v.VMID] = a.ID
-	if Disruptive(a.Op) {
-		e.awaitingDisruptive[v.VMID] = true
+	if o := v.Observed; o != nil && o.Exists {
+		a.Node, a.Kind, a.Digest = o.Node, o.Kind, o.Digest
 	}
+	e.awaiting[v.VMID], e.awaitingOp[v.VMID] = a.ID, a.Op
+	e.noteExisting(v)
 	if a.Op != events.OpHold { // a hold is a record: no task, no slot
 		e.lim.setBusy(v.VMID, a.Node)
+		e.slim.setBusy(v.VMID, storageSlot(&a))
 	}
 	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq, Claims: claims})
 }
@@ -261,8 +298,14 @@ func (e *Engine) record(vmid int, d Decision) {
 	e.decision[vmid] = d
 	if had {
 		e.counts[prev.Status.Kind]--
+		if prev.Status.Limit != "" {
+			e.waiting[prev.Status.Limit]--
+		}
 	}
 	e.counts[d.Status.Kind]++
+	if d.Status.Limit != "" {
+		e.waiting[d.Status.Limit]++
+	}
 	if d.Status.RetryAt.IsZero() {
 		delete(e.retries, vmid)
 	} else {

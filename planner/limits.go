@@ -26,6 +26,17 @@ type Limits struct {
 	GuardWindow time.Duration `json:"guard_window_ns"`
 	GuardShare  float64       `json:"guard_share"`
 	GuardMin    int           `json:"guard_min"`
+	// CloneConcurrency is the most full clones at once onto one storage
+	// (a full clone holds the storage's lock while it allocates; parallel
+	// ones time out on it). Linked clones count against the node only.
+	// Negative: no limit.
+	CloneConcurrency int `json:"clone_concurrency"`
+	// CreateRate is the most clones started per minute across the
+	// cluster. Negative: no limit.
+	CreateRate int `json:"create_rate"`
+	// MaxGuests caps the managed guests that exist (or are being
+	// created): beyond it, creations wait. 0: no cap.
+	MaxGuests int `json:"max_guests,omitempty"`
 }
 
 // Limit defaults, each with its reason.
@@ -39,6 +50,12 @@ const (
 	DefaultGuardWindow = 5 * time.Minute
 	DefaultGuardShare  = 0.10
 	DefaultGuardMin    = 5
+	// DefaultCloneConcurrency serialises full clones per storage, as
+	// every peer's users end up doing by hand (parallelism=1).
+	DefaultCloneConcurrency = 1
+	// DefaultCreateRate lets a batch of guests come up in minutes, not
+	// an estate in seconds by mistake.
+	DefaultCreateRate = 20
 	// claimGrace is how long a limits ledger entry for an action not yet
 	// folded counts: the publish that follows a claim lands in
 	// milliseconds; one that never comes (its planner died) frees the
@@ -54,6 +71,8 @@ func (l *Limits) validate() error {
 	orDefault(&l.GuardWindow, DefaultGuardWindow)
 	orDefault(&l.GuardShare, DefaultGuardShare)
 	orDefault(&l.GuardMin, DefaultGuardMin)
+	orDefault(&l.CloneConcurrency, DefaultCloneConcurrency)
+	orDefault(&l.CreateRate, DefaultCreateRate)
 	switch {
 	case l.GuardWindow < 0:
 		return fmt.Errorf("guard window must be > 0, got %v", l.GuardWindow)
@@ -61,6 +80,8 @@ func (l *Limits) validate() error {
 		return fmt.Errorf("guard share must be within 0..1, got %v", l.GuardShare)
 	case l.GuardMin < 1:
 		return fmt.Errorf("guard minimum must be >= 1, got %d", l.GuardMin)
+	case l.MaxGuests < 0:
+		return fmt.Errorf("max guests must be >= 0 (0: no cap), got %d", l.MaxGuests)
 	}
 	return nil
 }
@@ -69,7 +90,7 @@ func (l *Limits) validate() error {
 // mass-change guard counts it.
 func Disruptive(op events.Op) bool {
 	switch op {
-	case events.OpShutdown, events.OpStop, events.OpReboot:
+	case events.OpShutdown, events.OpStop, events.OpReboot, events.OpDestroy:
 		return true
 	}
 	return false
@@ -152,8 +173,11 @@ type limiter struct {
 	ticket   uint64
 	// disrupted are disruptive actions folded, oldest first (vmid, time).
 	disrupted []disruption
-	// managed are the guests with desired state (the guard's base).
-	managed map[int]bool
+	// managed are the guests with desired state (the guard's base);
+	// existing those of them that exist or are being created (MaxGuests).
+	managed, existing map[int]bool
+	// created are clones folded, oldest first (CreateRate).
+	created []disruption
 }
 
 type disruption struct {
@@ -179,7 +203,7 @@ type queueEntry struct {
 }
 
 func newLimiter() limiter {
-	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}}
+	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}, existing: map[int]bool{}}
 }
 
 // setBusy records whether vmid has an action in flight on node ("" none);
@@ -303,7 +327,7 @@ func (e *Engine) guardUsed(vmid int, now time.Time) (used int, mine bool) {
 		seen[d.vmid] = true
 	}
 	for id := range e.awaiting {
-		if e.awaitingDisruptive[id] {
+		if Disruptive(e.awaitingOp[id]) {
 			seen[id] = true
 		}
 	}
@@ -340,7 +364,16 @@ func (e *Engine) losses(now time.Time) int {
 func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision, claims []Claim, waiting bool) {
 	lim := e.cfg.Limits
 	step := d.Steps[0]
-	node := v.Observed.Node
+	node := step.Node // a clone's target: there is no observation yet
+	if node == "" {
+		node = v.Observed.Node
+	}
+	if step.Op == events.OpClone {
+		var waiting bool
+		if d, claims, waiting = e.admitCreate(v, d, step, now); waiting {
+			return d, nil, true
+		}
+	}
 	if Disruptive(step.Op) {
 		if _, released := v.HoldInForce(&e.proj.State); !released {
 			threshold := lim.GuardThreshold(e.managed())
@@ -359,12 +392,14 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 		if !ok {
 			d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
 				node, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
+			d.Status.Limit = "node"
 			d.Steps = nil
 			return d, nil, true
 		}
 		// Node first: the ledger grants it before the guard's entry, so a
 		// refused node never spends the guard's budget.
 		claims = append([]Claim{{Key: NodeKey(e.cfg.Cluster, node), Limit: lim.NodeConcurrency}}, claims...)
+		d.Status.Limit = ""
 	}
 	return d, claims, false
 }

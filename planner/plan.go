@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,31 +77,48 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		return decide(Blocked, "Proxmox unreachable: %s", c.Error)
 	case v.Observed == nil && v.RefusedObservation != nil:
 		return decide(Blocked, "guest not observed yet: observation #%d refused: %s", v.RefusedObservation.Seq, v.RefusedObservation.Reason)
-	case v.Observed == nil:
-		return decide(Blocked, "guest not observed yet")
 	}
 	d, o := v.Desired, v.Observed
-	if !o.Exists {
+	var steps []Step
+	var drift, waiting []string
+	var reopen time.Time
+	switch {
+	case v.Missing(&c):
 		if d.Absent {
-			return decide(Converged, "absent, as desired")
+			return decide(Absent, "guest %d does not exist, as desired", v.VMID)
 		}
-		return decide(Error, "guest %d does not exist in Proxmox; this version of converge does not create guests", v.VMID)
-	}
-	if d.Absent {
-		return decide(Blocked, "desired absent: destroying guests is behind the destroy gate, which this version keeps closed")
-	}
-	if d.Kind != nil && events.GuestKind(*d.Kind) != o.Kind {
-		return decide(Error, "desired kind %s but guest %d is a %s container/VM in Proxmox", *d.Kind, v.VMID, o.Kind)
-	}
-	if o.Template {
+		step, why := createStep(v, &c)
+		if why != "" {
+			return decide(Error, "%s", why)
+		}
+		steps, drift = []Step{step}, []string{"guest does not exist"}
+	case o == nil:
+		// Not an outage: the observer's pass after the desired event
+		// tells whether the guest exists.
+		return decide(Pending, "waiting for the observer's next pass to look for guest %d in Proxmox", v.VMID)
+	case o.Template:
 		return decide(Error, "guest %d is a template; converge does not manage templates", v.VMID)
+	case isCreating(o.Lock) && !o.Owned():
+		if why := cloneLeftover(v); why != "" {
+			return decide(Error, "%s", why)
+		}
+		// A clone (ours, before it wrote its description, or anyone's)
+		// still being made: who made it shows once it is done.
+		return decide(Pending, "waiting: guest %d is being created (lock %s)", v.VMID, o.Lock)
+	case d.Clone != nil && !o.Owned():
+		return decide(Error, "vmid %d exists and was not created by converge; drop `clone` to adopt it", v.VMID)
+	case d.Absent:
+		var dec Decision
+		if steps, dec = destroySteps(v, p); len(steps) == 0 {
+			return dec
+		}
+		drift = []string{"guest exists: want absent"}
+	default:
+		if dec, stop := checkExisting(v); stop {
+			return dec
+		}
+		steps, drift, waiting, reopen = diff(v, p, now)
 	}
-	if o.Status != "running" && o.Status != "stopped" && o.Status != "paused" {
-		// New guests read "unknown" until pvestatd's next broadcast.
-		return decide(Pending, "waiting for Proxmox to report the guest's power state (now %q)", o.Status)
-	}
-
-	steps, drift, waiting, reopen := diff(v, p, now)
 	if len(steps) == 0 {
 		if len(waiting) > 0 {
 			dec := decide(Pending, "%s", strings.Join(waiting, "; "))
@@ -111,7 +129,11 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		return Decision{Status: Status{Kind: Converged}}
 	}
 	dec := Decision{Steps: steps, Status: Status{Kind: Pending, Drift: drift, Reason: "next: " + steps[0].Reason}}
-	if l := o.Lock; l != "" {
+	if o != nil && o.Exists && o.Lock != "" {
+		l := o.Lock
+		if why := cloneLeftover(v); why != "" {
+			return decide(Error, "%s", why)
+		}
 		dec.Status.Reason = fmt.Sprintf("waiting: guest is locked (%s); %s", l, dec.Status.Reason)
 		dec.Steps = nil
 		return dec
@@ -221,8 +243,8 @@ func managedFields(d *events.Desired, o *events.Observed) []field {
 	if d.Description != nil {
 		add("description", "description", events.NormaliseDescription(*d.Description), events.NormaliseDescription(o.Config.Description))
 	}
-	if d.Tags != nil {
-		add("tags", "tags", events.FormatTags(*d.Tags), events.FormatTags(o.Config.Tags))
+	if want, ok := wantTags(d, o); ok {
+		add("tags", "tags", events.FormatTags(want), events.FormatTags(o.Config.Tags))
 	}
 	if d.Cores != nil {
 		add("cores", "cores", strconv.Itoa(*d.Cores), strconv.Itoa(o.Config.Cores))
@@ -375,4 +397,21 @@ func restartKeys(kind events.GuestKind, set map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// wantTags is the tag set to write: the desired tags, plus events.OwnerTag
+// on a guest converge created (kept whatever the desired tags say, added
+// at the first write after its clone). ok is false when tags are not
+// managed and the mark is in place.
+func wantTags(d *events.Desired, o *events.Observed) (_ []string, ok bool) {
+	owned, marked := o.Owned(), slices.ContainsFunc(o.Config.Tags, func(t string) bool { return strings.EqualFold(t, events.OwnerTag) })
+	switch {
+	case d.Tags != nil && owned:
+		return append(slices.Clone(*d.Tags), events.OwnerTag), true
+	case d.Tags != nil:
+		return *d.Tags, true
+	case owned && !marked:
+		return append(slices.Clone(o.Config.Tags), events.OwnerTag), true
+	}
+	return nil, false
 }

@@ -262,7 +262,14 @@ func TestPlanHolds(t *testing.T) {
 		{"no desired state (invariant 7)", &projector.View{VMID: 101, Observed: o}, fresh(), t0, Unmanaged},
 		{"rejected desired event", &projector.View{VMID: 101, Desired: d, Observed: o, Rejected: &projector.Rejection{Seq: 9, Reason: "cores: minimum"}}, fresh(), t0, Rejected},
 		{"action in flight", &projector.View{VMID: 101, Desired: d, Observed: o, InFlight: &events.Action{Op: events.OpStart}}, fresh(), t0, Acting},
-		{"never observed", viewOf(d, nil), fresh(), t0, Blocked},
+		{"not observed yet: waits for the observer's pass", viewOf(d, nil), fresh(), t0, Pending},
+		{"not listed by a pass after the desired state, no clone", viewOf(d, nil), func() projector.ClusterState {
+			c := fresh()
+			c.PassAfterSeq = 100
+			return c
+		}(), t0, Error},
+		{"missing, its template unknown", viewOf(&events.Desired{VMID: 101, Clone: &events.Clone{From: 9000}}, &events.Observed{VMID: 101}), fresh(), t0, Error},
+		{"exists, not created by converge, desired with clone", viewOf(&events.Desired{VMID: 101, Clone: &events.Clone{From: 9000}}, o), fresh(), t0, Error},
 		{"no heartbeat ever", viewOf(d, o), projector.ClusterState{}, t0, Blocked},
 		{"observer silent (invariant 6)", viewOf(d, o), fresh(), t0.Add(time.Minute), Blocked},
 		{"Proxmox unreachable (invariant 6)", viewOf(d, o), projector.ClusterState{HeartbeatAt: t0, Reachable: false, Error: "EOF"}, t0, Blocked},

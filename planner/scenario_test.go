@@ -96,6 +96,14 @@ func (h *harness) config(args []string) (string, error) {
 			h.cfg.Limits.NodeConcurrency, err = strconv.Atoi(v)
 		case "guard-min":
 			h.cfg.Limits.GuardMin, err = strconv.Atoi(v)
+		case "allow-destroy":
+			h.cfg.Policy.AllowDestroy = v != "false"
+		case "clone-concurrency":
+			h.cfg.Limits.CloneConcurrency, err = strconv.Atoi(v)
+		case "create-rate":
+			h.cfg.Limits.CreateRate, err = strconv.Atoi(v)
+		case "max-guests":
+			h.cfg.Limits.MaxGuests, err = strconv.Atoi(v)
 		case "backoff":
 			h.cfg.Policy.BackoffBase, err = time.ParseDuration(v)
 		case "max-burst":
@@ -160,10 +168,16 @@ func mustJSON(v any) []byte {
 }
 
 func (h *harness) heartbeat(args []string) (string, error) {
+	// A complete pass that read the inventory after everything journalled
+	// so far (unless "incomplete"): a desired guest it published nothing
+	// for does not exist.
 	hb := events.Heartbeat{Meta: events.NewMeta("observer@test", "", h.now), Cluster: "pve", Observer: "observer@test",
-		Reachable: true, Interval: 10 * time.Second}
-	if len(args) > 0 && args[0] == "unreachable" {
-		hb.Reachable, hb.Error = false, strings.Join(args[1:], " ")
+		Reachable: true, Interval: 10 * time.Second, AfterSeq: h.seq}
+	switch {
+	case len(args) > 0 && args[0] == "unreachable":
+		hb.Reachable, hb.Error, hb.AfterSeq = false, strings.Join(args[1:], " "), 0
+	case len(args) > 0 && args[0] == "incomplete":
+		hb.AfterSeq = 0
 	}
 	h.fold(events.KindHeartbeat, 0, nil, mustJSON(hb))
 	return h.ready(), nil
@@ -210,6 +224,12 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 			o.Digest = v
 		case k == "exists":
 			o.Exists = v != "false"
+		case k == "template":
+			o.Template = v != "false"
+		case k == "protected":
+			o.Protected = v != "false"
+		case k == "ha":
+			o.HA = v
 		case k == "cores":
 			o.Config.Cores, err = strconv.Atoi(v)
 		case k == "memory":
@@ -510,6 +530,9 @@ func (h *harness) ready() string {
 		}
 		for _, k := range a.Revert {
 			fmt.Fprintf(&b, " revert=%s", k)
+		}
+		if c := a.Clone; c != nil {
+			fmt.Fprintf(&b, " from=%d@%s full=%t storage=%s pool=%s name=%s onto=%s kind=%s", c.From, c.FromNode, c.Full, c.Storage, c.Pool, c.Name, a.Node, a.Kind)
 		}
 		fmt.Fprintf(&b, ": %s\n", a.Reason)
 		if len(p.Claims) > 0 {

@@ -24,10 +24,15 @@ const (
 	Held StatusKind = "held"
 	// Paused: `converge pause` is in force for the guest.
 	Paused StatusKind = "paused"
+	// Absent: the guest does not exist, as desired (converged).
+	Absent StatusKind = "absent"
 )
 
 // StatusKinds lists every state, in the order status tables show them.
-var StatusKinds = []StatusKind{Converged, Pending, Acting, Held, Paused, Error, Blocked, Rejected, Unmanaged}
+var StatusKinds = []StatusKind{Converged, Absent, Pending, Acting, Held, Paused, Error, Blocked, Rejected, Unmanaged}
+
+// Done reports whether the guest is as desired (converged or absent).
+func (k StatusKind) Done() bool { return k == Converged || k == Absent }
 
 // Status is a guest's state with the reason for it.
 type Status struct {
@@ -37,6 +42,9 @@ type Status struct {
 	Drift []string `json:"drift,omitempty"`
 	// RetryAt is when a failed guest is tried again.
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Limit names the limit a pending guest waits for ("node",
+	// "storage", "create_rate", "max_guests"), for metrics.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Step is one planned action, before the service gives it an id.
@@ -47,8 +55,13 @@ type Step struct {
 	Revert  []string          `json:"revert,omitempty"`
 	Timeout time.Duration     `json:"timeout_ns,omitempty"`
 	// Holds is what an OpHold step holds back.
-	Holds  events.Op `json:"holds,omitempty"`
-	Reason string    `json:"reason"`
+	Holds events.Op `json:"holds,omitempty"`
+	// Clone is what an OpClone step creates; Node and Kind are then the
+	// new guest's (there is no observation to take them from).
+	Clone  *events.CloneOp  `json:"clone,omitempty"`
+	Node   string           `json:"node,omitempty"`
+	Kind   events.GuestKind `json:"kind,omitempty"`
+	Reason string           `json:"reason"`
 }
 
 // Decision is Plan's answer for one guest: its status and the ordered

@@ -130,6 +130,9 @@ func (p *Projector) Apply(ev Event) Change {
 		p.State.HeartbeatAt, p.State.HeartbeatSeq = streamTime(ev, hb.Time), ev.Seq
 		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
 		p.State.VerifyPeriod = hb.VerifyPeriod
+		if hb.Reachable && hb.AfterSeq > p.State.PassAfterSeq && hb.AfterSeq < ev.Seq {
+			p.State.PassAfterSeq = hb.AfterSeq
+		}
 		return Change{Cluster: true}
 	case events.KindControl:
 		c, err := decodeAs[events.Control](ev)
@@ -252,12 +255,35 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 		return nil
 	}
 	if Supersedes(&o, v.Observed, v.ObservedSeq) {
-		if v.Desired != nil && v.Observed != nil && v.Observed.Exists && !o.Exists {
+		// A guest desired absent going is what converge asked for, not a
+		// loss of the inventory.
+		if v.Desired != nil && !v.Desired.Absent && v.Observed != nil && v.Observed.Exists && !o.Exists {
 			p.lost(v.VMID, ev)
 		}
+		p.noteTemplate(v.VMID, &o)
 		v.Observed, v.ObservedSeq = &o, ev.Seq
 	}
 	return nil
+}
+
+// noteTemplate keeps State.Templates in step with an adopted observation
+// (copy on write: a snapshot may share the map).
+func (p *Projector) noteTemplate(vmid int, o *events.Observed) {
+	t, had := p.State.Templates[vmid]
+	is := o.Exists && o.Template
+	if is == had && (!is || (t.Node == o.Node && t.Kind == o.Kind)) {
+		return
+	}
+	m := make(map[int]Template, len(p.State.Templates)+1)
+	for k, v := range p.State.Templates {
+		m[k] = v
+	}
+	if is {
+		m[vmid] = Template{Node: o.Node, Kind: o.Kind}
+	} else {
+		delete(m, vmid)
+	}
+	p.State.Templates = m
 }
 
 // lost records a managed guest the observer found gone.

@@ -166,6 +166,30 @@ type ClusterState struct {
 	// Losses are the newest managed guests the observer found gone, in
 	// journal order (the mass-change guard's inventory check).
 	Losses []Loss `json:"losses,omitempty"`
+	// PassAfterSeq is the newest reachable observer pass's AfterSeq
+	// (events.Heartbeat): the inventory it read included every guest
+	// journalled by then.
+	PassAfterSeq uint64 `json:"pass_after_seq,omitempty"`
+	// Templates are the templates the inventory holds, by vmid: what
+	// missing guests are cloned from. The map is replaced, never changed
+	// in place (snapshots share it).
+	Templates map[int]Template `json:"templates,omitempty"`
+}
+
+// Template is a template guest as last observed.
+type Template struct {
+	Node string           `json:"node"`
+	Kind events.GuestKind `json:"kind"`
+}
+
+// Missing reports whether the guest does not exist in Proxmox: the observer
+// found it gone, or a pass that began after its desired state was
+// journalled listed no such guest.
+func (v *View) Missing(c *ClusterState) bool {
+	if v.Observed != nil {
+		return !v.Observed.Exists
+	}
+	return v.RefusedObservation == nil && v.Desired != nil && c.PassAfterSeq >= v.DesiredSeq
 }
 
 // ApprovedAt is the newest approval covering the guest: its own or the

@@ -84,6 +84,7 @@ type metrics struct {
 	planned *prometheus.CounterVec
 	guests  *prometheus.GaugeVec
 	held    prometheus.Gauge
+	waiting *prometheus.GaugeVec
 	refused *prometheus.CounterVec
 }
 
@@ -97,11 +98,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Guests by state."}, []string{"state"}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_held_actions",
 			Help: "Guests whose disruptive action the mass-change guard holds until `converge approve`."}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_limit_waiting_guests",
+			Help: "Guests whose next action waits for a limit: node (task slots), storage (full clones), create_rate, max_guests."}, []string{"limit"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_limit_refusals_total",
 			Help: "Actions the cluster's limits ledger refused room for (another planner took it), by limit."}, []string{"limit"}),
 	}
 	if r != nil {
-		r.MustRegister(m.folded, m.planned, m.guests, m.held, m.refused)
+		r.MustRegister(m.folded, m.planned, m.guests, m.held, m.waiting, m.refused)
 	}
 	return m
 }

@@ -322,6 +322,10 @@ func (l *Loop) flush(f *planner.Flush) {
 		l.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
 	}
 	l.metrics.held.Set(float64(counts[planner.Held]))
+	waiting := l.eng.Waiting()
+	for _, lim := range planner.LimitNames {
+		l.metrics.waiting.WithLabelValues(lim).Set(float64(waiting[lim]))
+	}
 	l.rejects.note(f.Docs, l.clk.Now())
 	if !l.writer.Write(f) {
 		ids := make([]int, len(f.Docs))

@@ -1,0 +1,139 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
+)
+
+// The creation limits (Limits.CloneConcurrency, CreateRate, MaxGuests), as
+// the engine applies them to a clone it would publish. Like the node
+// slots they are decided from the fold and settled across planners by the
+// limits ledger (CreateKey, StorageKey).
+
+// createWindow is CreateRate's window.
+const createWindow = time.Minute
+
+// maxGuestsRetry is when a clone that waits for --max-guests is planned
+// again (a guest released or destroyed meanwhile makes room).
+const maxGuestsRetry = 30 * time.Second
+
+// CreateKey is a cluster's creation-rate ledger key.
+func CreateKey(cluster string) string { return cluster + ".create" }
+
+// StorageKey is a storage's full-clone ledger key.
+func StorageKey(cluster, storage string) string { return cluster + ".storage." + storage }
+
+// storageSlot is the slot a clone takes beyond its node's: a container's
+// clone, linked or full, its template's (Proxmox locks the template,
+// "disk", while it clones it: a second clone of it is refused meanwhile);
+// a VM's full clone its target storage's (clone.storage, else its
+// template's own, which the planner does not observe: named after the
+// template). "" for anything else.
+func storageSlot(a *events.Action) string {
+	c := a.Clone
+	switch {
+	case a.Op != events.OpClone || c == nil:
+		return ""
+	case a.Kind == events.LXC:
+		return fmt.Sprintf("ct-template-%d", c.From)
+	case !c.Full:
+		return ""
+	case c.Storage != "":
+		return c.Storage
+	}
+	return fmt.Sprintf("template-%d", c.From)
+}
+
+// slotLimit is how many clones a slot of slim takes at once: one per
+// container template (Proxmox's lock), --clone-concurrency per storage.
+func (e *Engine) slotLimit(key string) int {
+	if strings.HasPrefix(key, "ct-template-") {
+		return 1
+	}
+	return e.cfg.Limits.CloneConcurrency
+}
+
+// admitCreate applies the creation limits to a clone step: waiting (with
+// the reason, the limit and when to look again) or the claims the ledger
+// must grant.
+func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.Time) (_ Decision, claims []Claim, waiting bool) {
+	lim := e.cfg.Limits
+	wait := func(limit, why string, retry time.Time) (Decision, []Claim, bool) {
+		d.Status.Reason = why + "; " + d.Status.Reason
+		d.Status.Limit, d.Status.RetryAt = limit, retry
+		d.Steps = nil
+		return d, nil, true
+	}
+	if lim.MaxGuests > 0 {
+		n := len(e.lim.existing)
+		if e.lim.existing[v.VMID] {
+			n--
+		}
+		if n >= lim.MaxGuests {
+			return wait("max_guests", fmt.Sprintf("waiting: %d managed guests exist or are being created (--max-guests %d)", n, lim.MaxGuests), now.Add(maxGuestsRetry))
+		}
+	}
+	if lim.CreateRate > 0 {
+		if n, oldest := e.createdRecently(now); n >= lim.CreateRate {
+			return wait("create_rate", fmt.Sprintf("waiting: %d clones started within the last minute (--create-rate %d a minute)", n, lim.CreateRate), oldest.Add(createWindow))
+		}
+		claims = append(claims, Claim{Key: CreateKey(e.cfg.Cluster), Limit: lim.CreateRate, Window: createWindow})
+	}
+	a := events.Action{Op: step.Op, Clone: step.Clone, Kind: step.Kind}
+	if key := storageSlot(&a); key != "" && e.slotLimit(key) > 0 {
+		n := e.slotLimit(key)
+		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, n)
+		if !ok {
+			what := fmt.Sprintf("storage %s: %d of %d full clones running (--clone-concurrency)", key, inUse, n)
+			if a.Kind == events.LXC {
+				what = fmt.Sprintf("template %d: a container template is cloned once at a time (Proxmox locks it)", step.Clone.From)
+			}
+			return wait("storage", fmt.Sprintf("waiting for %s, %d guests ahead", what, ahead), time.Time{})
+		}
+		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: n})
+	}
+	return d, claims, false
+}
+
+// createdRecently is how many clones were folded within createWindow
+// before now, or handed out and not yet folded, and the oldest's time.
+func (e *Engine) createdRecently(now time.Time) (n int, oldest time.Time) {
+	i := 0
+	for i < len(e.lim.created) && now.Sub(e.lim.created[i].at) >= createWindow {
+		i++
+	}
+	e.lim.created = e.lim.created[i:]
+	for _, c := range e.lim.created {
+		if oldest.IsZero() {
+			oldest = c.at
+		}
+		n++
+	}
+	for id := range e.awaiting {
+		if e.awaitingOp[id] == events.OpClone {
+			n++
+			if oldest.IsZero() {
+				oldest = now
+			}
+		}
+	}
+	return n, oldest
+}
+
+// noteExisting keeps the count of managed guests that exist or are being
+// created (MaxGuests): desired present (not absent), and observed to
+// exist or with a clone in flight or handed out.
+func (e *Engine) noteExisting(v *projector.View) {
+	d, o := v.Desired, v.Observed
+	exists := d != nil && !d.Absent && (o != nil && o.Exists ||
+		v.InFlight != nil && v.InFlight.Op == events.OpClone || e.awaitingOp[v.VMID] == events.OpClone)
+	if exists {
+		e.lim.existing[v.VMID] = true
+	} else {
+		delete(e.lim.existing, v.VMID)
+	}
+}
