@@ -41,11 +41,14 @@ type fakeTask struct {
 	vmid            int
 	start           time.Time
 	exit            string // "" while running
+	newid           int    // a clone's target
+	done            func() // what the task does when it ends (first waited on)
 }
 
 var (
-	_ Proxmox    = (*fakePVE)(nil)
-	_ TaskFinder = (*fakePVE)(nil)
+	_ Proxmox     = (*fakePVE)(nil)
+	_ TaskFinder  = (*fakePVE)(nil)
+	_ CloneFinder = (*fakePVE)(nil)
 )
 
 func newFakePVE(now func() time.Time) *fakePVE {
@@ -63,7 +66,7 @@ func (p *fakePVE) guest(ref pve.GuestRef) (*fakeGuest, error) {
 }
 
 var taskTypes = map[pve.Op]string{pve.OpStart: "qmstart", pve.OpStop: "qmstop", pve.OpShutdown: "qmshutdown",
-	pve.OpReboot: "qmreboot", pve.OpUpdateConfig: "qmconfig"}
+	pve.OpReboot: "qmreboot", pve.OpUpdateConfig: "qmconfig", pve.OpClone: "qmclone", pve.OpDelete: "qmdestroy"}
 
 // mutate records a mutation and answers as scripted: a failure, a
 // synchronous completion, or a task; apply takes effect when it succeeds.
@@ -182,6 +185,10 @@ func (p *fakePVE) WaitTask(_ context.Context, t pve.TaskRef, _ pve.WaitOptions) 
 		if x.upid != t.UPID {
 			continue
 		}
+		if x.done != nil {
+			x.done()
+			x.done = nil
+		}
 		res := pve.TaskResult{UPID: x.upid, ExitStatus: x.exit}
 		switch {
 		case x.exit == "OK":
@@ -219,4 +226,53 @@ func (p *fakePVE) takeCalls() []string {
 	c := p.calls
 	p.calls = nil
 	return c
+}
+
+// Clone makes the target at once, locked "clone" with the description
+// given, as Proxmox does; the lock goes when the task is waited on.
+func (p *fakePVE) Clone(ctx context.Context, src pve.GuestRef, spec pve.CloneSpec) (pve.TaskRef, error) {
+	var target *fakeGuest
+	t, err := p.mutate(ctx, pve.OpClone, src, func(*fakeGuest) error {
+		if p.guests[spec.NewID] != nil {
+			return &pve.Error{Class: pve.ClassConflict, Status: 500, Message: fmt.Sprintf("unable to create VM %d: config file already exists", spec.NewID)}
+		}
+		target = &fakeGuest{status: "stopped", lock: "clone", digest: "c0"}
+		target.cfg.Description, target.cfg.Name = spec.Description, spec.Name
+		p.guests[spec.NewID] = target
+		return nil
+	})
+	if err == nil && !t.IsZero() {
+		p.mu.Lock()
+		x := p.tasks[len(p.tasks)-1]
+		x.newid = spec.NewID
+		x.done = func() { target.lock = "" }
+		p.mu.Unlock()
+	}
+	return t, err
+}
+
+// Destroy deletes the guest.
+func (p *fakePVE) Destroy(ctx context.Context, ref pve.GuestRef) (pve.TaskRef, error) {
+	return p.mutate(ctx, pve.OpDelete, ref, func(*fakeGuest) error { delete(p.guests, ref.VMID); return nil })
+}
+
+// RemoveHA records the call.
+func (p *fakePVE) RemoveHA(_ context.Context, ref pve.GuestRef) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, fmt.Sprintf("remove_ha %d", ref.VMID))
+	return nil
+}
+
+// FindClone implements CloneFinder over the clones the fake started.
+func (p *fakePVE) FindClone(_ context.Context, src pve.GuestRef, newid int, since time.Time) (pve.TaskRef, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.tasks) - 1; i >= 0; i-- {
+		x := p.tasks[i]
+		if x.typ == "qmclone" && x.vmid == src.VMID && x.newid == newid && !x.start.Before(since) {
+			return pve.TaskRef{UPID: x.upid, Node: x.node}, true, nil
+		}
+	}
+	return pve.TaskRef{}, false, nil
 }

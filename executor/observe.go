@@ -13,20 +13,21 @@ import (
 // apply in Pending.
 func observation(meta events.Meta, cluster string, ref pve.GuestRef, st *pve.GuestStatus, cfg *pve.GuestConfig, readAt time.Time) *events.Observed {
 	o := &events.Observed{
-		Meta:     meta,
-		VMID:     ref.VMID,
-		Cluster:  cluster,
-		Exists:   true,
-		Node:     ref.Node,
-		Kind:     events.GuestKind(ref.Kind),
-		Status:   st.Status, // running or stopped, as the observer reports it
-		Lock:     cfg.Lock,
-		Template: cfg.Template,
-		Digest:   cfg.Digest,
-		Config:   cfg.Managed(),
-		Pending:  cfg.ManagedPending(),
-		ReadAt:   readAt.UTC(),
-		Source:   events.SourceExecutor,
+		Meta:      meta,
+		VMID:      ref.VMID,
+		Cluster:   cluster,
+		Exists:    true,
+		Node:      ref.Node,
+		Kind:      events.GuestKind(ref.Kind),
+		Status:    st.Status, // running or stopped, as the observer reports it
+		Lock:      cfg.Lock,
+		Template:  cfg.Template,
+		Digest:    cfg.Digest,
+		Protected: cfg.Protected,
+		Config:    cfg.Managed(),
+		Pending:   cfg.ManagedPending(),
+		ReadAt:    readAt.UTC(),
+		Source:    events.SourceExecutor,
 	}
 	if o.Lock == "" {
 		o.Lock = st.Lock

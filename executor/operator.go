@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
 )
 
 // operatorStop says why an action must not run although the journal
@@ -72,4 +73,27 @@ func (m *stopMark) String() string {
 		by = "unknown"
 	}
 	return fmt.Sprintf("by %s at %s (journal #%d)", by, m.at.Format(time.RFC3339), m.seq)
+}
+
+// approvalOf is the newest `converge approve` naming the action's guest
+// (not --all: the destroy gate opens only for a guest named) journalled
+// after its desired revision and before its plan: what opened the gate
+// for the planner. nil when there is none.
+func (e *Executor) approvalOf(ctx context.Context, a events.Action) (*projector.Mark, error) {
+	var out *projector.Mark
+	for next := a.DesiredSeq + 1; a.FoldSeq == 0 || next <= a.FoldSeq; {
+		en, err := e.j.Next(ctx, events.KindControl, e.cfg.Cluster, 0, next)
+		if err != nil {
+			return nil, err
+		}
+		if en == nil || (a.FoldSeq > 0 && en.Seq > a.FoldSeq) {
+			break
+		}
+		next = en.Seq + 1
+		c, err := events.Decode[events.Control](en.Data)
+		if err == nil && c.Validate() == nil && c.Command == events.CommandApprove && slices.Contains(c.VMIDs, a.VMID) {
+			out = &projector.Mark{Seq: en.Seq, By: c.Publisher, At: en.Time}
+		}
+	}
+	return out, nil
 }

@@ -16,6 +16,19 @@ type Proxmox interface {
 	pve.ConfigWriter    // UpdateConfig
 	pve.GuestReader     // GuestStatus, GuestConfig
 	WaitTask(ctx context.Context, t pve.TaskRef, opts pve.WaitOptions) (pve.TaskResult, error)
+	// Clone copies a template into a new guest; Destroy deletes a guest
+	// with its disks (purge); RemoveHA takes it out of HA's resources.
+	Clone(ctx context.Context, src pve.GuestRef, spec pve.CloneSpec) (pve.TaskRef, error)
+	Destroy(ctx context.Context, ref pve.GuestRef) (pve.TaskRef, error)
+	RemoveHA(ctx context.Context, ref pve.GuestRef) error
+}
+
+// CloneFinder may additionally be implemented by a [Proxmox] (*pve.Client
+// is one): a clone's task names its template, not the new guest, so
+// TaskFinder cannot tell which clone is an action's. FindClone finds the
+// clone task of src into newid started at or after since.
+type CloneFinder interface {
+	FindClone(ctx context.Context, src pve.GuestRef, newid int, since time.Time) (t pve.TaskRef, found bool, err error)
 }
 
 // TaskFinder may additionally be implemented by a [Proxmox]. It closes the
@@ -47,6 +60,7 @@ type Journal interface {
 }
 
 var (
-	_ Proxmox    = (*pve.Client)(nil)
-	_ TaskFinder = (*pve.Client)(nil)
+	_ Proxmox     = (*pve.Client)(nil)
+	_ TaskFinder  = (*pve.Client)(nil)
+	_ CloneFinder = (*pve.Client)(nil)
 )

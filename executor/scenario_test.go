@@ -119,6 +119,10 @@ func (h *xharness) guest(args []string) (string, error) {
 			g.digest = v
 		case "cores":
 			g.cfg.Cores, _ = strconv.Atoi(v)
+		case "description":
+			g.cfg.Description = v
+		case "protected":
+			g.cfg.Protected = v == "true"
 		case "gone":
 			delete(h.px.guests, vmid)
 		default:
@@ -222,6 +226,15 @@ func (h *xharness) action(args []string) (string, error) {
 			a.Node = v
 		case k == "fold":
 			a.FoldSeq, err = strconv.ParseUint(v, 10, 64)
+		case k == "clone":
+			// clone=FROM@NODE: a linked clone of template FROM on NODE,
+			// onto the action's node.
+			from, node, _ := strings.Cut(v, "@")
+			a.Clone = &events.CloneOp{FromNode: node}
+			a.Clone.From, err = strconv.Atoi(from)
+			a.Digest = ""
+		case k == "kind":
+			a.Kind = events.GuestKind(v)
 		default:
 			return "", fmt.Errorf("unknown action key %q", k)
 		}
@@ -314,6 +327,9 @@ func describeResult(en journal.Entry) string {
 	}
 	if r.Reason != "" {
 		s += " reason=" + strconv.Quote(r.Reason)
+	}
+	if r.Error != "" {
+		s += " error=" + strconv.Quote(r.Error)
 	}
 	if r.Observed != nil {
 		s += " observed=" + r.Observed.Status

@@ -22,6 +22,10 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 	case events.OpStop, events.OpShutdown:
 		want = "stopped"
 	case events.OpReboot:
+	case events.OpClone:
+		return j.cloneCheck(ctx)
+	case events.OpDestroy:
+		return j.destroyCheck(ctx)
 	default:
 		// set_config carries the digest: Proxmox refuses a stale write.
 		return abandon, false
@@ -58,6 +62,17 @@ func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
 		return px.Reboot(ctx, j.ref, a.Timeout)
 	case events.OpSetConfig:
 		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Revert: a.Revert, Digest: a.Digest})
+	case events.OpClone:
+		c := a.Clone
+		full := c.Full
+		// The description names the action: a successor that finds the
+		// guest knows it for this clone (cloneCheck).
+		return px.Clone(ctx, cloneSource(a), pve.CloneSpec{NewID: a.VMID, Name: c.Name, TargetNode: a.Node, Full: &full,
+			Storage: c.Storage, Pool: c.Pool, Description: events.CloneDescription(c.From, a.ID)})
+	case events.OpDestroy:
+		return px.Destroy(ctx, j.ref)
+	case events.OpRemoveHA:
+		return pve.TaskRef{}, px.RemoveHA(ctx, j.ref)
 	}
 	err := fmt.Errorf("unknown operation %q", a.Op)
 	return pve.TaskRef{}, &pve.Error{Class: pve.ClassTerminal, Message: err.Error(), Err: err}
@@ -145,9 +160,14 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 	if ctx.Err() != nil {
 		return abandon
 	}
-	if err != nil {
+	switch {
+	case err != nil && pve.Classify(err) == pve.ClassGone:
+		// Destroyed (or never made): the read-back says so.
+		r.Observed = &events.Observed{Meta: events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), VMID: j.a.VMID,
+			Cluster: j.e.cfg.Cluster, Config: events.GuestConfig{Tags: []string{}}, ReadAt: readAt.UTC(), Source: events.SourceExecutor}
+	case err != nil:
 		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
-	} else {
+	default:
 		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
 	}
 	// Taking a lock (a backup starting) rewrites the config, so a write
@@ -215,6 +235,10 @@ func pveOp(op events.Op) pve.Op {
 		return pve.OpReboot
 	case events.OpSetConfig:
 		return pve.OpUpdateConfig
+	case events.OpClone:
+		return pve.OpClone
+	case events.OpDestroy:
+		return pve.OpDelete
 	}
 	return pve.OpUnknown
 }

@@ -22,7 +22,8 @@ var managedKeys = map[string]bool{"name": true, "description": true, "tags": tru
 
 // plannedOps are the operations the planner plans; a hard stop is only
 // ever the end of a graceful shutdown, never an action of its own.
-var plannedOps = map[events.Op]bool{events.OpStart: true, events.OpShutdown: true, events.OpReboot: true, events.OpSetConfig: true}
+var plannedOps = map[events.Op]bool{events.OpStart: true, events.OpShutdown: true, events.OpReboot: true, events.OpSetConfig: true,
+	events.OpClone: true, events.OpRemoveHA: true, events.OpDestroy: true}
 
 // notFromJournal is the reason prefix of an action that does not follow
 // from the journal.
@@ -56,6 +57,9 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	if a.Op != events.OpSetConfig && (len(a.Set) > 0 || len(a.Delete) > 0 || len(a.Revert) > 0) {
 		return notFromJournal + fmt.Sprintf("a %s carries config", a.Op), nil
 	}
+	if (a.Op == events.OpClone) != (a.Clone != nil) {
+		return notFromJournal + fmt.Sprintf("a %s with clone %v", a.Op, a.Clone != nil), nil
+	}
 	desired, err := e.entryAt(ctx, a.DesiredSeq, lasts.desired)
 	if err != nil {
 		return "", err
@@ -75,6 +79,17 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	case v.Desired == nil || v.DesiredSeq != a.DesiredSeq:
 		return notFromJournal + fmt.Sprintf("no accepted desired state at #%d", a.DesiredSeq), nil
 	}
+	now := e.clk.Now()
+	if a.Op == events.OpClone {
+		return verifyClone(v, a, e.cfg, now), nil
+	}
+	if v.Desired.Absent {
+		// The destroy gate: an approval naming the guest after its absent
+		// revision, journalled before the plan was made.
+		if v.Approved, err = e.approvalOf(ctx, a); err != nil {
+			return "", err
+		}
+	}
 	// The reading of the guest the plan used: the observation the fold
 	// had adopted (ObservationSeq), which the basis may postdate.
 	obsSeq := a.ObservationSeq
@@ -91,7 +106,6 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	v.Observed, v.ObservedSeq = obs, obsSeq
 	// Cluster health is the planner's to judge (and fenced by time): here
 	// only what the guest's desired state and observation call for.
-	now := e.clk.Now()
 	st := projector.ClusterState{Cluster: e.cfg.Cluster, HeartbeatAt: now, Reachable: true}
 	d := planner.Plan(v, st, e.cfg.Policy, now)
 	if len(d.Steps) == 0 {
@@ -107,6 +121,25 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 			a.DesiredSeq, a.BasisSeq, describeStep(d.Steps[0]), diff), nil
 	}
 	return "", nil
+}
+
+// verifyClone says why a clone does not follow from the desired state
+// ("" when it does): Plan, for a guest a pass found missing and the
+// template where the action says (the executor reads Proxmox before
+// cloning: the guest must be free, the template there), produces exactly
+// this clone.
+func verifyClone(v *projector.View, a events.Action, cfg Config, now time.Time) string {
+	v.Observed = nil
+	st := projector.ClusterState{Cluster: cfg.Cluster, HeartbeatAt: now, Reachable: true, PassAfterSeq: a.DesiredSeq,
+		Templates: map[int]projector.Template{a.Clone.From: {Node: a.Clone.FromNode, Kind: a.Kind}}}
+	d := planner.Plan(v, st, cfg.Policy, now)
+	if len(d.Steps) == 0 {
+		return notFromJournal + fmt.Sprintf("the plan from desired #%d has no clone (%s: %s)", a.DesiredSeq, d.Status.Kind, d.Status.Reason)
+	}
+	if s := d.Steps[0]; s.Op != events.OpClone || *s.Clone != *a.Clone || s.Node != a.Node || s.Kind != a.Kind {
+		return notFromJournal + fmt.Sprintf("the plan from desired #%d is %s, the action a clone of %d onto %s", a.DesiredSeq, describeStep(s), a.Clone.From, a.Node)
+	}
+	return ""
 }
 
 // readingAt is the reading of guest vmid journalled at seq: an
@@ -260,7 +293,11 @@ func verifyTask(a events.Action, r *events.Result) string {
 		return notFromJournal + "the started result's task id: " + err.Error()
 	}
 	kind := pve.Kind(a.Kind)
-	if u.ID != fmt.Sprint(a.VMID) || (a.Node != "" && u.Node != a.Node) || (r.Node != "" && u.Node != r.Node) ||
+	id, node := a.VMID, a.Node
+	if a.Op == events.OpClone && a.Clone != nil {
+		id, node = a.Clone.From, a.Clone.FromNode // a clone's task is its template's
+	}
+	if u.ID != fmt.Sprint(id) || (node != "" && u.Node != node) || (r.Node != "" && u.Node != r.Node) ||
 		!slices.Contains(pve.TaskTypes(kind, pveOp(a.Op)), u.Type) {
 		return notFromJournal + fmt.Sprintf("task %s is not a %s of guest %d on %s", r.UPID, a.Op, a.VMID, a.Node)
 	}

@@ -60,6 +60,10 @@ type PassStats struct {
 	// AfterSeq is the journal's last sequence read before the inventory
 	// (0: unknown), carried by the observations read in this pass.
 	AfterSeq uint64
+	// Complete: every guest listed is in the journal as read (no config
+	// read or publish failed): the heartbeat carries AfterSeq, and the
+	// planner takes a desired guest without an observation as missing.
+	Complete bool
 	// Resync reports that a resync was carried out in this pass, merging
 	// ResyncsMerged requests into it.
 	Resync        bool

@@ -89,6 +89,10 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	pubErr := o.publish(ctx, out, &st)
 	o.settleConfirmations(ctx, st)
 	o.metrics.pass(st)
+	// The heartbeat vouches that every guest listed is in the journal
+	// (a guest with no observation after it does not exist) only when
+	// nothing went unread or unpublished.
+	st.Complete = o.extentKnown && st.ConfigErrors == 0 && st.PublishErrors == 0 && pubErr == nil
 	herr := o.heartbeat(ctx, st, nil)
 	ev := o.log.Debug()
 	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {
@@ -246,6 +250,9 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 	}
 	if passErr != nil {
 		hb.Error = passErr.Error()
+	}
+	if st.Complete {
+		hb.AfterSeq = st.AfterSeq
 	}
 	body, err := events.Encode(hb)
 	if err != nil {

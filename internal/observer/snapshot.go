@@ -13,31 +13,32 @@ import (
 // rowKey is the part of an inventory row whose change makes the observer
 // re-read the guest's config.
 type rowKey struct {
-	Status, Lock, Tags, Name, Node string
-	Kind                           pve.Kind
-	Template                       bool
-	MaxCPU                         int
-	MaxMemMiB                      int64
+	Status, Lock, Tags, Name, Node, HA string
+	Kind                               pve.Kind
+	Template                           bool
+	MaxCPU                             int
+	MaxMemMiB                          int64
 }
 
 func rowKeyOf(r pve.Resource) rowKey {
 	return rowKey{
-		Status: r.Status, Lock: r.Lock, Tags: strings.Join(r.Tags, ";"), Name: r.Name, Node: r.Node,
+		Status: r.Status, Lock: r.Lock, Tags: strings.Join(r.Tags, ";"), Name: r.Name, Node: r.Node, HA: r.HAState,
 		Kind: r.Kind, Template: r.Template, MaxCPU: r.MaxCPU, MaxMemMiB: r.MaxMemMiB,
 	}
 }
 
 // configSnap is what the observer keeps of a config read.
 type configSnap struct {
-	Digest  string
-	Config  events.GuestConfig
-	Pending map[string]string // nil when nothing managed is pending
+	Digest    string
+	Config    events.GuestConfig
+	Pending   map[string]string // nil when nothing managed is pending
+	Protected bool
 }
 
 // snapOf extracts the managed, normalised part of a config read, as the
 // executor's read-backs do (pve.GuestConfig.Managed, ManagedPending).
 func snapOf(g *pve.GuestConfig) configSnap {
-	return configSnap{Digest: g.Digest, Config: g.Managed(), Pending: g.ManagedPending()}
+	return configSnap{Digest: g.Digest, Config: g.Managed(), Pending: g.ManagedPending(), Protected: g.Protected}
 }
 
 func eventKind(k pve.Kind) events.GuestKind {
@@ -63,9 +64,13 @@ func (o *Observer) snapshot(r pve.Resource, g *guestState, now time.Time) *event
 		Digest:   g.cfg.Digest,
 		Config:   g.cfg.Config,
 		Pending:  g.cfg.Pending,
-		ReadAt:   g.readAt,
-		AfterSeq: g.afterSeq,
-		Source:   events.SourceObserver,
+		// What Proxmox would refuse to destroy, and what HA keeps the
+		// guest in (from the inventory, read live).
+		Protected: g.cfg.Protected,
+		HA:        r.HAState,
+		ReadAt:    g.readAt,
+		AfterSeq:  g.afterSeq,
+		Source:    events.SourceObserver,
 	}
 }
 
@@ -96,7 +101,7 @@ func sameObservation(a, b *events.Observed) bool {
 	}
 	ca, cb := a.Config, b.Config
 	return a.Node == b.Node && a.Kind == b.Kind && a.Status == b.Status && a.Lock == b.Lock &&
-		a.Template == b.Template && a.Digest == b.Digest &&
+		a.Template == b.Template && a.Digest == b.Digest && a.Protected == b.Protected && a.HA == b.HA &&
 		ca.Name == cb.Name && ca.Description == cb.Description && ca.Cores == cb.Cores &&
 		ca.MemoryMiB == cb.MemoryMiB && ca.OnBoot == cb.OnBoot && slices.Equal(ca.Tags, cb.Tags) &&
 		maps.Equal(a.Pending, b.Pending)
