@@ -22,8 +22,9 @@ import (
 type desireFlags struct {
 	file, power, name, description, tags, kind, publisher, correlation string
 	signKey, keyID                                                     string
+	cloneNode, cloneStorage, clonePool, restart                        string
 	cores, memory, cloneFrom                                           int
-	onboot, absent                                                     bool
+	onboot, absent, cloneFull                                          bool
 }
 
 func newDesireCmd(g *globals) *cobra.Command {
@@ -118,7 +119,12 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 	fl.BoolVar(&f.onboot, "onboot", false, "start on node boot")
 	fl.BoolVar(&f.absent, "absent", false, "the guest should not exist")
 	fl.StringVar(&f.kind, "kind", "", "qemu or lxc")
-	fl.IntVar(&f.cloneFrom, "clone-from", 0, "create by cloning this vmid if missing")
+	fl.IntVar(&f.cloneFrom, "clone-from", 0, "create the guest, if it does not exist, as a clone of this template")
+	fl.StringVar(&f.cloneNode, "clone-node", "", "with --clone-from: the node to create it on (default: the template's)")
+	fl.BoolVar(&f.cloneFull, "clone-full", false, "with --clone-from: a full clone (default: linked)")
+	fl.StringVar(&f.cloneStorage, "clone-storage", "", "with --clone-full: the target storage")
+	fl.StringVar(&f.clonePool, "clone-pool", "", "with --clone-from: the pool the new guest joins")
+	fl.StringVar(&f.restart, "restart", "", "never or allowed: may converge restart the guest to apply pending changes (default: the deployment's --restart)")
 	fl.StringVar(&f.publisher, "publisher", "", "who publishes (default converge-cli:$USER)")
 	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id linking this change to what it causes")
 	fl.StringVar(&f.signKey, "sign-key", os.Getenv("CONVERGE_SIGN_KEY"), "sign with this ed25519 private key (PEM, from converge keygen; env CONVERGE_SIGN_KEY)")
@@ -172,8 +178,17 @@ func desiredFromFlags(cmd *cobra.Command, f *desireFlags, arg string) (desiredBo
 		d.Kind = &k
 	}
 	d.Absent = f.absent
+	if ch("restart") {
+		r := events.Restart(f.restart)
+		d.Restart = &r
+	}
 	if ch("clone-from") {
-		d.Clone = &events.Clone{From: f.cloneFrom}
+		d.Clone = &events.Clone{From: f.cloneFrom, Node: f.cloneNode, Storage: f.cloneStorage, Pool: f.clonePool}
+		if ch("clone-full") {
+			d.Clone.Full = &f.cloneFull
+		}
+	} else if ch("clone-node") || ch("clone-full") || ch("clone-storage") || ch("clone-pool") {
+		return desiredBody{}, fmt.Errorf("--clone-node, --clone-full, --clone-storage and --clone-pool need --clone-from")
 	}
 	body, err := json.Marshal(d)
 	if err != nil {

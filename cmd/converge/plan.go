@@ -72,7 +72,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 			n := 0
 			for _, r := range rows {
 				if len(r.Steps) == 0 {
-					if r.Status.Kind != planner.Converged {
+					if !r.Status.Kind.Done() {
 						fmt.Fprintf(tw, "%d\t%s\t-\t%s\n", r.VMID, r.Status.Kind, r.Status.Reason)
 					}
 					continue

@@ -52,6 +52,7 @@ type roleFlags struct {
 	resyncInterval  time.Duration
 	restart         string
 	restartWindow   string
+	allowDestroy    bool
 	limits          planner.Limits
 	nodeRate        float64
 	observeOnly     bool
@@ -108,6 +109,10 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.limits.GuardWindow, "guard-window", planner.DefaultGuardWindow, "the mass-change guard's window")
 	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped or rebooted within --guard-window; the rest are held until `converge approve`")
 	fl.IntVar(&f.limits.GuardMin, "guard-min", planner.DefaultGuardMin, "the mass-change guard's threshold is never below this many guests")
+	fl.IntVar(&f.limits.CloneConcurrency, "clone-concurrency", planner.DefaultCloneConcurrency, "most full clones at once onto one storage (negative: no limit); linked clones count against the node only")
+	fl.IntVar(&f.limits.CreateRate, "create-rate", planner.DefaultCreateRate, "most clones started per minute across the cluster (negative: no limit)")
+	fl.IntVar(&f.limits.MaxGuests, "max-guests", 0, "most managed guests that exist or are being created; beyond it creations wait (0: no cap)")
+	fl.BoolVar(&f.allowDestroy, "allow-destroy", false, "destroy the guests converge created when their desired state says absent (any other guest only after `converge approve VMID`; never a protected one); give it to planners and executors alike")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", planner.DefaultShutdownTimeout, "graceful shutdown time before a guest is stopped hard")
 }
@@ -116,7 +121,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 // runs with.
 func (f *roleFlags) policy() planner.Policy {
 	return planner.Policy{ObserverTimeout: 3 * f.observeInterval, ObserveOnly: f.observeOnly, ShutdownTimeout: f.shutdownTimeout,
-		Restart: events.Restart(f.restart), RestartWindow: f.restartWindow}
+		Restart: events.Restart(f.restart), RestartWindow: f.restartWindow, AllowDestroy: f.allowDestroy}
 }
 
 // appConfig is the process configuration the flags describe.
@@ -132,6 +137,12 @@ func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) (
 		return app.Config{}, fmt.Errorf("--guard-min must be >= 1, got %d", l.GuardMin)
 	case l.NodeConcurrency == 0:
 		return app.Config{}, errors.New("--node-concurrency must be >= 1, or negative for no limit")
+	case l.CloneConcurrency == 0:
+		return app.Config{}, errors.New("--clone-concurrency must be >= 1, or negative for no limit")
+	case l.CreateRate == 0:
+		return app.Config{}, errors.New("--create-rate must be >= 1, or negative for no limit")
+	case l.MaxGuests < 0:
+		return app.Config{}, fmt.Errorf("--max-guests must be >= 0 (0: no cap), got %d", l.MaxGuests)
 	}
 	bc := g.busConfig("", log)
 	bc.MaxAge, bc.MaxBytes = f.retentionAge, f.retentionBytes

@@ -14,7 +14,6 @@ import (
 
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/views"
-	"github.com/converge-pve/converge/planner"
 )
 
 func parseVMIDs(args []string) ([]int, error) {
@@ -167,7 +166,7 @@ func rowOf(s views.Summary) row {
 		}
 		r.task = dash(a.UPID)
 	}
-	if s.LastError != "" && s.State != planner.Converged && !strings.Contains(r.reason, s.LastError) {
+	if s.LastError != "" && !s.State.Done() && !strings.Contains(r.reason, s.LastError) {
 		r.reason += " [last error: " + s.LastError + "]"
 	}
 	return r

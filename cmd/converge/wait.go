@@ -58,7 +58,7 @@ func newWaitCmd(g *globals) *cobra.Command {
 					}
 					done := 0
 					for _, id := range ids {
-						if s, ok := state[id]; ok && s.Status.Kind == planner.Converged {
+						if s, ok := state[id]; ok && s.Status.Kind.Done() {
 							done++
 						}
 					}
@@ -142,7 +142,7 @@ func left(ids []int, want map[int]uint64, state map[int]views.GuestDoc) string {
 		switch {
 		case !ok:
 			parts = append(parts, fmt.Sprintf("%d (planner has not processed revision %d yet)", id, want[id]))
-		case s.Status.Kind != planner.Converged:
+		case !s.Status.Kind.Done():
 			parts = append(parts, fmt.Sprintf("%d %s: %s", id, s.Status.Kind, s.Status.Reason))
 		}
 	}
