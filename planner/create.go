@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -27,20 +26,14 @@ func CreateKey(cluster string) string { return cluster + ".create" }
 // StorageKey is a storage's full-clone ledger key.
 func StorageKey(cluster, storage string) string { return cluster + ".storage." + storage }
 
-// storageSlot is the slot a clone takes beyond its node's: a container's
-// clone, linked or full, its template's (Proxmox locks the template,
-// "disk", while it clones it: a second clone of it is refused meanwhile);
-// a VM's full clone its target storage's (clone.storage, else its
-// template's own, which the planner does not observe: named after the
+// storageSlot is the storage slot a full clone takes (a full clone holds
+// the storage's lock while it allocates): clone.storage, else its
+// template's own, which the planner does not observe (named after the
 // template). "" for anything else.
 func storageSlot(a *events.Action) string {
 	c := a.Clone
 	switch {
-	case a.Op != events.OpClone || c == nil:
-		return ""
-	case a.Kind == events.LXC:
-		return fmt.Sprintf("ct-template-%d", c.From)
-	case !c.Full:
+	case a.Op != events.OpClone || c == nil || !c.Full:
 		return ""
 	case c.Storage != "":
 		return c.Storage
@@ -48,13 +41,14 @@ func storageSlot(a *events.Action) string {
 	return fmt.Sprintf("template-%d", c.From)
 }
 
-// slotLimit is how many clones a slot of slim takes at once: one per
-// container template (Proxmox's lock), --clone-concurrency per storage.
-func (e *Engine) slotLimit(key string) int {
-	if strings.HasPrefix(key, "ct-template-") {
-		return 1
+// templateSlot is the slot a container's clone takes, linked or full: its
+// template's (Proxmox locks a container template, "disk", while it clones
+// it, and refuses a second clone meanwhile). "" for anything else.
+func templateSlot(a *events.Action) string {
+	if a.Op != events.OpClone || a.Clone == nil || a.Kind != events.LXC {
+		return ""
 	}
-	return e.cfg.Limits.CloneConcurrency
+	return fmt.Sprintf("ct-template-%d", a.Clone.From)
 }
 
 // admitCreate applies the creation limits to a clone step: waiting (with
@@ -84,17 +78,18 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 		claims = append(claims, Claim{Key: CreateKey(e.cfg.Cluster), Limit: lim.CreateRate, Window: createWindow})
 	}
 	a := events.Action{Op: step.Op, Clone: step.Clone, Kind: step.Kind}
-	if key := storageSlot(&a); key != "" && e.slotLimit(key) > 0 {
-		n := e.slotLimit(key)
-		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, n)
-		if !ok {
-			what := fmt.Sprintf("storage %s: %d of %d full clones running (--clone-concurrency)", key, inUse, n)
-			if a.Kind == events.LXC {
-				what = fmt.Sprintf("template %d: a container template is cloned once at a time (Proxmox locks it)", step.Clone.From)
-			}
-			return wait("storage", fmt.Sprintf("waiting for %s, %d guests ahead", what, ahead), time.Time{})
+	if key := templateSlot(&a); key != "" {
+		if ok, _, ahead := e.tlim.admitNode(key, v.VMID, 1); !ok {
+			return wait("storage", fmt.Sprintf("waiting for template %d: a container template is cloned once at a time (Proxmox locks it), %d guests ahead", step.Clone.From, ahead), time.Time{})
 		}
-		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: n})
+		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: 1})
+	}
+	if key := storageSlot(&a); key != "" && lim.CloneConcurrency > 0 {
+		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, lim.CloneConcurrency)
+		if !ok {
+			return wait("storage", fmt.Sprintf("waiting for storage %s: %d of %d full clones running (--clone-concurrency), %d guests ahead", key, inUse, lim.CloneConcurrency, ahead), time.Time{})
+		}
+		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: lim.CloneConcurrency})
 	}
 	return d, claims, false
 }

@@ -50,6 +50,18 @@
 // limits ledger the loop asks before publishing ([Publish.Claims], [Grant],
 // [Engine.Live], [Engine.Refused]).
 //
+// A guest that does not exist (projector.View.Missing: gone, or not listed
+// by a complete observer pass begun after its desired state) is cloned
+// from its template when the desired state has clone, else an error with
+// the reason; one that exists but was not created by converge
+// (events.Observed.Owned) is never cloned onto. A guest desired absent is
+// destroyed (out of HA, shut down, deleted) only through the destroy gate:
+// [Policy.AllowDestroy] for the guests converge created, an approval naming
+// the guest for any other, never a protected guest; otherwise blocked with
+// the condition that holds it. Clones wait for the creation limits
+// ([Limits] CloneConcurrency, CreateRate, MaxGuests, and one clone at a
+// time per container template).
+//
 // A managed value is compared with what the guest will run with after its
 // next restart: the pending value if Proxmox holds one, the applied one
 // otherwise. A desired value that is only pending is not rewritten (it

@@ -49,9 +49,10 @@ type Engine struct {
 	awaitingOp map[int]events.Op
 	lim        limiter
 	// slim is the storages' full-clone slots (Limits.CloneConcurrency),
-	// kept like the nodes' slots, by storage.
-	slim    limiter
-	inHeads bool // planning the guests first in line for a node
+	// tlim the container templates' (one clone at a time), kept like the
+	// nodes' slots.
+	slim, tlim limiter
+	inHeads    bool // planning the guests first in line for a node
 	// unseen are the guests with desired state and no observation yet,
 	// planned again when the observer completes its next pass
 	// (projector.View.Missing); lastPass is that pass's AfterSeq.
@@ -165,7 +166,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
 		decision: map[int]Decision{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
-		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
+		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
 		unseen: map[int]bool{},
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
@@ -187,6 +188,7 @@ func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
 		if v.InFlight != nil {
 			e.lim.setBusy(v.VMID, v.InFlight.Node)
 			e.slim.setBusy(v.VMID, storageSlot(v.InFlight))
+			e.tlim.setBusy(v.VMID, templateSlot(v.InFlight))
 		}
 	}
 	e.lastCkptSeq, e.lastCkpt = s.Seq, now

@@ -91,17 +91,20 @@ func (e *Engine) unawait(vmid int) {
 // folded, or handed out), and plans the guests waiting for a node that
 // one was freed on.
 func (e *Engine) syncBusy(v *projector.View, now time.Time) {
-	node, storage := "", ""
+	node, storage, tpl := "", "", ""
 	if v.InFlight != nil {
-		node, storage = v.InFlight.Node, storageSlot(v.InFlight)
+		node, storage, tpl = v.InFlight.Node, storageSlot(v.InFlight), templateSlot(v.InFlight)
 	} else if _, ok := e.awaiting[v.VMID]; ok {
-		node, storage = e.lim.busyNode[v.VMID], e.slim.busyNode[v.VMID]
+		node, storage, tpl = e.lim.busyNode[v.VMID], e.slim.busyNode[v.VMID], e.tlim.busyNode[v.VMID]
 	}
 	if freed := e.lim.setBusy(v.VMID, node); freed != "" && e.caughtUp {
 		e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
 	}
 	if freed := e.slim.setBusy(v.VMID, storage); freed != "" && e.caughtUp {
-		e.planHeads(&e.slim, freed, e.slotLimit(freed), now)
+		e.planHeads(&e.slim, freed, e.cfg.Limits.CloneConcurrency, now)
+	}
+	if freed := e.tlim.setBusy(v.VMID, tpl); freed != "" && e.caughtUp {
+		e.planHeads(&e.tlim, freed, 1, now)
 	}
 }
 
@@ -250,6 +253,7 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		// A waiter that no longer needs its node or storage leaves the line.
 		e.lim.dequeue(v.VMID)
 		e.slim.dequeue(v.VMID)
+		e.tlim.dequeue(v.VMID)
 	} else if node := e.lim.queued[v.VMID].node; node != "" && !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.NodeConcurrency {
 		// Room, but others are first in line: they go now.
 		e.inHeads = true
@@ -287,6 +291,7 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 	if a.Op != events.OpHold { // a hold is a record: no task, no slot
 		e.lim.setBusy(v.VMID, a.Node)
 		e.slim.setBusy(v.VMID, storageSlot(&a))
+		e.tlim.setBusy(v.VMID, templateSlot(&a))
 	}
 	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq, Claims: claims})
 }
