@@ -19,6 +19,16 @@ type GuestConfig struct {
 	Cores       int      `json:"cores"`
 	MemoryMiB   int      `json:"memory_mib"`
 	OnBoot      bool     `json:"onboot"`
+	// Disks are the guest's disks by key (scsi0, rootfs, mp0, …), CD-ROMs
+	// included (Media "cdrom").
+	Disks map[string]Disk `json:"disks,omitempty"`
+	// Net are the network interfaces by key, in the canonical form
+	// ParseNIC and NIC.Format agree on (MAC upper case).
+	Net map[string]string `json:"net,omitempty"`
+	// CloudInit are the cloud-init keys set (ciuser, sshkeys, ipconfigN,
+	// nameserver, searchdomain, cicustom), normalised (sshkeys decoded,
+	// one key per line).
+	CloudInit map[string]string `json:"cloudinit,omitempty"`
 }
 
 // Observation sources.
@@ -48,6 +58,8 @@ type Observed struct {
 	// HA is the state the HA manager keeps the guest in ("started",
 	// "stopped", …), "" when HA does not manage it.
 	HA string `json:"ha,omitempty"`
+	// Pool is the resource pool the guest belongs to, "" for none.
+	Pool string `json:"pool,omitempty"`
 	// Config holds applied values; Pending the managed keys whose new value
 	// waits for a restart (PVE key names, normalised values).
 	Config  GuestConfig       `json:"config"`

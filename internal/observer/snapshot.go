@@ -13,7 +13,7 @@ import (
 // rowKey is the part of an inventory row whose change makes the observer
 // re-read the guest's config.
 type rowKey struct {
-	Status, Lock, Tags, Name, Node, HA string
+	Status, Lock, Tags, Name, Node, HA, Pool string
 	Kind                               pve.Kind
 	Template                           bool
 	MaxCPU                             int
@@ -22,7 +22,7 @@ type rowKey struct {
 
 func rowKeyOf(r pve.Resource) rowKey {
 	return rowKey{
-		Status: r.Status, Lock: r.Lock, Tags: strings.Join(r.Tags, ";"), Name: r.Name, Node: r.Node, HA: r.HAState,
+		Status: r.Status, Lock: r.Lock, Tags: strings.Join(r.Tags, ";"), Name: r.Name, Node: r.Node, HA: r.HAState, Pool: r.Pool,
 		Kind: r.Kind, Template: r.Template, MaxCPU: r.MaxCPU, MaxMemMiB: r.MaxMemMiB,
 	}
 }
@@ -68,6 +68,7 @@ func (o *Observer) snapshot(r pve.Resource, g *guestState, now time.Time) *event
 		// guest in (from the inventory, read live).
 		Protected: g.cfg.Protected,
 		HA:        r.HAState,
+		Pool:      r.Pool,
 		ReadAt:    g.readAt,
 		AfterSeq:  g.afterSeq,
 		Source:    events.SourceObserver,
@@ -101,7 +102,7 @@ func sameObservation(a, b *events.Observed) bool {
 	}
 	ca, cb := a.Config, b.Config
 	return a.Node == b.Node && a.Kind == b.Kind && a.Status == b.Status && a.Lock == b.Lock &&
-		a.Template == b.Template && a.Digest == b.Digest && a.Protected == b.Protected && a.HA == b.HA &&
+		a.Template == b.Template && a.Digest == b.Digest && a.Protected == b.Protected && a.HA == b.HA && a.Pool == b.Pool &&
 		ca.Name == cb.Name && ca.Description == cb.Description && ca.Cores == cb.Cores &&
 		ca.MemoryMiB == cb.MemoryMiB && ca.OnBoot == cb.OnBoot && slices.Equal(ca.Tags, cb.Tags) &&
 		maps.Equal(a.Pending, b.Pending)
