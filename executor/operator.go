@@ -97,3 +97,34 @@ func (e *Executor) approvalOf(ctx context.Context, a events.Action) (*projector.
 	}
 	return out, nil
 }
+
+// goneAfter is the newest reading of the action's guest journalled after
+// seq and no later than the plan's basis that found it gone (an
+// observation, or an action's read-back), 0 when none did.
+func (e *Executor) goneAfter(ctx context.Context, a events.Action, seq uint64) (uint64, error) {
+	var gone uint64
+	for _, k := range []events.Kind{events.KindObserved, events.KindResult} {
+		for next := seq + 1; next <= a.BasisSeq; {
+			en, err := e.j.Next(ctx, k, e.cfg.Cluster, a.VMID, next)
+			if err != nil {
+				return 0, err
+			}
+			if en == nil || en.Seq > a.BasisSeq {
+				break
+			}
+			next = en.Seq + 1
+			var o *events.Observed
+			if k == events.KindObserved {
+				if ob, err := events.Decode[events.Observed](en.Data); err == nil {
+					o = &ob
+				}
+			} else if r, err := events.Decode[events.Result](en.Data); err == nil {
+				o = r.Observed
+			}
+			if o != nil && !o.Exists && en.Seq > gone {
+				gone = en.Seq
+			}
+		}
+	}
+	return gone, nil
+}

@@ -89,6 +89,12 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 		if v.Approved, err = e.approvalOf(ctx, a); err != nil {
 			return "", err
 		}
+		if v.Approved != nil {
+			// An approval is for the guest that existed when it was given.
+			if v.GoneSeq, err = e.goneAfter(ctx, a, v.Approved.Seq); err != nil {
+				return "", err
+			}
+		}
 	}
 	// The reading of the guest the plan used: the observation the fold
 	// had adopted (ObservationSeq), which the basis may postdate.

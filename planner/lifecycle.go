@@ -59,7 +59,7 @@ func cloneLeftover(v *projector.View) string {
 // condition holds it (blocked), and there are no steps.
 func destroySteps(v *projector.View, p Policy) ([]Step, Decision) {
 	o := v.Observed
-	approved := v.Approved != nil && v.Approved.Seq > v.DesiredSeq
+	approved := v.DestroyApproved()
 	switch {
 	case o.Protected:
 		return nil, decide(Blocked, "desired absent, but guest %d has Proxmox protection on: converge never destroys a protected guest (turn protection off in Proxmox to let it)", v.VMID)

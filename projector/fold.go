@@ -262,6 +262,7 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 		}
 		p.noteTemplate(v.VMID, &o)
 		v.Observed, v.ObservedSeq = &o, ev.Seq
+		v.noteGone(ev.Seq)
 	}
 	return nil
 }
@@ -344,6 +345,7 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 			v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: r.Publisher, At: ev.Time}
 		} else {
 			v.Observed, v.ObservedSeq = r.Observed, ev.Seq
+			v.noteGone(ev.Seq)
 		}
 	}
 	if r.Status == events.ResultStarted {

@@ -84,6 +84,11 @@ type View struct {
 	// Approved is the newest approval naming this guest: it releases a
 	// hold journalled before it.
 	Approved *Mark `json:"approved,omitempty"`
+	// GoneSeq is the newest adopted reading that found the guest gone: an
+	// approval journalled before it was for a guest that no longer
+	// exists, and never opens the destroy gate for a new one that takes
+	// its vmid.
+	GoneSeq uint64 `json:"gone_seq,omitempty"`
 	// Held is the hold the planner journalled for the guest (an OpHold
 	// action) until the held operation is published (approved), a new
 	// desired state arrives or the guest is released.
@@ -115,6 +120,20 @@ func (v *View) HoldInForce(c *ClusterState) (h *Hold, released bool) {
 		return h, true
 	}
 	return h, false
+}
+
+// noteGone records an adopted reading at seq that found the guest gone.
+func (v *View) noteGone(seq uint64) {
+	if v.Observed != nil && !v.Observed.Exists {
+		v.GoneSeq = seq
+	}
+}
+
+// DestroyApproved reports whether an approval naming the guest opens the
+// destroy gate: journalled after its absent revision and after the guest
+// was last found gone (an approval is for the guest that existed then).
+func (v *View) DestroyApproved() bool {
+	return v.Approved != nil && v.Approved.Seq > v.DesiredSeq && v.Approved.Seq > v.GoneSeq
 }
 
 // Mark records a journalled operator request: where, who, when.
