@@ -29,11 +29,10 @@ func (j *job) cloneCheck(ctx context.Context) (outcome, bool) {
 		return abandon, true
 	case err != nil:
 		return outcome{result: j.failed(err, pve.Classify(err))}, true
-	case cfg != nil && !madeBy(cfg, a):
-		r := j.failed(fmt.Errorf("vmid %d exists and was not created by converge (found before cloning): it is left untouched", a.VMID), pve.ClassTerminal)
-		return outcome{result: r}, true
 	case cfg != nil && (cfg.Lock == "clone" || cfg.Lock == "create"):
-		// Still being made by this action's clone: wait on its task.
+		// Being made. Proxmox writes a clone's config (our description)
+		// only once its first disk is copied ("# qmclone temporary file"
+		// until then): the task says whose clone it is.
 		if t, found := j.findClone(ctx); found {
 			j.log.Info().Str("upid", t.UPID).Msg("adopting the clone this action started")
 			return j.started(ctx, t), true
@@ -41,7 +40,12 @@ func (j *job) cloneCheck(ctx context.Context) (outcome, bool) {
 		if ctx.Err() != nil {
 			return abandon, true
 		}
-		r := j.failed(fmt.Errorf("guest %d is being created by this action's clone (lock %s), whose task was not found: waiting", a.VMID, cfg.Lock), pve.ClassTransient)
+		// Not this action's task (or not found): never cloned over, never
+		// called failed while it may still be running; the plan after it
+		// is done sees who made it.
+		return j.finish(ctx, j.locked(fmt.Sprintf("guest %d is being created (lock %s) by a clone this action cannot find as its own", a.VMID, cfg.Lock))), true
+	case cfg != nil && !madeBy(cfg, a):
+		r := j.failed(fmt.Errorf("vmid %d exists and was not created by converge (found before cloning): it is left untouched", a.VMID), pve.ClassTerminal)
 		return outcome{result: r}, true
 	case cfg != nil:
 		j.ref.Node = cfg.Ref.Node

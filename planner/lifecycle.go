@@ -46,7 +46,9 @@ func isCreating(lock string) bool { return lock == "clone" || lock == "create" }
 // Proxmox removes what a failed clone made; a clone killed hard may not.
 func cloneLeftover(v *projector.View) string {
 	o, r := v.Observed, v.LastResult
-	if o == nil || !isCreating(o.Lock) || r == nil || r.Op != events.OpClone || r.Status != events.ResultFailed {
+	// Only a clone task that ended failed: a failure to reach Proxmox or
+	// to find the task says nothing of a clone that may still run.
+	if o == nil || !isCreating(o.Lock) || r == nil || r.Op != events.OpClone || r.Status != events.ResultFailed || r.UPID == "" {
 		return ""
 	}
 	return fmt.Sprintf("clone failed (%s) and left guest %d locked (%s): remove it in Proxmox (qm destroy %d / pct destroy %d) and converge creates it again",

@@ -64,7 +64,7 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"heartbeat": scenario.Cmd("fold an observer heartbeat read now", "[unreachable MESSAGE]", h.heartbeat),
 		"desired":   scenario.Cmd("fold a desired event", "VMID JSON", h.desired),
 		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D)", "VMID key=value...", h.observe),
-		"result":    scenario.Cmd("fold a result of the guest's newest action", "VMID STATUS [class=C] [error=E] [observe key=value...]", h.result),
+		"result":    scenario.Cmd("fold a result of the guest's newest action", "VMID STATUS [class=C] [error=E] [upid=U] [observe key=value...]", h.result),
 		"resync":    scenario.Cmd("fold a resync request", "", h.resync),
 		"control":   scenario.Cmd("fold an operator's request by alice", "pause|resume|approve|release all|VMID...", h.control),
 		"ledger":    scenario.Cmd("the limits ledger refuses VMID's handed-out action its claim KEY", "VMID KEY", h.ledger),
@@ -300,6 +300,8 @@ func (h *harness) result(args []string) (string, error) {
 			r.ErrorClass = events.ErrorClass(v)
 		case "error":
 			r.Error = v
+		case "upid":
+			r.UPID = v
 		default:
 			return "", fmt.Errorf("unknown result key %q", k)
 		}

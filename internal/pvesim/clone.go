@@ -239,7 +239,15 @@ func (s *Sim) planConfig(p *clonePlan, q *req, nameKey string) {
 // volumes, pool, unlock, and the move to the target node.
 func (s *Sim) startClone(q *req, p *clonePlan) string {
 	g := p.src
-	ng := s.newGuest(p.newid, g.kind, g.node, p.conf)
+	conf := p.conf
+	if g.kind == QEMU {
+		// qemu-server writes "# qmclone temporary file\nlock: clone\n"
+		// at once and the clone's config only once its disks are copied
+		// (PVE/API2/Qemu.pm clone_vm): until then nothing in the guest
+		// says whose clone it is.
+		conf = map[string]string{"description": "qmclone temporary file", "lock": "clone"}
+	}
+	ng := s.newGuest(p.newid, g.kind, g.node, conf)
 	if g.kind == LXC {
 		g.conf["lock"] = "disk"
 		g.touch()
@@ -270,6 +278,10 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 		if contended != nil {
 			drop()
 			return nil, taskFail("clone failed: %s", storageLockTimeout(contended))
+		}
+		if g.kind == QEMU {
+			clear(ng.conf)
+			maps.Copy(ng.conf, p.conf)
 		}
 		maps.Copy(ng.conf, p.vols)
 		if p.pool != "" {

@@ -148,6 +148,13 @@ func TestCloneLocks(t *testing.T) {
 			t.Errorf("%s %s %q: %q, want %q", tc.method, tc.path, tc.body, res.Status, tc.want)
 		}
 	}
+	// qemu-server's temporary config until the disks are copied: nothing
+	// in it says whose clone it is
+	if res, body := raw(t, "GET", u+"/qemu/200/config", tokenHdr(), ""); res.StatusCode != 200 {
+		t.Errorf("config of a running clone: %s", res.Status)
+	} else if cfg, _ := body["data"].(map[string]any); cfg["description"] != "qmclone temporary file" || cfg["lock"] != "clone" || cfg["name"] != nil {
+		t.Errorf("config of a running clone: %v", cfg)
+	}
 	// the log is readable while the task runs, through go-proxmox too
 	for task, want := range map[*proxmox.Task]string{
 		vt1: "creating a clone of VM 9000 with ID 200",
