@@ -18,9 +18,9 @@ import (
 
 // schemaNode is the part of a JSON Schema these tests compare with Go.
 type schemaNode struct {
-	Type                 string                `json:"type"`
-	Enum                 []any                 `json:"enum"`
-	Required             []string              `json:"required"`
+	Type     string   `json:"type"`
+	Enum     []any    `json:"enum"`
+	Required []string `json:"required"`
 	// AdditionalProperties is false, or the schema of a map's values.
 	AdditionalProperties json.RawMessage       `json:"additionalProperties"`
 	Properties           map[string]schemaNode `json:"properties"`

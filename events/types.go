@@ -97,7 +97,15 @@ type Heartbeat struct {
 	// or before AfterSeq and that has no observation after the heartbeat
 	// does not exist.
 	AfterSeq uint64 `json:"after_seq,omitempty"`
+	// Unread are guests the pass listed but could not read (their config
+	// read failed) and that it never published: they exist, though the
+	// journal holds no observation of them. Sorted; at most MaxUnread (a
+	// pass with more vouches for nothing: no AfterSeq).
+	Unread []int `json:"unread,omitempty"`
 }
+
+// MaxUnread bounds Heartbeat.Unread.
+const MaxUnread = 1000
 
 // Op is what an action does to a guest.
 type Op string

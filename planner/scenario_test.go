@@ -61,7 +61,7 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"config":    scenario.Cmd("set engine options before begin", "key=value...", h.config),
 		"begin":     scenario.Cmd("start the engine: fold up to the journal's end is catching up", "", h.begin),
 		"restart":   scenario.Cmd("a new engine restored from the last checkpoint, then begin", "", h.restart),
-		"heartbeat": scenario.Cmd("fold an observer heartbeat read now", "[unreachable MESSAGE]", h.heartbeat),
+		"heartbeat": scenario.Cmd("fold an observer heartbeat read now", "[unreachable MESSAGE | incomplete | unread VMID...]", h.heartbeat),
 		"desired":   scenario.Cmd("fold a desired event", "VMID JSON", h.desired),
 		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D)", "VMID key=value...", h.observe),
 		"result":    scenario.Cmd("fold a result of the guest's newest action", "VMID STATUS [class=C] [error=E] [upid=U] [observe key=value...]", h.result),
@@ -178,6 +178,14 @@ func (h *harness) heartbeat(args []string) (string, error) {
 		hb.Reachable, hb.Error, hb.AfterSeq = false, strings.Join(args[1:], " "), 0
 	case len(args) > 0 && args[0] == "incomplete":
 		hb.AfterSeq = 0
+	case len(args) > 0 && args[0] == "unread":
+		for _, a := range args[1:] {
+			id, err := strconv.Atoi(a)
+			if err != nil {
+				return "", err
+			}
+			hb.Unread = append(hb.Unread, id)
+		}
 	}
 	h.fold(events.KindHeartbeat, 0, nil, mustJSON(hb))
 	return h.ready(), nil

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -132,6 +133,10 @@ func (p *Projector) Apply(ev Event) Change {
 		p.State.VerifyPeriod = hb.VerifyPeriod
 		if hb.Reachable && hb.AfterSeq > p.State.PassAfterSeq && hb.AfterSeq < ev.Seq {
 			p.State.PassAfterSeq = hb.AfterSeq
+			p.State.Unread = nil
+			if len(hb.Unread) > 0 && len(hb.Unread) <= events.MaxUnread {
+				p.State.Unread = slices.Sorted(slices.Values(hb.Unread))
+			}
 		}
 		return Change{Cluster: true}
 	case events.KindControl:

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"slices"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -189,6 +190,9 @@ type ClusterState struct {
 	// (events.Heartbeat): the inventory it read included every guest
 	// journalled by then.
 	PassAfterSeq uint64 `json:"pass_after_seq,omitempty"`
+	// Unread are the guests that pass listed but could not read, sorted:
+	// they exist though nothing of them is journalled.
+	Unread []int `json:"unread,omitempty"`
 	// Templates are the templates the inventory holds, by vmid: what
 	// missing guests are cloned from. The map is replaced, never changed
 	// in place (snapshots share it).
@@ -207,6 +211,9 @@ type Template struct {
 func (v *View) Missing(c *ClusterState) bool {
 	if v.Observed != nil {
 		return !v.Observed.Exists
+	}
+	if _, unread := slices.BinarySearch(c.Unread, v.VMID); unread {
+		return false
 	}
 	return v.RefusedObservation == nil && v.Desired != nil && c.PassAfterSeq >= v.DesiredSeq
 }

@@ -64,6 +64,9 @@ type PassStats struct {
 	// read or publish failed): the heartbeat carries AfterSeq, and the
 	// planner takes a desired guest without an observation as missing.
 	Complete bool
+	// Unread are the listed guests whose config could not be read and
+	// that were never published (events.Heartbeat.Unread).
+	Unread []int
 	// Resync reports that a resync was carried out in this pass, merging
 	// ResyncsMerged requests into it.
 	Resync        bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -74,9 +75,13 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 
 	now := o.now()
 	var out []*events.Observed
+	var unread []int
 	for i := range guests {
 		l := &guests[i]
 		if l.read && l.err != nil || !l.state.read {
+			if o.published[l.res.VMID] == nil {
+				unread = append(unread, l.res.VMID) // listed, yet nothing journalled
+			}
 			continue // keep the last published snapshot; read again next pass
 		}
 		snap := o.snapshot(l.res, l.state, now)
@@ -89,10 +94,13 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	pubErr := o.publish(ctx, out, &st)
 	o.settleConfirmations(ctx, st)
 	o.metrics.pass(st)
-	// The heartbeat vouches that every guest listed is in the journal
-	// (a guest with no observation after it does not exist) only when
-	// nothing went unread or unpublished.
-	st.Complete = o.extentKnown && st.ConfigErrors == 0 && st.PublishErrors == 0 && pubErr == nil
+	// The heartbeat vouches that every guest listed is in the journal or
+	// named unread (a guest with neither does not exist) only when nothing
+	// went unpublished. One unreadable guest (its node down) must not
+	// keep every missing guest from being created or explained.
+	slices.Sort(unread)
+	st.Unread = unread
+	st.Complete = o.extentKnown && len(unread) <= events.MaxUnread && st.PublishErrors == 0 && pubErr == nil
 	herr := o.heartbeat(ctx, st, nil)
 	ev := o.log.Debug()
 	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {
@@ -252,7 +260,7 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 		hb.Error = passErr.Error()
 	}
 	if st.Complete {
-		hb.AfterSeq = st.AfterSeq
+		hb.AfterSeq, hb.Unread = st.AfterSeq, st.Unread
 	}
 	body, err := events.Encode(hb)
 	if err != nil {

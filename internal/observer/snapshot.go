@@ -14,10 +14,10 @@ import (
 // re-read the guest's config.
 type rowKey struct {
 	Status, Lock, Tags, Name, Node, HA, Pool string
-	Kind                               pve.Kind
-	Template                           bool
-	MaxCPU                             int
-	MaxMemMiB                          int64
+	Kind                                     pve.Kind
+	Template                                 bool
+	MaxCPU                                   int
+	MaxMemMiB                                int64
 }
 
 func rowKeyOf(r pve.Resource) rowKey {
