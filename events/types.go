@@ -185,6 +185,9 @@ type CloneOp struct {
 	Storage  string `json:"storage,omitempty"`
 	Pool     string `json:"pool,omitempty"`
 	Name     string `json:"name,omitempty"`
+	// SourceStorage is the template's storage, where a full clone without
+	// Storage allocates (its storage slot); "" when not observed.
+	SourceStorage string `json:"source_storage,omitempty"`
 }
 
 // OwnerTag marks the guests converge created: it clones onto a vmid only

@@ -56,9 +56,13 @@ type Disk struct {
 	Media string `json:"media,omitempty"`
 }
 
-// Storage is the storage id of the disk's volume.
+// Storage is the storage id of the disk's volume, "" for a drive
+// without one ("none", "cdrom") or a path.
 func (d Disk) Storage() string {
-	s, _, _ := strings.Cut(d.Volume, ":")
+	s, _, ok := strings.Cut(d.Volume, ":")
+	if !ok || strings.HasPrefix(d.Volume, "/") {
+		return ""
+	}
 	return s
 }
 

@@ -137,7 +137,7 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 func verifyClone(v *projector.View, a events.Action, cfg Config, now time.Time) string {
 	v.Observed = nil
 	st := projector.ClusterState{Cluster: cfg.Cluster, HeartbeatAt: now, Reachable: true, PassAfterSeq: a.DesiredSeq,
-		Templates: map[int]projector.Template{a.Clone.From: {Node: a.Clone.FromNode, Kind: a.Kind}}}
+		Templates: map[int]projector.Template{a.Clone.From: {Node: a.Clone.FromNode, Kind: a.Kind, Storage: a.Clone.SourceStorage}}}
 	d := planner.Plan(v, st, cfg.Policy, now)
 	if len(d.Steps) == 0 {
 		return notFromJournal + fmt.Sprintf("the plan from desired #%d has no clone (%s: %s)", a.DesiredSeq, d.Status.Kind, d.Status.Reason)

@@ -28,8 +28,8 @@ func StorageKey(cluster, storage string) string { return cluster + ".storage." +
 
 // storageSlot is the storage slot a full clone takes (a full clone holds
 // the storage's lock while it allocates): clone.storage, else its
-// template's own, which the planner does not observe (named after the
-// template). "" for anything else.
+// template's storage as observed, else one named after the template.
+// "" for anything else.
 func storageSlot(a *events.Action) string {
 	c := a.Clone
 	switch {
@@ -37,6 +37,8 @@ func storageSlot(a *events.Action) string {
 		return ""
 	case c.Storage != "":
 		return c.Storage
+	case c.SourceStorage != "":
+		return c.SourceStorage
 	}
 	return fmt.Sprintf("template-%d", c.From)
 }

@@ -26,6 +26,9 @@ func createStep(v *projector.View, c *projector.ClusterState) (Step, string) {
 		node = t.Node
 	}
 	op := &events.CloneOp{From: d.Clone.From, FromNode: t.Node, Full: d.Clone.IsFull(), Storage: d.Clone.Storage, Pool: d.Clone.Pool}
+	if op.Full && op.Storage == "" {
+		op.SourceStorage = t.Storage
+	}
 	if d.Name != nil {
 		op.Name = *d.Name
 	}

@@ -211,7 +211,8 @@ func (h *harness) desired(args []string) (string, error) {
 
 // observation builds an observed guest from key=value settings: status,
 // node, kind, lock, cores, memory, name, description, tags, onboot,
-// digest, pending.KEY, exists, read_at (a duration from now).
+// digest, pending.KEY, disk.KEY=VOLUME[,GIB], exists, read_at (a duration
+// from now).
 func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 	o := &events.Observed{Meta: events.NewMeta("observer@test", "", h.now), VMID: vmid, Cluster: "pve", Exists: true,
 		Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d0", ReadAt: h.now, Source: events.SourceObserver,
@@ -250,6 +251,17 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 			o.Config.Tags = events.ParseTags(v)
 		case k == "onboot":
 			o.Config.OnBoot = v == "1"
+		case strings.HasPrefix(k, "disk."):
+			// disk.KEY=VOLUME[,GIB]
+			vol, size, _ := strings.Cut(v, ",")
+			var gib int64
+			if size != "" {
+				gib, err = strconv.ParseInt(size, 10, 64)
+			}
+			if o.Config.Disks == nil {
+				o.Config.Disks = map[string]events.Disk{}
+			}
+			o.Config.Disks[strings.TrimPrefix(k, "disk.")] = events.Disk{Volume: vol, SizeBytes: gib * events.GiB}
 		case strings.HasPrefix(k, "pending."):
 			if o.Pending == nil {
 				o.Pending = map[string]string{}

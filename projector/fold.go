@@ -277,7 +277,11 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 func (p *Projector) noteTemplate(vmid int, o *events.Observed) {
 	t, had := p.State.Templates[vmid]
 	is := o.Exists && o.Template
-	if is == had && (!is || (t.Node == o.Node && t.Kind == o.Kind)) {
+	storage := ""
+	if is {
+		storage = TemplateStorage(o)
+	}
+	if is == had && (!is || (t.Node == o.Node && t.Kind == o.Kind && t.Storage == storage)) {
 		return
 	}
 	m := make(map[int]Template, len(p.State.Templates)+1)
@@ -285,7 +289,7 @@ func (p *Projector) noteTemplate(vmid int, o *events.Observed) {
 		m[k] = v
 	}
 	if is {
-		m[vmid] = Template{Node: o.Node, Kind: o.Kind}
+		m[vmid] = Template{Node: o.Node, Kind: o.Kind, Storage: storage}
 	} else {
 		delete(m, vmid)
 	}

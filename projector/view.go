@@ -203,6 +203,25 @@ type ClusterState struct {
 type Template struct {
 	Node string           `json:"node"`
 	Kind events.GuestKind `json:"kind"`
+	// Storage is where its first disk lives ("" when unknown): a full
+	// clone without clone.storage allocates there.
+	Storage string `json:"storage,omitempty"`
+}
+
+// TemplateStorage is the storage of a template's first disk (by key
+// order, CD-ROMs and drives without a volume aside), "" when none.
+func TemplateStorage(o *events.Observed) string {
+	keys := make([]string, 0, len(o.Config.Disks))
+	for k, d := range o.Config.Disks {
+		if d.Media == "" && d.Storage() != "" {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
+	return o.Config.Disks[keys[0]].Storage()
 }
 
 // Missing reports whether the guest does not exist in Proxmox: the observer

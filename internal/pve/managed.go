@@ -33,7 +33,32 @@ func (g *GuestConfig) Managed() events.GuestConfig {
 		Cores:       g.Cores,
 		MemoryMiB:   g.MemoryMiB,
 		OnBoot:      g.OnBoot,
+		Disks:       g.disks(),
 	}
+}
+
+// disks are the guest's disks as events carry them; a value that does
+// not parse is left out (it is not converge's to judge).
+func (g *GuestConfig) disks() map[string]events.Disk {
+	var out map[string]events.Disk
+	for k, v := range g.Raw {
+		if !IsDiskKey(g.Ref.Kind, k) {
+			continue
+		}
+		d, err := ParseDisk(k, v)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]events.Disk{}
+		}
+		ed := events.Disk{Volume: d.Volume, SizeBytes: d.SizeBytes}
+		if d.IsCDROM() {
+			ed.Media = "cdrom"
+		}
+		out[k] = ed
+	}
+	return out
 }
 
 // ManagedPending returns the managed keys (name, description, tags, cores,
