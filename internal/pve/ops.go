@@ -65,7 +65,7 @@ func classifyOpsMessage(op Op, m string) (Class, bool) {
 		strings.Contains(m, "snapshot name"),
 		strings.Contains(m, "no cloudinit drive"),
 		strings.Contains(m, "no such resource"),
-		strings.Contains(m, "service '") && strings.Contains(m, "not ha managed"):
+		strings.Contains(m, "is not ha managed"):
 		return ClassTerminal, true
 	case op == OpResize && strings.Contains(m, "already at specified size"):
 		return ClassAlreadyDone, true
