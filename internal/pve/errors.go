@@ -208,6 +208,9 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 		strings.Contains(m, "cluster not ready"):
 		return ClassTransient
 	}
+	if c, ok := classifyOpsMessage(op, m); ok {
+		return c
+	}
 	switch {
 	case status == 400 || status == 501:
 		return ClassTerminal

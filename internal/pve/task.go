@@ -83,6 +83,9 @@ func (u UPID) Op() Op {
 	case "destroy":
 		return OpDelete
 	}
+	if op, ok := opsTaskTypes[t]; ok {
+		return op
+	}
 	return OpUnknown
 }
 

@@ -165,7 +165,7 @@ func (g *guest) apply(ch *configChange) []string {
 	}
 	for _, k := range sortedKeys(ch.set) {
 		v := ch.set[k]
-		if g.running() && !hotpluggable(g, k) {
+		if g.running() && !hotplugSet(g, k, v) {
 			g.pending[k] = v
 			delete(g.pendingDel, k)
 			continue

@@ -162,6 +162,7 @@ func (s *Sim) haRoutes(mux *http.ServeMux) {
 	s.handle(mux, "GET /cluster/ha/resources/{sid}", s.haRead)
 	s.handle(mux, "PUT /cluster/ha/resources/{sid}", s.haUpdate)
 	s.handle(mux, "DELETE /cluster/ha/resources/{sid}", s.haDelete)
+	s.handle(mux, "POST /cluster/ha/resources/{sid}/migrate", s.haMigrate)
 }
 
 // sidFormat is the pve-ha-resource-or-vm-id format (PVE::HA::Tools).
@@ -322,6 +323,7 @@ func (s *Sim) haCreate(q *req) (any, error) {
 		return nil, fail500("create resource failed: resource ID '%s' already defined", sid)
 	}
 	s.ha[sid] = &haResource{sid: sid, typ: typ, vmid: vmid, state: q.str("state"), comment: q.str("comment")}
+	s.haKick(sid)
 	return nil, nil
 }
 
@@ -370,6 +372,7 @@ func (s *Sim) haUpdate(q *req) (any, error) {
 		}
 	}
 	*r = next
+	s.haKick(sid)
 	return nil, nil
 }
 

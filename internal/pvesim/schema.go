@@ -217,18 +217,8 @@ func hotpluggable(g *guest, key string) bool {
 	if strings.HasPrefix(key, "ipconfig") {
 		return true
 	}
-	hot := g.conf["hotplug"]
-	if hot == "" {
-		hot = "network,disk,usb"
-	}
-	has := func(f string) bool {
-		for _, x := range strings.Split(hot, ",") {
-			if x == f || x == "1" {
-				return true
-			}
-		}
-		return false
-	}
+	feats := hotplugFeatures(g)
+	has := func(f string) bool { return feats[f] }
 	switch {
 	case key == "memory":
 		return has("memory") && g.conf["numa"] == "1"
@@ -236,7 +226,9 @@ func hotpluggable(g *guest, key string) bool {
 		return has("cpu")
 	case strings.HasPrefix(key, "net"):
 		return has("network")
-	case strings.HasPrefix(key, "scsi"), strings.HasPrefix(key, "virtio"), strings.HasPrefix(key, "sata"):
+	case key == "efidisk0", key == "tpmstate0", strings.HasPrefix(key, "ide"), strings.HasPrefix(key, "sata"):
+		return false
+	case strings.HasPrefix(key, "scsi"), strings.HasPrefix(key, "virtio"):
 		return has("disk")
 	}
 	// cores and sockets never hotplug.

@@ -47,6 +47,9 @@ type Options struct {
 	// Pools are the resource pools that exist from the start (none by
 	// default; see [Sim.AddPool]). A clone may join one with "pool".
 	Pools []string
+	// HADelay is how long the simulated HA stack takes to act on a
+	// requested state or a migrate request (default 100ms; see WaitHA).
+	HADelay time.Duration
 	// MaxTasks bounds the task log; the oldest finished tasks are dropped
 	// first (default 200000).
 	MaxTasks int
@@ -93,6 +96,8 @@ type Sim struct {
 	// cloneSlots counts the running full clones per target storage
 	// (Faults.StorageCloneLimit).
 	cloneSlots map[string]int
+	// crm is the HA stack's queued work (hacrm.go).
+	crm *haCRM
 
 	calls     atomic.Int64
 	mutations atomic.Int64
