@@ -22,13 +22,6 @@ type GuestConfig struct {
 	// Disks are the guest's disks by key (scsi0, rootfs, mp0, …), CD-ROMs
 	// included (Media "cdrom").
 	Disks map[string]Disk `json:"disks,omitempty"`
-	// Net are the network interfaces by key, in the canonical form
-	// ParseNIC and NIC.Format agree on (MAC upper case).
-	Net map[string]string `json:"net,omitempty"`
-	// CloudInit are the cloud-init keys set (ciuser, sshkeys, ipconfigN,
-	// nameserver, searchdomain, cicustom), normalised (sshkeys decoded,
-	// one key per line).
-	CloudInit map[string]string `json:"cloudinit,omitempty"`
 }
 
 // Observation sources.

@@ -6,48 +6,34 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
 
 // Operations beyond create/config/power/clone/delete: disk resize,
-// migration (direct and through HA), HA requested state, snapshots,
-// cloud-init regeneration and resource pools.
+// migration (direct and through HA) and HA requested state. (Snapshots,
+// cloud-init regeneration and pool membership come with the simulator's
+// endpoints that pin them.)
 
 // Op values of these operations.
 const (
-	OpResize         Op = "resize"
-	OpMigrate        Op = "migrate"
-	OpHAMigrate      Op = "ha-migrate"
-	OpHASetState     Op = "ha-set-state"
-	OpSnapshot       Op = "snapshot"
-	OpReadSnapshots  Op = "read-snapshots"
-	OpDeleteSnapshot Op = "delete-snapshot"
-	OpRollback       Op = "rollback"
-	OpCloudinit      Op = "cloudinit"
-	OpCreatePool     Op = "create-pool"
-	OpPoolMembers    Op = "pool-members"
+	OpResize     Op = "resize"
+	OpMigrate    Op = "migrate"
+	OpHAMigrate  Op = "ha-migrate"
+	OpHASetState Op = "ha-set-state"
 )
 
 // opsTaskTypes maps the task types of these operations (without their
 // qm/vz prefix) to their Op, for UPID.Op.
 var opsTaskTypes = map[string]Op{
-	"resize":      OpResize,
-	"migrate":     OpMigrate,
-	"snapshot":    OpSnapshot,
-	"delsnapshot": OpDeleteSnapshot,
-	"rollback":    OpRollback,
+	"resize":  OpResize,
+	"migrate": OpMigrate,
 }
 
 // classifyOpsMessage classifies Proxmox's refusals of these operations
 // that ClassifyOpMessage does not know (m is lower-cased): preconditions
-// that fail again unchanged are ClassTerminal, a missing pool ClassGone for
-// the pool calls, an existing snapshot or pool ClassConflict via "already
-// exists" (handled before this is called).
+// that fail again unchanged are ClassTerminal.
 func classifyOpsMessage(op Op, m string) (Class, bool) {
 	switch {
 	case strings.Contains(m, "shrinking disks is not supported"),
@@ -59,18 +45,11 @@ func classifyOpsMessage(op Op, m string) (Class, bool) {
 		strings.Contains(m, "target is local node"),
 		strings.Contains(m, "migration aborted"),
 		strings.Contains(m, "live migration is currently not implemented"),
-		strings.Contains(m, "snapshot feature is not available"),
-		strings.Contains(m, "invalid format - invalid configuration id"),
-		strings.Contains(m, "no such snapshot"),
-		strings.Contains(m, "snapshot name"),
-		strings.Contains(m, "no cloudinit drive"),
 		strings.Contains(m, "no such resource"),
 		strings.Contains(m, "is not ha managed"):
 		return ClassTerminal, true
 	case op == OpResize && strings.Contains(m, "already at specified size"):
 		return ClassAlreadyDone, true
-	case (op == OpCreatePool || op == OpPoolMembers) && strings.Contains(m, "pool '") && strings.Contains(m, "does not exist"):
-		return ClassGone, true
 	}
 	return ClassUnknown, false
 }
@@ -182,126 +161,4 @@ func (c *Client) HASetState(ctx context.Context, sid, state string) error {
 		return &Error{Class: ClassTerminal, Op: OpHASetState, Message: err.Error(), Err: err}
 	}
 	return c.haCall(ctx, OpHASetState, http.MethodPut, "/cluster/ha/resources/"+sid, map[string]any{"state": state})
-}
-
-// Snapshot is one entry of a guest's snapshot list. The entry named
-// "current" (Proxmox's "You are here!") is the running state; Parent names
-// the snapshot it follows.
-type Snapshot struct {
-	Name        string
-	Description string
-	Parent      string
-	SnapTime    time.Time // zero for "current"
-	VMState     bool      // QEMU: RAM included
-}
-
-var snapNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_\-]{1,39}$`)
-
-// Snapshot takes a snapshot named name (PVE's pve-configid rules: a letter
-// first, then letters, digits, '-' and '_', 2..40 characters); the guest
-// is locked "snapshot" while the task runs. A taken name is ClassConflict.
-func (c *Client) Snapshot(ctx context.Context, ref GuestRef, name, description string) (TaskRef, error) {
-	if !snapNameRE.MatchString(name) || name == "current" || name == "vzdump" {
-		err := fmt.Errorf("%q is not a snapshot name Proxmox accepts", name)
-		return TaskRef{}, &Error{Class: ClassTerminal, Op: OpSnapshot, Ref: ref, Message: err.Error(), Err: err}
-	}
-	body := map[string]any{"snapname": name}
-	if description != "" {
-		body["description"] = description
-	}
-	return c.mutate(ctx, OpSnapshot, ref, http.MethodPost, ref.path()+"/snapshot", body)
-}
-
-// Snapshots lists a guest's snapshots, oldest first, with "current" last.
-func (c *Client) Snapshots(ctx context.Context, ref GuestRef) ([]Snapshot, error) {
-	if err := ref.Validate(); err != nil {
-		return nil, &Error{Class: ClassTerminal, Op: OpReadSnapshots, Ref: ref, Message: err.Error(), Err: err}
-	}
-	var raw json.RawMessage
-	if err := c.do(ctx, OpReadSnapshots, ref, http.MethodGet, ref.path()+"/snapshot", nil, &raw); err != nil {
-		return nil, err
-	}
-	var items []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parent      string          `json:"parent"`
-		SnapTime    json.Number     `json:"snaptime"`
-		VMState     json.RawMessage `json:"vmstate"`
-	}
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, &Error{Class: ClassUnknown, Op: OpReadSnapshots, Ref: ref, Message: err.Error(), Err: err}
-	}
-	out := make([]Snapshot, 0, len(items))
-	for _, it := range items {
-		sn := Snapshot{Name: it.Name, Description: it.Description, Parent: it.Parent}
-		if n, err := it.SnapTime.Int64(); err == nil && n > 0 {
-			sn.SnapTime = time.Unix(n, 0)
-		}
-		v := strings.Trim(string(it.VMState), `"`)
-		sn.VMState = v == "1" || v == "true"
-		out = append(out, sn)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if (out[i].Name == "current") != (out[j].Name == "current") {
-			return out[j].Name == "current"
-		}
-		return out[i].SnapTime.Before(out[j].SnapTime)
-	})
-	return out, nil
-}
-
-// DeleteSnapshot removes a snapshot (a qmdelsnapshot/vzdelsnapshot task;
-// the guest is locked "snapshot-delete" meanwhile). A missing one is
-// ClassTerminal.
-func (c *Client) DeleteSnapshot(ctx context.Context, ref GuestRef, name string) (TaskRef, error) {
-	if !snapNameRE.MatchString(name) {
-		err := fmt.Errorf("%q is not a snapshot name", name)
-		return TaskRef{}, &Error{Class: ClassTerminal, Op: OpDeleteSnapshot, Ref: ref, Message: err.Error(), Err: err}
-	}
-	return c.mutate(ctx, OpDeleteSnapshot, ref, http.MethodDelete, ref.path()+"/snapshot/"+url.PathEscape(name), nil)
-}
-
-// RegenerateCloudinit rebuilds a QEMU VM's cloud-init drive from its
-// config (PUT …/cloudinit, synchronous), which also applies pending
-// cloud-init keys of a running VM.
-func (c *Client) RegenerateCloudinit(ctx context.Context, ref GuestRef) error {
-	if ref.Kind != KindQEMU {
-		err := fmt.Errorf("cloud-init is QEMU only, %v is not a VM", ref)
-		return &Error{Class: ClassTerminal, Op: OpCloudinit, Ref: ref, Message: err.Error(), Err: err}
-	}
-	_, err := c.mutate(ctx, OpCloudinit, ref, http.MethodPut, ref.path()+"/cloudinit", nil)
-	return err
-}
-
-var poolIDRE = regexp.MustCompile(`^[A-Za-z0-9.\-_]+(/[A-Za-z0-9.\-_]+){0,2}$`)
-
-// CreatePool creates a resource pool (POST /pools). An existing one is
-// ClassConflict.
-func (c *Client) CreatePool(ctx context.Context, id string) error {
-	if !poolIDRE.MatchString(id) {
-		err := fmt.Errorf("pool name %q contains invalid characters", id)
-		return &Error{Class: ClassTerminal, Op: OpCreatePool, Message: err.Error(), Err: err}
-	}
-	var raw json.RawMessage
-	return c.do(ctx, OpCreatePool, GuestRef{}, http.MethodPost, "/pools", map[string]any{"poolid": id}, &raw)
-}
-
-// SetPoolMembers adds guests to a pool (PUT /pools/{pool} vms=…), or with
-// remove takes them out of it. Proxmox refuses to add a guest that is in
-// another pool (ClassConflict via "already") or that does not exist.
-func (c *Client) SetPoolMembers(ctx context.Context, pool string, vmids []int, remove bool) error {
-	if !poolIDRE.MatchString(pool) || len(vmids) == 0 {
-		err := fmt.Errorf("pool %q members %v: nothing to change or an invalid pool name", pool, vmids)
-		return &Error{Class: ClassTerminal, Op: OpPoolMembers, Message: err.Error(), Err: err}
-	}
-	ids := make([]string, len(vmids))
-	for i, id := range vmids {
-		ids[i] = strconv.Itoa(id)
-	}
-	body := map[string]any{"vms": strings.Join(ids, ",")}
-	if remove {
-		body["delete"] = 1
-	}
-	var raw json.RawMessage
-	return c.do(ctx, OpPoolMembers, GuestRef{}, http.MethodPut, "/pools/"+url.PathEscape(pool), body, &raw)
 }
