@@ -93,6 +93,8 @@ type Sim struct {
 	// cloneSlots counts the running full clones per target storage
 	// (Faults.StorageCloneLimit).
 	cloneSlots map[string]int
+	// templates are the downloaded appliance templates ("local:vztmpl/…").
+	templates map[string]bool
 
 	calls     atomic.Int64
 	mutations atomic.Int64
