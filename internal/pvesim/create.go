@@ -108,9 +108,21 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 	if len(errs) > 0 {
 		return nil, paramErr(errs)
 	}
+	if _, ok := conf["rootfs"]; kind == LXC && !ok {
+		// pve-container: "$storage:4" (4 GiB), storage local-lvm here.
+		st := q.str("storage")
+		if st == "" {
+			st = "local-lvm"
+		}
+		conf["rootfs"] = st + ":4"
+	}
+	if err := s.allocDisks(kind, vmid, false, conf, q.str("storage")); err != nil {
+		return nil, fail500("unable to create %s %d - %v", word, vmid, err)
+	}
 	disk := 0
 	for _, k := range sortedKeys(conf) {
 		switch {
+		case allocDriveKeyRe[kind].MatchString(k):
 		case isDiskKey(k) && !strings.Contains(conf[k], "media=cdrom"):
 			v, err := allocVolume(vmid, disk, conf[k])
 			if err != nil {
@@ -121,7 +133,7 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 			}
 			conf[k] = v
 		case strings.HasPrefix(k, "net"):
-			conf[k] = s.withMAC(kind, conf[k])
+			conf[k] = s.canonicalNIC(kind, conf[k])
 		}
 	}
 	if kind == QEMU {
@@ -133,13 +145,6 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		store, vol, _ := strings.Cut(tmpl, ":")
 		if st := storageByName(store); st == nil || !strings.HasPrefix(vol, "vztmpl/") || !knownAppliance(strings.TrimPrefix(vol, "vztmpl/")) {
 			return nil, fail500("unable to create CT %d - volume '%s' does not exist", vmid, tmpl)
-		}
-		if _, ok := conf["rootfs"]; !ok {
-			st := q.str("storage")
-			if st == "" {
-				st = "local-lvm"
-			}
-			conf["rootfs"] = fmt.Sprintf("%s:vm-%d-disk-%d,size=8G", st, vmid, disk)
 		}
 		if _, ok := conf["arch"]; !ok {
 			conf["arch"] = "amd64"

@@ -148,6 +148,9 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 			return nil, fail500("%s", lockedErr(g))
 		}
 	}
+	if err := s.canonicalWrite(g, ch.set); err != nil {
+		return nil, fail500("%v", err)
+	}
 	return ch, nil
 }
 

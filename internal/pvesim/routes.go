@@ -21,6 +21,7 @@ func (s *Sim) routes() http.Handler {
 	s.controlRoutes(ctl)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		normalizeAPIPath(r)
 		if strings.HasPrefix(r.URL.Path, "/_sim/") {
 			ctl.ServeHTTP(w, r)
 			return

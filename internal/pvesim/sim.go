@@ -98,6 +98,8 @@ type Sim struct {
 	cloneSlots map[string]int
 	// crm is the HA stack's queued work (hacrm.go).
 	crm *haCRM
+	// templates are the downloaded appliance templates ("local:vztmpl/…").
+	templates map[string]bool
 
 	calls     atomic.Int64
 	mutations atomic.Int64

@@ -111,6 +111,16 @@ func parseParams(r *http.Request) (map[string]string, error) {
 			for k, v := range m {
 				switch x := v.(type) {
 				case nil:
+				case []any:
+					vals := make([]string, len(x))
+					for i, e := range x {
+						vals[i] = fmt.Sprint(e)
+					}
+					s, err := multiParam(r.URL.Path, k, vals, true)
+					if err != nil {
+						return nil, err
+					}
+					out[k] = s
 				case string:
 					out[k] = x
 				case json.Number:
@@ -131,7 +141,11 @@ func parseParams(r *http.Request) (map[string]string, error) {
 				return nil, paramErr1("body", "unable to parse form body - %v", err)
 			}
 			for k, v := range vals {
-				out[k] = v[len(v)-1]
+				s, err := multiParam(r.URL.Path, k, v, false)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = s
 			}
 		}
 	}
@@ -140,7 +154,11 @@ func parseParams(r *http.Request) (map[string]string, error) {
 		if k == "" {
 			continue
 		}
-		out[k] = v[len(v)-1]
+		s, err := multiParam(r.URL.Path, k, v, false)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = s
 	}
 	return out, nil
 }

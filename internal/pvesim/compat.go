@@ -1,0 +1,632 @@
+package pvesim
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Behaviours other Proxmox clients (Terraform's bpg provider, go-proxmox's
+// integration suite) rely on: volume attributes, path normalisation,
+// repeated form keys, container interfaces, NIC and disk canonicalisation,
+// appliance downloads. Each follows the Perl source named beside it.
+
+// compatRoutes registers the endpoints of this file.
+func (s *Sim) compatRoutes(mux *http.ServeMux) {
+	// pve-storage API2/Storage/Status.pm mounts Content with
+	// fragmentDelimiter '': the volume id is the rest of the path, slashes
+	// included ("local:vztmpl/x.tar.zst").
+	s.handle(mux, "GET /nodes/{node}/storage/{storage}/content/{volume...}", s.volumeInfo)
+	s.handle(mux, "GET /nodes/{node}/lxc/{vmid}/interfaces", s.lxcInterfaces)
+	s.handle(mux, "POST /nodes/{node}/aplinfo", s.aplDownload)
+}
+
+// ---- paths ------------------------------------------------------------------
+
+// normalizeAPIPath serves a path as pve-http-server does: it URI-unescapes
+// the path (PVE::APIServer::AnyEvent::handle_request) and
+// PVE::RESTHandler::find_handler splits it on /+, skipping empty
+// fragments, so "…/qemu/600/" and "…/lxc/9001//clone" are "…/qemu/600" and
+// "…/lxc/9001/clone". Go's ServeMux would answer them 501 or with a 307
+// redirect (the client then sends the mutation twice).
+func normalizeAPIPath(r *http.Request) {
+	p := r.URL.Path
+	if !strings.HasPrefix(p, "/api2/") {
+		return
+	}
+	np := "/" + strings.Join(strings.FieldsFunc(p, func(c rune) bool { return c == '/' }), "/")
+	if np == p && r.URL.RawPath == "" {
+		return
+	}
+	u := *r.URL
+	u.Path, u.RawPath = np, ""
+	r.URL = &u
+}
+
+// ---- repeated parameters ----------------------------------------------------
+
+// listParams are parameters of a "-list" format ("pve-configid-list",
+// "pve-tag-list", "address-list", …) that PVE::RESTHandler's
+// normalize_legacy_param_formats joins with ',' when given more than once.
+var listParams = map[string]bool{"delete": true, "revert": true, "tags": true, "nameserver": true}
+
+// metaParamTypes are the JSON schema types of request parameters that are
+// not config keys.
+var metaParamTypes = map[string]string{"vmid": "integer", "newid": "integer", "full": "boolean",
+	"force": "boolean", "purge": "boolean", "skiplock": "boolean", "start": "boolean",
+	"background_delay": "integer", "destroy-unreferenced-disks": "boolean", "current": "boolean"}
+
+// multiParam reduces a parameter given more than once (a form key
+// repeated, a JSON array) as Proxmox does: pve-http-server's
+// decode_urlencoded makes an array of it, normalize_legacy_param_formats
+// joins the array with ',' for "-list" formats, and the schema check
+// refuses it for any other type ("type check ('string') failed - got
+// ARRAY"). array is set for a JSON array, an array whatever its length.
+func multiParam(path, key string, vals []string, array bool) (string, error) {
+	if len(vals) == 1 && !array {
+		return vals[0], nil
+	}
+	lxc := strings.Contains(path, "/lxc")
+	if listParams[key] || (key == "searchdomain" && lxc) {
+		return strings.Join(vals, ","), nil
+	}
+	typ, known := metaParamTypes[key]
+	if !known {
+		kind := QEMU
+		if lxc {
+			kind = LXC
+		}
+		if spec, ok := specFor(kind, key); ok {
+			known = true
+			typ = map[ptype]string{tInt: "integer", tBool: "boolean", tNumber: "number"}[spec.t]
+			if typ == "" {
+				typ = "string"
+			}
+		}
+	}
+	if !known {
+		// Not in the schema: its own error follows from the last value.
+		return vals[len(vals)-1], nil
+	}
+	return "", paramErr1(key, "type check ('%s') failed - got ARRAY", typ)
+}
+
+// ---- NICs ---------------------------------------------------------------
+
+// qemuNICModels is qemu-server's $nic_model_list (QemuServer/Network.pm).
+var qemuNICModels = map[string]bool{"e1000": true, "e1000-82540em": true, "e1000-82544gc": true,
+	"e1000-82545em": true, "e1000e": true, "i82551": true, "i82557b": true, "i82559er": true,
+	"ne2k_isa": true, "ne2k_pci": true, "pcnet": true, "rtl8139": true, "virtio": true, "vmxnet3": true}
+
+// propList parses a property string into its keys; a part without '=' is
+// the format's default key. ok is false for a string that is not one.
+func propList(v, defaultKey string) (map[string]string, bool) {
+	out := map[string]string{}
+	for i, part := range strings.Split(v, ",") {
+		k, val, has := strings.Cut(part, "=")
+		if !has {
+			if i != 0 || defaultKey == "" || part == "" {
+				return nil, false
+			}
+			k, val = defaultKey, part
+		}
+		if _, dup := out[k]; dup || k == "" {
+			return nil, false
+		}
+		out[k] = val
+	}
+	return out, true
+}
+
+// printProps prints a property string as PVE::JSONSchema's
+// print_property_string does: first the given leading keys (the default
+// key, then required ones), then the rest sorted.
+func printProps(m map[string]string, lead ...string) string {
+	var parts []string
+	done := map[string]bool{}
+	for _, k := range lead {
+		if strings.HasPrefix(k, "=") { // the default key: its value alone
+			k = k[1:]
+			if v, ok := m[k]; ok {
+				parts = append(parts, v)
+			}
+		} else if v, ok := m[k]; ok {
+			parts = append(parts, k+"="+v)
+		}
+		done[k] = true
+	}
+	for _, k := range sortedKeys(m) {
+		if !done[k] {
+			parts = append(parts, k+"="+m[k])
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// canonicalNIC rewrites a netN value as Proxmox stores it, with a MAC
+// generated (BC:24:11, PVE's default mac_prefix) when none is given; a
+// given MAC is kept. QEMU: qemu-server's parse_net/print_net (the model
+// with its MAC first, "virtio=MAC", then the other keys sorted). LXC:
+// pve-container's parse_lxc_network/print_lxc_network (type=veth, name
+// first as the one required key, then the rest sorted). A value that does
+// not parse is returned unchanged. Caller holds s.mu (the RNG).
+func (s *Sim) canonicalNIC(kind Kind, v string) string {
+	if kind == QEMU {
+		m, ok := propList(v, "model")
+		if !ok {
+			return v
+		}
+		for k, val := range m {
+			if qemuNICModels[k] {
+				if _, dup := m["model"]; dup {
+					return v
+				}
+				delete(m, k)
+				m["model"], m["macaddr"] = k, val
+			}
+		}
+		if !qemuNICModels[m["model"]] {
+			return v
+		}
+		if m["macaddr"] == "" {
+			m["macaddr"] = s.mac()
+		}
+		model, mac := m["model"], m["macaddr"]
+		delete(m, "model")
+		delete(m, "macaddr")
+		rest := printProps(m)
+		if rest == "" {
+			return model + "=" + mac
+		}
+		return model + "=" + mac + "," + rest
+	}
+	m, ok := propList(v, "")
+	if !ok || m["name"] == "" {
+		return v
+	}
+	m["type"] = "veth"
+	if m["hwaddr"] == "" {
+		m["hwaddr"] = s.mac()
+	}
+	return printProps(m, "name")
+}
+
+// ---- disks ------------------------------------------------------------------
+
+// newDiskRe is qemu-server's $NEW_DISK_RE: "STORAGE:SIZE_GiB" (or a bare
+// size with a default storage) asks for a new volume.
+var newDiskRe = regexp.MustCompile(`^(([^/:\s]+):)?(\d+(\.\d+)?)$`)
+
+// allocDriveKeyRe are the drives allocated here: QEMU ide/scsi/virtio/sata
+// (efidisk0 and tpmstate0 have fixed sizes, see allocVolume) and container
+// mount points.
+var allocDriveKeyRe = map[Kind]*regexp.Regexp{
+	QEMU: regexp.MustCompile(`^(ide|scsi|virtio|sata)(\d+)$`),
+	LXC:  regexp.MustCompile(`^(rootfs|mp(\d+))$`),
+}
+
+// driveOrder sorts drive keys as qemu-server's valid_drive_names (ide,
+// scsi, virtio, sata) and pve-container (rootfs, mp0, mp1, …) visit them.
+func driveOrder(keys []string) {
+	rank := func(k string) (int, int) {
+		for i, p := range []string{"rootfs", "ide", "scsi", "virtio", "sata", "mp"} {
+			if rest, ok := strings.CutPrefix(k, p); ok {
+				n, _ := strconv.Atoi(rest)
+				return i, n
+			}
+		}
+		return 99, 0
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, an := rank(keys[i])
+		b, bn := rank(keys[j])
+		if a != b {
+			return a < b
+		}
+		return an < bn
+	})
+}
+
+// usedDiskNames are the volume names (storage:name) of vmid's disks that
+// exist on the storages: every guest's config, pending section included.
+// Caller holds s.mu.
+func (s *Sim) usedDiskNames() map[string]bool {
+	used := map[string]bool{}
+	add := func(v string) {
+		for _, part := range strings.Split(v, ",") {
+			part = strings.TrimPrefix(strings.TrimPrefix(part, "file="), "volume=")
+			if sid, name, ok := strings.Cut(part, ":"); ok && sid != "" && !strings.HasPrefix(part, "/") {
+				if i := strings.LastIndexByte(name, '/'); i >= 0 {
+					used[sid+":"+name[:i]] = true
+					name = name[i+1:]
+				}
+				used[sid+":"+name] = true
+				return
+			}
+		}
+	}
+	for _, g := range s.guests {
+		for _, v := range g.conf {
+			add(v)
+		}
+		for _, v := range g.pending {
+			add(v)
+		}
+	}
+	return used
+}
+
+// allocDisks allocates the new volumes a create or config write asks for
+// ("scsi0=local-lvm:8", "scsi0=file=local-lvm:8,size=…", "mp0=ceph:2,mp=/x"),
+// as qemu-server's create_disks and pve-container's create_disks do: a
+// volume vm-<vmid>-disk-<n> (the lowest n free on that storage; base- for
+// a template) of SIZE GiB, the drive re-printed with size= and without
+// format=. defStorage is the create's "storage" parameter. Caller holds
+// s.mu.
+func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]string, defStorage string) error {
+	var keys []string
+	for k := range set {
+		if allocDriveKeyRe[kind].MatchString(k) {
+			keys = append(keys, k)
+		}
+	}
+	driveOrder(keys)
+	used := s.usedDiskNames()
+	prefix := "vm"
+	if template {
+		prefix = "base"
+	}
+	for _, k := range keys {
+		defKey := "file"
+		if kind == LXC {
+			defKey = "volume"
+		}
+		m, ok := propList(set[k], defKey)
+		if !ok || m["media"] == "cdrom" {
+			continue
+		}
+		nd := newDiskRe.FindStringSubmatch(m[defKey])
+		if nd == nil {
+			continue
+		}
+		sid := nd[2]
+		if sid == "" {
+			sid = defStorage
+		}
+		if sid == "" {
+			return fmt.Errorf("no storage ID specified (and no default storage)")
+		}
+		if storageByName(sid) == nil {
+			return fmt.Errorf("storage '%s' does not exist", sid)
+		}
+		gib, _ := strconv.ParseFloat(nd[3], 64)
+		kib := int64(gib*1024*1024 + 0.999999) // vdisk_alloc takes KiB
+		n := 0
+		for used[fmt.Sprintf("%s:%s-%d-disk-%d", sid, "vm", vmid, n)] || used[fmt.Sprintf("%s:%s-%d-disk-%d", sid, "base", vmid, n)] {
+			n++
+		}
+		name := fmt.Sprintf("%s:%s-%d-disk-%d", sid, prefix, vmid, n)
+		used[name] = true
+		m[defKey] = name
+		m["size"] = formatSize(kib << 10)
+		delete(m, "format")
+		if kind == LXC && k != "rootfs" {
+			set[k] = printProps(m, "="+defKey, "mp")
+		} else {
+			if kind == LXC {
+				delete(m, "mp")
+			}
+			set[k] = printProps(m, "="+defKey)
+		}
+	}
+	return nil
+}
+
+// canonicalWrite applies the rewrites Proxmox makes to a config write's
+// values: NICs (qemu-server's update_vm_api prints every netN through
+// parse_net/print_net; pve-container's apply/hotplug of pending net
+// through parse_lxc_network/print_lxc_network) and new disks. Caller holds
+// s.mu.
+func (s *Sim) canonicalWrite(g *guest, set map[string]string) error {
+	for k, v := range set {
+		if strings.HasPrefix(k, "net") {
+			set[k] = s.canonicalNIC(g.kind, v)
+		}
+	}
+	return s.allocDisks(g.kind, g.vmid, g.template(), set, "")
+}
+
+// ---- volume attributes ------------------------------------------------------
+
+// volumeInfo is pve-storage's API2/Storage/Content.pm "info": path, size,
+// used and format of a volume that exists (a guest's disk or mount point,
+// a downloaded appliance template), and the storage layer's error for one
+// that does not.
+func (s *Sim) volumeInfo(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.needNode(q)
+	if err != nil {
+		return nil, err
+	}
+	storeid, volume := q.path("storage"), q.path("volume")
+	volid := volume
+	if sid, _, ok := strings.Cut(volume, ":"); ok {
+		// real_volume_id: PVE::Storage::parse_volume_id, then the id check.
+		if !regexp.MustCompile(`^[a-z][a-z0-9\-_.]*[a-z0-9]$`).MatchString(sid) {
+			return nil, paramErr1("volume", "unable to parse volume ID '%s'", volume)
+		}
+		if storeid != "" && sid != storeid {
+			return nil, paramErr1("volume", "storage ID mismatch (%s != %s)", sid, storeid)
+		}
+		storeid = sid
+	} else {
+		volid = storeid + ":" + volume
+	}
+	_, volname, _ := strings.Cut(volid, ":")
+	st := storageByName(storeid)
+	if st == nil {
+		return nil, fail500("storage '%s' does not exist", storeid)
+	}
+	switch st.typ {
+	case "lvmthin", "rbd":
+		// LvmThinPlugin / RBDPlugin parse_volname.
+		re := `^((vm|base)-(\d+)-\S+)$`
+		if st.typ == "rbd" {
+			re = `^((base-(\d+)-\S+)/)?((base)?(vm)?-(\d+)-\S+)$`
+		}
+		m := regexp.MustCompile(re).FindStringSubmatch(volname)
+		if m == nil {
+			return nil, fail500("unable to parse %s volume name '%s'", map[string]string{"lvmthin": "lvm", "rbd": "rbd"}[st.typ], volname)
+		}
+		name := m[1]
+		path := "/dev/pve/" + name // vgname pve, as a default install
+		if st.typ == "rbd" {
+			name = m[4]
+			path = fmt.Sprintf("rbd:%s/%s:conf=/etc/pve/ceph.conf", st.name, name)
+		}
+		size, ok := s.volumeSize(n.name, st, volid)
+		if !ok {
+			if st.typ == "rbd" {
+				return nil, fail500("rbd error: rbd: error opening image %s: (2) No such file or directory", name)
+			}
+			// LVMPlugin::volume_size_info: lvs fails, run_command's errmsg.
+			return nil, fail500("can't get size of '%s':   Failed to find logical volume \"pve/%s\"", path, name)
+		}
+		return map[string]any{"path": path, "size": size, "used": 0, "format": "raw"}, nil
+	default: // dir: only appliance templates here
+		path := "/var/lib/vz/" + volname
+		if rest, ok := strings.CutPrefix(volname, "vztmpl/"); ok {
+			path = "/var/lib/vz/template/cache/" + rest
+			if s.templates[volid] {
+				size := applianceSize(rest)
+				return map[string]any{"path": path, "size": size, "used": size, "format": "raw"}, nil
+			}
+		}
+		// Plugin::file_size_info warns "failed to stat" and returns undef.
+		return nil, fail500("volume_size_info on '%s' failed - no format", volid)
+	}
+}
+
+// volumeSize finds a guest volume volid (on a local storage: of a guest on
+// node) and returns its size= in bytes. Caller holds s.mu.
+func (s *Sim) volumeSize(node string, st *storageDef, volid string) (int64, bool) {
+	for _, g := range s.guests {
+		if !st.shared && g.node != node {
+			continue
+		}
+		for _, conf := range []map[string]string{g.conf, g.pending} {
+			for k, v := range conf {
+				if !driveKeyRe.MatchString(k) && !strings.HasPrefix(k, "unused") {
+					continue
+				}
+				vol, opts, _ := strings.Cut(v, ",")
+				vol = strings.TrimPrefix(strings.TrimPrefix(vol, "file="), "volume=")
+				if vol != volid {
+					continue
+				}
+				for _, o := range strings.Split(opts, ",") {
+					if sz, ok := strings.CutPrefix(o, "size="); ok {
+						return parseSize(sz), true
+					}
+				}
+				return 0, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// applianceSize is a downloaded template's file size: stable per name.
+func applianceSize(name string) int64 {
+	var h int64 = 120 << 20
+	for _, c := range name {
+		h += int64(c) << 12
+	}
+	return h
+}
+
+// ---- container interfaces ---------------------------------------------------
+
+// lxcInterfaces is pve-container's GET …/lxc/{vmid}/interfaces
+// (PVE::LXC::get_interfaces): the `ip --json a` of the container's network
+// namespace, lo first, then one entry per netN by its name=, MACs in ip's
+// lower case. A container that is not running (or does not exist: lxc-info
+// fails the same way) answers null, as get_interfaces returns undef.
+func (s *Sim) lxcInterfaces(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.needNode(q); err != nil {
+		return nil, err
+	}
+	vmid, err := strconv.Atoi(q.path("vmid"))
+	if err != nil || vmid < 100 || vmid > 999999999 {
+		return nil, paramErr1("vmid", "type check ('integer') failed - got '%s'", q.path("vmid"))
+	}
+	g := s.guests[vmid]
+	if g == nil || g.kind != LXC || g.node != q.path("node") || !g.running() {
+		return nil, nil
+	}
+	out := []any{ifaceJSON("lo", "00:00:00:00:00:00", [][3]any{{"inet", "127.0.0.1", 8}, {"inet6", "::1", 128}})}
+	var nets []string
+	for k := range g.conf {
+		if strings.HasPrefix(k, "net") {
+			nets = append(nets, k)
+		}
+	}
+	sort.Slice(nets, func(i, j int) bool {
+		a, _ := strconv.Atoi(nets[i][3:])
+		b, _ := strconv.Atoi(nets[j][3:])
+		return a < b
+	})
+	for _, k := range nets {
+		m, ok := propList(g.conf[k], "")
+		if !ok || m["name"] == "" {
+			continue
+		}
+		mac := strings.ToLower(m["hwaddr"])
+		var addrs [][3]any
+		if ip := m["ip"]; strings.Contains(ip, "/") {
+			a, p, _ := strings.Cut(ip, "/")
+			pl, _ := strconv.Atoi(p)
+			addrs = append(addrs, [3]any{"inet", a, pl})
+		} else if ip == "dhcp" {
+			addrs = append(addrs, [3]any{"inet", dhcpLease(mac), 24})
+		}
+		if ip6 := m["ip6"]; strings.Contains(ip6, "/") {
+			a, p, _ := strings.Cut(ip6, "/")
+			pl, _ := strconv.Atoi(p)
+			addrs = append(addrs, [3]any{"inet6", a, pl})
+		}
+		if ll := linkLocal(mac); ll != "" {
+			addrs = append(addrs, [3]any{"inet6", ll, 64})
+		}
+		out = append(out, ifaceJSON(m["name"], mac, addrs))
+	}
+	return out, nil
+}
+
+func ifaceJSON(name, mac string, addrs [][3]any) map[string]any {
+	obj := map[string]any{"name": name, "hwaddr": mac, "hardware-address": mac}
+	list := []map[string]any{}
+	for _, a := range addrs {
+		// Like get_interfaces, the last address of a family wins inet/inet6.
+		obj[a[0].(string)] = fmt.Sprintf("%s/%d", a[1], a[2])
+		list = append(list, map[string]any{"ip-address-type": a[0], "ip-address": a[1], "prefix": a[2]})
+	}
+	obj["ip-addresses"] = list
+	return obj
+}
+
+// dhcpLease is the simulated DHCP server's answer for a MAC: an address
+// in 10.0.0.0/8 from its last three bytes (host part never 0 or 255).
+func dhcpLease(mac string) string {
+	b := macBytes(mac)
+	if b == nil {
+		return "10.0.0.2"
+	}
+	last := int(b[5])
+	if last == 0 || last == 255 {
+		last = 2
+	}
+	return fmt.Sprintf("10.%d.%d.%d", b[3], b[4], last)
+}
+
+// linkLocal is the fe80::/64 EUI-64 address the kernel gives an interface.
+func linkLocal(mac string) string {
+	b := macBytes(mac)
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprintf("fe80::%x:%x:%x:%x", uint16(b[0]^2)<<8|uint16(b[1]), uint16(b[2])<<8|0xff,
+		uint16(0xfe)<<8|uint16(b[3]), uint16(b[4])<<8|uint16(b[5]))
+}
+
+func macBytes(mac string) []byte {
+	parts := strings.Split(mac, ":")
+	if len(parts) != 6 {
+		return nil
+	}
+	b := make([]byte, 6)
+	for i, p := range parts {
+		n, err := strconv.ParseUint(p, 16, 8)
+		if err != nil {
+			return nil
+		}
+		b[i] = byte(n)
+	}
+	return b
+}
+
+// ---- appliance download -----------------------------------------------------
+
+// aplDownload is pve-manager's API2/Nodes.pm apl_download: 400 "no such
+// template" for a name not in the appliance index, the storage's errors,
+// else a "download" task (id: the template) whose end puts the template
+// into the storage's vztmpl content, logged as
+// PVE::Tools::download_file_from_url logs.
+func (s *Sim) aplDownload(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.needNode(q)
+	if err != nil {
+		return nil, err
+	}
+	errs := map[string]string{}
+	for _, k := range []string{"storage", "template"} {
+		if !q.has(k) {
+			errs[k] = "property is missing and it is not optional"
+		}
+	}
+	if len(errs) > 0 {
+		return nil, paramErr(errs)
+	}
+	name, storeid := q.str("template"), q.str("storage")
+	var app map[string]any
+	for _, a := range appliances {
+		if a["template"] == name {
+			app = a
+		}
+	}
+	if app == nil {
+		return nil, paramErr1("template", "no such template")
+	}
+	st := storageByName(storeid)
+	if st == nil {
+		return nil, fail500("storage '%s' does not exist", storeid)
+	}
+	if !st.hasContent("vztmpl") {
+		return nil, fail500("storage '%s' does not support templates", storeid)
+	}
+	url := app["location"].(string)
+	dest := "/var/lib/vz/template/cache/" + name
+	volid := storeid + ":vztmpl/" + name
+	t := s.startLoggedTask(n.name, "download", "", 0, q.user, []string{fmt.Sprintf("downloading %s to %s", url, dest)},
+		func(print func(string)) ([]string, error) {
+			if s.templates[volid] {
+				print("calculating checksum of existing file...OK, got correct file already, no need to download")
+				return nil, nil
+			}
+			print("calculating checksum...OK, checksum verified")
+			print(fmt.Sprintf("download of '%s' to '%s' finished", url, dest))
+			if s.templates == nil {
+				s.templates = map[string]bool{}
+			}
+			s.templates[volid] = true
+			return nil, nil
+		}, nil)
+	s.renameTask(t, name)
+	return t.upid, nil
+}
+
+// renameTask gives a task that is not about a guest its PVE id (the
+// appliance of a download) in its UPID. Caller holds s.mu.
+func (s *Sim) renameTask(t *task, id string) {
+	delete(s.taskIdx, t.upid)
+	t.id = id
+	t.upid = fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%s:%s:", t.node, t.pid, t.pstart, t.start.Unix(), t.typ, t.id, t.user)
+	s.taskIdx[t.upid] = t
+}
