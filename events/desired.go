@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,6 +62,21 @@ type Desired struct {
 	// Restart overrides the deployment's restart policy (--restart) for
 	// this guest.
 	Restart *Restart `json:"restart,omitempty"`
+	// Node is the node the guest should run on: a guest elsewhere is
+	// migrated there. Without it the guest is followed wherever it runs.
+	Node *string `json:"node,omitempty"`
+	// Disks maps disk keys (scsi0, virtio1, rootfs, mp0, …) to their
+	// desired size (and a new disk's storage).
+	Disks map[string]DiskWant `json:"disks,omitempty"`
+	// Net maps interface keys (net0, …) to their desired settings.
+	Net map[string]NetWant `json:"net,omitempty"`
+	// CloudInit is a VM's cloud-init settings.
+	CloudInit *CloudInit `json:"cloudinit,omitempty"`
+	// Pool is the resource pool the guest belongs to ("" for none).
+	Pool *string `json:"pool,omitempty"`
+	// SnapshotBefore names the actions (restart, migrate, resize) that a
+	// Proxmox snapshot of the guest precedes.
+	SnapshotBefore []string `json:"snapshot_before,omitempty"`
 }
 
 // Clone says how to create a missing guest: a clone of template From.
@@ -205,9 +221,11 @@ func (d *Desired) check(subjectVMID int) error {
 		p = append(p, FieldError{"vmid", fmt.Sprintf("body says %d but the subject is for %d", d.VMID, subjectVMID)})
 	}
 	if d.Absent && (d.Power != nil || d.Cores != nil || d.MemoryMiB != nil || d.Name != nil ||
-		d.Description != nil || d.Tags != nil || d.OnBoot != nil || d.Clone != nil || d.Restart != nil) {
-		p = append(p, FieldError{"absent", "an absent guest cannot also have power, config, clone or restart fields"})
+		d.Description != nil || d.Tags != nil || d.OnBoot != nil || d.Clone != nil || d.Restart != nil ||
+		d.Node != nil || d.Disks != nil || d.Net != nil || d.CloudInit != nil || d.Pool != nil || d.SnapshotBefore != nil) {
+		p = append(p, FieldError{"absent", "an absent guest cannot also have power, config, clone, restart, node, disks, net, cloudinit, pool or snapshot_before fields"})
 	}
+	p = append(p, d.checkWhole()...)
 	if d.Clone != nil && d.Clone.From == d.VMID {
 		p = append(p, FieldError{"clone.from", "a guest cannot be cloned from itself"})
 	}
@@ -229,6 +247,19 @@ func schemaProblems(ve *jsonschema.ValidationError) []FieldError {
 	var out []FieldError
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
+		if k, ok := e.ErrorKind.(*kind.PropertyNames); ok {
+			// The library locates neither the name nor its object: the
+			// schema path does (#/properties/disks/propertyNames).
+			_, frag, _ := strings.Cut(e.SchemaURL, "#")
+			parent := strings.Join(slices.DeleteFunc(strings.Split(strings.TrimSuffix(frag, "/propertyNames"), "/"),
+				func(s string) bool { return s == "" || s == "properties" }), ".")
+			f := FieldError{strings.TrimPrefix(parent+"."+k.Property, "."), "unknown key: " + keyHints[parent]}
+			if !seen[f.Field+"\x00"+f.Message] {
+				seen[f.Field+"\x00"+f.Message] = true
+				out = append(out, f)
+			}
+			return
+		}
 		if len(e.Causes) == 0 {
 			for _, f := range describe(e) {
 				if !seen[f.Field+"\x00"+f.Message] {
@@ -259,6 +290,13 @@ var patternHints = map[string]string{
 	"clone.node":    "must be a node name: letters, digits and '-'",
 	"clone.storage": "must be a storage id: a letter, then letters, digits and '_', '.', '-'",
 	"clone.pool":    "must be a pool id: letters, digits and '_', '.', '-'",
+}
+
+// keyHints say which keys an object of maps accepts.
+var keyHints = map[string]string{
+	"disks":              "disk keys are scsi0-30, virtio0-15, sata0-5, ide0-3, efidisk0, tpmstate0 (VMs), rootfs and mp0-255 (containers)",
+	"net":                "interface keys are net0-net31",
+	"cloudinit.ipconfig": "keys are ipconfig0-ipconfig31, one per net interface",
 }
 
 // describe turns one schema failure into problems that name the offending
@@ -307,5 +345,6 @@ func describe(e *jsonschema.ValidationError) []FieldError {
 // Managed reports whether the event manages anything beyond existence.
 func (d *Desired) Managed() bool {
 	return d.Power != nil || d.Cores != nil || d.MemoryMiB != nil || d.Name != nil ||
-		d.Description != nil || d.Tags != nil || d.OnBoot != nil
+		d.Description != nil || d.Tags != nil || d.OnBoot != nil ||
+		d.Node != nil || d.Disks != nil || d.Net != nil || d.CloudInit != nil || d.Pool != nil
 }

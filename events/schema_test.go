@@ -18,12 +18,23 @@ import (
 
 // schemaNode is the part of a JSON Schema these tests compare with Go.
 type schemaNode struct {
-	Type                 string                `json:"type"`
-	Enum                 []any                 `json:"enum"`
-	Required             []string              `json:"required"`
-	AdditionalProperties *bool                 `json:"additionalProperties"`
+	Type     string   `json:"type"`
+	Enum     []any    `json:"enum"`
+	Required []string `json:"required"`
+	// AdditionalProperties is false, or the schema of a map's values.
+	AdditionalProperties json.RawMessage       `json:"additionalProperties"`
 	Properties           map[string]schemaNode `json:"properties"`
 	Items                *schemaNode           `json:"items"`
+}
+
+// mapValues is the schema of an object's values (additionalProperties).
+func mapValues(t *testing.T, n schemaNode) schemaNode {
+	t.Helper()
+	var v schemaNode
+	if err := json.Unmarshal(n.AdditionalProperties, &v); err != nil {
+		t.Fatalf("additionalProperties is not a schema: %v", err)
+	}
+	return v
 }
 
 func loadSchema(t *testing.T) schemaNode {
@@ -82,9 +93,11 @@ func schemaType(t reflect.Type) string {
 		return "string"
 	case reflect.Bool:
 		return "boolean"
+	case reflect.Float64:
+		return "number"
 	case reflect.Slice:
 		return "array"
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		return "object"
 	}
 	return "unsupported Go kind " + t.Kind().String()
@@ -101,13 +114,16 @@ func TestSchemaInStepWithGoTypes(t *testing.T) {
 	}{
 		{"desired", root, reflect.TypeFor[events.Desired]()},
 		{"clone", root.Properties["clone"], reflect.TypeFor[events.Clone]()},
+		{"cloudinit", root.Properties["cloudinit"], reflect.TypeFor[events.CloudInit]()},
+		{"disks", mapValues(t, root.Properties["disks"]), reflect.TypeFor[events.DiskWant]()},
+		{"net", mapValues(t, root.Properties["net"]), reflect.TypeFor[events.NetWant]()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.schema.Type != "object" {
 				t.Fatalf("schema type %q, want object", c.schema.Type)
 			}
-			if c.schema.AdditionalProperties == nil || *c.schema.AdditionalProperties {
+			if string(c.schema.AdditionalProperties) != "false" {
 				t.Error(`schema must say "additionalProperties": false (unknown fields are rejected)`)
 			}
 			fields := jsonFields(t, c.typ)
@@ -245,7 +261,13 @@ func TestSchemaAcceptsWhatGoMarshals(t *testing.T) {
 	tags := []string{"a"}
 	d := events.Desired{VMID: 101, Kind: &kind, Power: &power, Cores: &cores, MemoryMiB: &mem, Name: &name,
 		Description: &desc, Tags: &tags, OnBoot: &onboot, Restart: ptrTo(events.RestartAllowed),
-		Clone: &events.Clone{From: 9000, Node: "pve1", Full: &full, Storage: "local-lvm"}}
+		Clone: &events.Clone{From: 9000, Node: "pve1", Full: &full, Storage: "local-lvm"},
+		Node:  ptrTo("pve2"), Pool: ptrTo("prod"), SnapshotBefore: []string{"restart", "resize"},
+		Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 32}, "scsi1": {SizeGiB: 8, Storage: "local-lvm"}},
+		Net:   map[string]events.NetWant{"net0": {Model: "virtio", Bridge: "vmbr0", Tag: ptrTo(10), Firewall: ptrTo(true), Rate: ptrTo(12.5), MTU: ptrTo(1500)}},
+		CloudInit: &events.CloudInit{User: ptrTo("ops"), SSHKeys: &[]string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB ops@host"},
+			IPConfig: map[string]string{"ipconfig0": "ip=10.0.0.5/24,gw=10.0.0.1"}, Nameserver: ptrTo("10.0.0.1 1.1.1.1"),
+			SearchDomain: ptrTo("example.com"), Custom: ptrTo("user=local:snippets/user.yaml")}}
 	body, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)

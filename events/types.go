@@ -22,6 +22,19 @@ type GuestConfig struct {
 	// Disks are the guest's disks by key (scsi0, rootfs, mp0, …), CD-ROMs
 	// included (Media "cdrom").
 	Disks map[string]Disk `json:"disks,omitempty"`
+	// Net are the network interfaces by key (net0, …), each in the
+	// canonical form Proxmox prints (QEMU "model=MAC" first, LXC "name="
+	// first, then the other keys sorted).
+	Net map[string]string `json:"net,omitempty"`
+	// CloudInit are the cloud-init keys set (ciuser, sshkeys, ipconfigN,
+	// nameserver, searchdomain, cicustom), normalised: sshkeys decoded,
+	// one key per line; ipconfig and nameserver in canonical order.
+	CloudInit map[string]string `json:"cloudinit,omitempty"`
+	// Hotplug is the VM's hotplug feature list, sorted, "" for Proxmox's
+	// default (disk,network,usb) and "none" for 0; NUMA its numa flag.
+	// They decide which changes a running VM takes at once.
+	Hotplug string `json:"hotplug,omitempty"`
+	NUMA    bool   `json:"numa,omitempty"`
 }
 
 // Observation sources.
@@ -123,7 +136,81 @@ const (
 	// `converge history` know the guest waits for an operator's approval.
 	// Executors acknowledge it and touch nothing; it has no result.
 	OpHold Op = "hold"
+	// OpResize grows one disk (Action.Resize): Proxmox never shrinks.
+	OpResize Op = "resize"
+	// OpMigrate moves the guest to another node (Action.Migrate): QEMU
+	// online when running, LXC by restart migration, an HA-managed guest
+	// through the HA manager.
+	OpMigrate Op = "migrate"
+	// OpSetPool moves the guest into a resource pool, or out of its pool
+	// (Action.Pool).
+	OpSetPool Op = "set_pool"
+	// OpSnapshot takes a protective snapshot before the action it names
+	// (Action.Snapshot).
+	OpSnapshot Op = "snapshot"
+	// OpSetHAState asks the HA manager to keep an HA-managed guest in a
+	// state (Action.HAState: started or stopped): HA, not converge,
+	// starts or stops it.
+	OpSetHAState Op = "set_ha_state"
 )
+
+// ResizeOp grows disk Disk to SizeGiB.
+type ResizeOp struct {
+	Disk    string `json:"disk"`
+	SizeGiB int64  `json:"size_gib"`
+}
+
+// MigrateOp moves a guest to Target. Online is a live migration of a
+// running VM (WithLocalDisks when it has disks on local storage,
+// TargetStorage their storage there); Restart a container's restart
+// migration; HA a request to the HA manager, whose move is waited for.
+type MigrateOp struct {
+	Target         string `json:"target"`
+	Online         bool   `json:"online,omitempty"`
+	WithLocalDisks bool   `json:"with_local_disks,omitempty"`
+	TargetStorage  string `json:"target_storage,omitempty"`
+	Restart        bool   `json:"restart,omitempty"`
+	HA             bool   `json:"ha,omitempty"`
+}
+
+// PoolOp moves a guest from pool From ("" none) to pool To ("" none);
+// Create makes To first if it does not exist (--create-pools).
+type PoolOp struct {
+	From   string `json:"from,omitempty"`
+	To     string `json:"to,omitempty"`
+	Create bool   `json:"create,omitempty"`
+}
+
+// SnapshotOp is a protective snapshot Name taken before Before; Keep,
+// when above 0, prunes the guest's older converge snapshots to that many.
+type SnapshotOp struct {
+	Name   string `json:"name"`
+	Before Op     `json:"before"`
+	Keep   int    `json:"keep,omitempty"`
+}
+
+// SnapshotPrefix starts the name of every snapshot converge takes:
+// pruning touches no other.
+const SnapshotPrefix = "converge-"
+
+// SnapshotName is the name of the protective snapshot action actionID
+// takes: SnapshotPrefix and the id, in Proxmox's snapshot-name alphabet
+// (pve-configid: a letter first, then letters, digits, '-' and '_', at
+// most 40), the id's tail kept when it is too long (the tail, vmid,
+// revision and count, is what tells actions apart).
+func SnapshotName(actionID string) string {
+	b := []byte(actionID)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	const max = 40 - len(SnapshotPrefix)
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return SnapshotPrefix + string(b)
+}
 
 // Action is one planned Proxmox mutation.
 type Action struct {
@@ -145,6 +232,13 @@ type Action struct {
 	// Clone is what an OpClone creates; Node and Kind are then the new
 	// guest's.
 	Clone *CloneOp `json:"clone,omitempty"`
+	// Resize, Migrate, Pool, Snapshot and HAState are the parameters of
+	// their operations.
+	Resize   *ResizeOp   `json:"resize,omitempty"`
+	Migrate  *MigrateOp  `json:"migrate,omitempty"`
+	Pool     *PoolOp     `json:"pool,omitempty"`
+	Snapshot *SnapshotOp `json:"snapshot,omitempty"`
+	HAState  string      `json:"ha_state,omitempty"`
 	// Digest is the config digest the plan saw; Proxmox refuses the write
 	// if the config changed since.
 	Digest string `json:"digest,omitempty"`

@@ -33,6 +33,7 @@ type fakePVE struct {
 
 type fakeGuest struct {
 	status, lock, digest string
+	node                 string // "" answers on every node
 	cfg                  pve.GuestConfig
 }
 
@@ -58,7 +59,7 @@ func newFakePVE(now func() time.Time) *fakePVE {
 
 func (p *fakePVE) guest(ref pve.GuestRef) (*fakeGuest, error) {
 	g := p.guests[ref.VMID]
-	if g == nil {
+	if g == nil || g.node != "" && ref.Node != g.node {
 		msg := fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", ref.Node, ref.VMID)
 		return nil, &pve.Error{Class: pve.ClassGone, Ref: ref, Status: 500, Message: msg}
 	}

@@ -27,7 +27,10 @@ type job struct {
 	// executor that lost the partition is refused.
 	resultSeq uint64
 	ref       pve.GuestRef
-	hb        *heartbeat
+	// basis is the reading the action was planned from (verified), nil
+	// when unverified.
+	basis *events.Observed
+	hb    *heartbeat
 	log       zerolog.Logger
 }
 
@@ -208,7 +211,8 @@ func (j *job) execute(ctx context.Context) outcome {
 
 	// Only what follows from the journal reaches Proxmox.
 	if !e.cfg.unverified {
-		why, err := e.verify(ctx, a, lasts)
+		basis, why, err := e.verify(ctx, a, lasts)
+		j.basis = basis
 		switch {
 		case err != nil:
 			j.log.Warn().Err(err).Msg("journal unreadable")

@@ -30,7 +30,8 @@ func TestObservation(t *testing.T) {
 			{"key":"name","value":"web","pending":"web"},{"key":"onboot","value":1,"delete":1}]`,
 		want: events.Observed{Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running", Digest: "abc",
 			Config:  events.GuestConfig{Name: "web", Description: "hi", Tags: []string{"a", "b"}, Cores: 1, MemoryMiB: 2048, OnBoot: true},
-			Pending: map[string]string{"cores": "4", "tags": "y;z", "memory": "4096", "onboot": "0"}},
+			Pending: map[string]string{"cores": "4", "tags": "y;z", "memory": "4096", "onboot": "0",
+				"net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"}}, // interfaces are managed too
 	}, {
 		name:    "lxc stopped, hostname pending, locked",
 		ref:     pve.GuestRef{Kind: pve.KindLXC, Node: "pve2", VMID: 201},

@@ -21,6 +21,19 @@ type Proxmox interface {
 	Clone(ctx context.Context, src pve.GuestRef, spec pve.CloneSpec) (pve.TaskRef, error)
 	Destroy(ctx context.Context, ref pve.GuestRef) (pve.TaskRef, error)
 	RemoveHA(ctx context.Context, ref pve.GuestRef) error
+	WholeGuest
+}
+
+// WholeGuest are the operations on the whole guest: disks, placement, HA
+// state, pools, snapshots and the cloud-init drive.
+type WholeGuest interface {
+	// Resize grows a disk to size ("32G"); Migrate moves a guest with a
+	// task; HAMigrate and HASetState ask the HA manager (sid "vm:100"),
+	// which acts later.
+	Resize(ctx context.Context, ref pve.GuestRef, disk, size string) (pve.TaskRef, error)
+	Migrate(ctx context.Context, ref pve.GuestRef, spec pve.MigrateSpec) (pve.TaskRef, error)
+	HAMigrate(ctx context.Context, sid, node string) error
+	HASetState(ctx context.Context, sid, state string) error
 }
 
 // CloneFinder may additionally be implemented by a [Proxmox] (*pve.Client

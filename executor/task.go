@@ -26,6 +26,8 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 		return j.cloneCheck(ctx)
 	case events.OpDestroy:
 		return j.destroyCheck(ctx)
+	case events.OpMigrate:
+		return j.migrateCheck(ctx)
 	default:
 		// set_config carries the digest: Proxmox refuses a stale write.
 		return abandon, false
@@ -73,6 +75,9 @@ func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
 		return px.Destroy(ctx, j.ref)
 	case events.OpRemoveHA:
 		return pve.TaskRef{}, px.RemoveHA(ctx, j.ref)
+	}
+	if t, err, ok := j.mutateWhole(ctx); ok {
+		return t, err
 	}
 	err := fmt.Errorf("unknown operation %q", a.Op)
 	return pve.TaskRef{}, &pve.Error{Class: pve.ClassTerminal, Message: err.Error(), Err: err}
@@ -151,6 +156,16 @@ func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 // finish reads the guest back into the final result. A failed read-back
 // leaves the observation out; a shutdown abandons.
 func (j *job) finish(ctx context.Context, r *events.Result) outcome {
+	if r.Status == events.ResultSucceeded {
+		if err := j.afterSuccess(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				return abandon
+			}
+			upid, node := r.UPID, r.Node
+			r = j.failed(err, pve.Classify(err))
+			r.UPID, r.Node = upid, node
+		}
+	}
 	readAt := j.e.clk.Now()
 	st, err := j.e.px.GuestStatus(ctx, j.ref)
 	var cfg *pve.GuestConfig
@@ -161,14 +176,17 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 		return abandon
 	}
 	switch {
-	case err != nil && pve.Classify(err) == pve.ClassGone:
-		// Destroyed (or never made): the read-back says so.
+	case err != nil && pve.Classify(err) == pve.ClassGone && (j.a.Op == events.OpDestroy || j.a.Op == events.OpClone):
+		// Destroyed (or never made): the read-back says so. After any
+		// other action a guest not found where it was is elsewhere
+		// (moved by a person or by HA): the observer finds it.
 		r.Observed = &events.Observed{Meta: events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), VMID: j.a.VMID,
 			Cluster: j.e.cfg.Cluster, Config: events.GuestConfig{Tags: []string{}}, ReadAt: readAt.UTC(), Source: events.SourceExecutor}
 	case err != nil:
 		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
 	default:
 		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
+		j.carryInventory(r.Observed)
 	}
 	// Taking a lock (a backup starting) rewrites the config, so a write
 	// planned before it meets a digest mismatch first (Proxmox checks the
@@ -239,6 +257,10 @@ func pveOp(op events.Op) pve.Op {
 		return pve.OpClone
 	case events.OpDestroy:
 		return pve.OpDelete
+	case events.OpResize:
+		return pve.OpResize
+	case events.OpMigrate:
+		return pve.OpMigrate
 	}
 	return pve.OpUnknown
 }

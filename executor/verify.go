@@ -23,7 +23,8 @@ var managedKeys = map[string]bool{"name": true, "description": true, "tags": tru
 // plannedOps are the operations the planner plans; a hard stop is only
 // ever the end of a graceful shutdown, never an action of its own.
 var plannedOps = map[events.Op]bool{events.OpStart: true, events.OpShutdown: true, events.OpReboot: true, events.OpSetConfig: true,
-	events.OpClone: true, events.OpRemoveHA: true, events.OpDestroy: true}
+	events.OpClone: true, events.OpRemoveHA: true, events.OpDestroy: true, events.OpResize: true, events.OpMigrate: true,
+	events.OpSetPool: true, events.OpSnapshot: true, events.OpSetHAState: true}
 
 // notFromJournal is the reason prefix of an action that does not follow
 // from the journal.
@@ -45,54 +46,54 @@ func newVerifier(cluster string, auth *projector.Auth) *projector.Projector {
 // planner.Plan, run on that desired state and that observation, produces
 // exactly this action. It reads the two entries by sequence unless lasts
 // already holds them (the common case: no extra journal round trip).
-func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts) (string, error) {
+func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts) (*events.Observed, string, error) {
 	if !plannedOps[a.Op] {
-		return notFromJournal + fmt.Sprintf("operation %q is not one converge plans", a.Op), nil
+		return nil, notFromJournal + fmt.Sprintf("operation %q is not one converge plans", a.Op), nil
 	}
 	for _, k := range slices.Concat(slices.Sorted(maps.Keys(a.Set)), a.Delete, a.Revert) {
-		if !managedKeys[k] {
-			return notFromJournal + fmt.Sprintf("config key %q is not one converge manages", k), nil
+		if !managedKey(a.Kind, k) {
+			return nil, notFromJournal + fmt.Sprintf("config key %q is not one converge manages", k), nil
 		}
 	}
 	if a.Op != events.OpSetConfig && (len(a.Set) > 0 || len(a.Delete) > 0 || len(a.Revert) > 0) {
-		return notFromJournal + fmt.Sprintf("a %s carries config", a.Op), nil
+		return nil, notFromJournal + fmt.Sprintf("a %s carries config", a.Op), nil
 	}
-	if (a.Op == events.OpClone) != (a.Clone != nil) {
-		return notFromJournal + fmt.Sprintf("a %s with clone %v", a.Op, a.Clone != nil), nil
+	if why := paramsMatch(a); why != "" {
+		return nil, notFromJournal + why, nil
 	}
 	desired, err := e.entryAt(ctx, a.DesiredSeq, lasts.desired)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if why := e.isGuestEntry(desired, a.VMID, events.KindDesired); why != "" {
-		return notFromJournal + fmt.Sprintf("desired #%d %s", a.DesiredSeq, why), nil
+		return nil, notFromJournal + fmt.Sprintf("desired #%d %s", a.DesiredSeq, why), nil
 	}
 	p := newVerifier(e.cfg.Cluster, e.cfg.Auth)
 	if ch := p.Apply(projector.Event{Seq: desired.Seq, Subject: desired.Subject, Header: desired.Header, Data: desired.Data,
 		Time: desired.Time}); ch.Err != nil {
-		return notFromJournal + fmt.Sprintf("desired #%d does not fold: %v", desired.Seq, ch.Err), nil
+		return nil, notFromJournal + fmt.Sprintf("desired #%d does not fold: %v", desired.Seq, ch.Err), nil
 	}
 	v := p.Views[a.VMID]
 	switch {
 	case v == nil || v.Rejected != nil && v.Rejected.Seq == a.DesiredSeq:
-		return notFromJournal + fmt.Sprintf("desired #%d was rejected", a.DesiredSeq), nil
+		return nil, notFromJournal + fmt.Sprintf("desired #%d was rejected", a.DesiredSeq), nil
 	case v.Desired == nil || v.DesiredSeq != a.DesiredSeq:
-		return notFromJournal + fmt.Sprintf("no accepted desired state at #%d", a.DesiredSeq), nil
+		return nil, notFromJournal + fmt.Sprintf("no accepted desired state at #%d", a.DesiredSeq), nil
 	}
 	now := e.clk.Now()
 	if a.Op == events.OpClone {
-		return verifyClone(v, a, e.cfg, now), nil
+		return nil, verifyClone(v, a, e.cfg, now), nil
 	}
 	if v.Desired.Absent {
 		// The destroy gate: an approval naming the guest after its absent
 		// revision, journalled before the plan was made.
 		if v.Approved, err = e.approvalOf(ctx, a); err != nil {
-			return "", err
+			return nil, "", err
 		}
 		if v.Approved != nil {
 			// An approval is for the guest that existed when it was given.
 			if v.GoneSeq, err = e.goneAfter(ctx, a, v.Approved.Seq); err != nil {
-				return "", err
+				return nil, "", err
 			}
 		}
 	}
@@ -103,11 +104,11 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 		obsSeq = a.BasisSeq
 	}
 	if obsSeq > a.BasisSeq {
-		return notFromJournal + fmt.Sprintf("observation #%d is newer than the basis #%d", obsSeq, a.BasisSeq), nil
+		return nil, notFromJournal + fmt.Sprintf("observation #%d is newer than the basis #%d", obsSeq, a.BasisSeq), nil
 	}
 	obs, why, err := e.readingAt(ctx, a.VMID, obsSeq, lasts)
 	if err != nil || why != "" {
-		return why, err
+		return nil, why, err
 	}
 	v.Observed, v.ObservedSeq = obs, obsSeq
 	// Cluster health is the planner's to judge (and fenced by time): here
@@ -115,18 +116,24 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	st := projector.ClusterState{Cluster: e.cfg.Cluster, HeartbeatAt: now, Reachable: true}
 	d := planner.Plan(v, st, e.cfg.Policy, now)
 	if len(d.Steps) == 0 {
-		return notFromJournal + fmt.Sprintf("the plan from desired #%d and observation #%d has no action (%s: %s)",
+		return nil, notFromJournal + fmt.Sprintf("the plan from desired #%d and observation #%d has no action (%s: %s)",
 			a.DesiredSeq, a.BasisSeq, d.Status.Kind, d.Status.Reason), nil
 	}
 	diff := stepDiff(d.Steps[0], a, v.Observed)
 	if alt, ok := planner.Deferrable(d.Steps); diff != "" && ok && stepDiff(alt, a, v.Observed) == "" {
 		diff = "" // the config write the planner puts ahead of a step the mass-change guard holds
 	}
+	if diff != "" && len(d.Steps) > 1 && d.Steps[0].Op == events.OpSnapshot && stepDiff(d.Steps[1], a, v.Observed) == "" {
+		// The step after a protective snapshot the planner saw taken (the
+		// guest's last action, which this fold of the desired state alone
+		// does not hold).
+		diff = ""
+	}
 	if diff != "" {
-		return notFromJournal + fmt.Sprintf("the plan from desired #%d and observation #%d is %s, the action %s",
+		return nil, notFromJournal + fmt.Sprintf("the plan from desired #%d and observation #%d is %s, the action %s",
 			a.DesiredSeq, a.BasisSeq, describeStep(d.Steps[0]), diff), nil
 	}
-	return "", nil
+	return obs, "", nil
 }
 
 // verifyClone says why a clone does not follow from the desired state
@@ -258,6 +265,12 @@ func stepDiff(s planner.Step, a events.Action, o *events.Observed) string {
 	if a.Digest != o.Digest {
 		d = append(d, "carries another config digest")
 	}
+	if !eqPtr(s.Resize, a.Resize) || !eqPtr(s.Migrate, a.Migrate) || !eqPtr(s.Pool, a.Pool) || s.HAState != a.HAState {
+		d = append(d, "has other parameters")
+	}
+	if s.Snapshot != nil && a.Snapshot != nil && (s.Snapshot.Before != a.Snapshot.Before || s.Snapshot.Keep != a.Snapshot.Keep) {
+		d = append(d, fmt.Sprintf("snapshots before %s keeping %d", a.Snapshot.Before, a.Snapshot.Keep))
+	}
 	return strings.Join(d, ", ")
 }
 
@@ -308,4 +321,9 @@ func verifyTask(a events.Action, r *events.Result) string {
 		return notFromJournal + fmt.Sprintf("task %s is not a %s of guest %d on %s", r.UPID, a.Op, a.VMID, a.Node)
 	}
 	return ""
+}
+
+// eqPtr reports whether two optional parameters are both absent or equal.
+func eqPtr[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }

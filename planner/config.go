@@ -49,6 +49,13 @@ type Policy struct {
 	// Any other guest is destroyed only after `converge approve VMID`
 	// names it, and a protected guest never.
 	AllowDestroy bool `json:"allow_destroy,omitempty"`
+	// CreatePools lets converge create a desired pool that does not exist
+	// (--create-pools); otherwise moving a guest into it fails, saying so.
+	CreatePools bool `json:"create_pools,omitempty"`
+	// SnapshotKeep, when above 0, keeps only that many of a guest's
+	// protective snapshots (snapshot_before): each new one prunes the
+	// oldest (--snapshot-keep).
+	SnapshotKeep int `json:"snapshot_keep,omitempty"`
 }
 
 // Policy defaults, each with its reason.
@@ -111,6 +118,8 @@ func (p *Policy) Validate() error {
 	switch {
 	case p.Restart != events.RestartNever && p.Restart != events.RestartAllowed:
 		return fmt.Errorf("restart policy must be %q or %q, got %q", events.RestartNever, events.RestartAllowed, p.Restart)
+	case p.SnapshotKeep < 0:
+		return fmt.Errorf("snapshot keep must be >= 0, got %d", p.SnapshotKeep)
 	case p.MaxBurst < 1:
 		return fmt.Errorf("planner.Policy.MaxBurst must be >= 1, got %d", p.MaxBurst)
 	case p.ObserverTimeout < 0:

@@ -279,12 +279,19 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 		ID:   fmt.Sprintf("%s-%d-%d-%d", v.Cluster, v.VMID, v.DesiredSeq, v.RevisionActions+1),
 		VMID: v.VMID, Cluster: v.Cluster, Node: step.Node, Kind: step.Kind,
 		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Holds: step.Holds,
-		Clone: step.Clone, Reason: step.Reason,
+		Clone: step.Clone, Resize: step.Resize, Migrate: step.Migrate, Pool: step.Pool, Snapshot: step.Snapshot,
+		HAState: step.HAState, Reason: step.Reason,
 		DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq,
 		FoldSeq: e.proj.LastSeq, Attempt: v.Failures + 1,
 	}
 	if o := v.Observed; o != nil && o.Exists {
 		a.Node, a.Kind, a.Digest = o.Node, o.Kind, o.Digest
+	}
+	if a.Snapshot != nil {
+		// Named after the action: history links the two.
+		s := *a.Snapshot
+		s.Name = events.SnapshotName(a.ID)
+		a.Snapshot = &s
 	}
 	e.awaiting[v.VMID], e.awaitingOp[v.VMID] = a.ID, a.Op
 	e.noteExisting(v)

@@ -86,11 +86,11 @@ func (l *Limits) validate() error {
 	return nil
 }
 
-// Disruptive reports whether an operation interrupts the guest: the
-// mass-change guard counts it.
+// Disruptive reports whether an operation interrupts the guest (or, a
+// migration, may): the mass-change guard counts it.
 func Disruptive(op events.Op) bool {
 	switch op {
-	case events.OpShutdown, events.OpStop, events.OpReboot, events.OpDestroy:
+	case events.OpShutdown, events.OpStop, events.OpReboot, events.OpDestroy, events.OpMigrate:
 		return true
 	}
 	return false

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -117,7 +118,11 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		if dec, stop := checkExisting(v); stop {
 			return dec
 		}
+		if why := planDisks(d, o).refuse; why != "" {
+			return decide(Error, "%s", why)
+		}
 		steps, drift, waiting, reopen = diff(v, p, now)
+		steps = withSnapshots(v, steps, p.SnapshotKeep)
 	}
 	if len(steps) == 0 {
 		if len(waiting) > 0 {
@@ -255,6 +260,7 @@ func managedFields(d *events.Desired, o *events.Observed) []field {
 	if d.OnBoot != nil {
 		add("onboot", "onboot", events.FormatBool(*d.OnBoot), events.FormatBool(o.Config.OnBoot))
 	}
+	wholeFields(d, o, add)
 	return fs
 }
 
@@ -302,17 +308,59 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 			pendingReboot = append(pendingReboot, f.label)
 		}
 	}
+	dp := planDisks(d, o)
+	for k, val := range dp.add {
+		set[k] = val
+		changed = append(changed, "disks."+k)
+	}
+	drift = append(drift, dp.drift...)
+	pendingReboot = append(pendingReboot, dp.pending...)
 	sort.Strings(del)
 	sort.Strings(revert)
+	running := o.Status == "running"
 	var cfg *Step
 	if len(set) > 0 || len(del) > 0 || len(revert) > 0 {
 		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del, Revert: revert,
 			Reason: "config drift: " + strings.Join(changed, ", ")}
+		if o.Kind == events.QEMU && slices.ContainsFunc(slices.Collect(maps.Keys(set)), events.IsCloudInitKey) {
+			cfg.Reason += "; the cloud-init drive is regenerated and reaches the guest at its next boot"
+		}
 	}
-	running := o.Status == "running"
+	// Placement and growth first: a migration moves the guest before
+	// anything else is done to it, and a resize is applied at once, so no
+	// later config write can undo it (converge never writes an existing
+	// disk's key).
+	if mig, ok := placement(d, o); ok {
+		drift = append(drift, fmt.Sprintf("node: want %s, have %s", *d.Node, o.Node))
+		steps = append(steps, mig)
+	}
+	steps = append(steps, dp.resize...)
+	defer func() {
+		if ps, ok := poolStep(d, o, p); ok {
+			drift = append(drift, ps.Reason)
+			steps = append(steps, ps)
+		}
+	}()
 	wantPower := ""
 	if d.Power != nil {
 		wantPower = string(*d.Power)
+	}
+	if o.HA != "" && wantPower != "" {
+		// HA-managed: HA starts and stops the guest.
+		if cfg != nil {
+			steps = append(steps, *cfg)
+		}
+		if st, why := haPower(o, wantPower); st != nil {
+			drift = append(drift, fmt.Sprintf("power: want %s, HA state %s", wantPower, o.HA))
+			steps = append(steps, *st)
+		} else if why != "" {
+			waiting = append(waiting, why)
+		}
+		if cfg == nil || !running {
+			return steps, drift, waiting, reopen
+		}
+		wantPower = "" // running, as HA keeps it: a pending write may need a reboot below
+		cfg = nil
 	}
 	if o.Status == "paused" && wantPower != "" {
 		waiting = append(waiting, "guest is paused; converge does not resume or stop paused guests")
@@ -342,7 +390,7 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 		if !running {
 			break
 		}
-		keys := append(pendingReboot, restartKeys(o.Kind, set)...)
+		keys := append(pendingReboot, restartKeys(o, set)...)
 		if len(keys) == 0 {
 			break
 		}
@@ -378,25 +426,6 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 		}
 	}
 	return steps, drift, waiting, reopen
-}
-
-// needsRestart predicts whether a config write to a running guest will be
-// kept pending: QEMU cores and (without memory hotplug) memory.
-func needsRestart(kind events.GuestKind, set map[string]string) bool {
-	return len(restartKeys(kind, set)) > 0
-}
-
-func restartKeys(kind events.GuestKind, set map[string]string) []string {
-	if kind != events.QEMU {
-		return nil
-	}
-	var out []string
-	for _, k := range []string{"cores", "memory"} {
-		if _, ok := set[k]; ok {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // wantTags is the tag set to write: the desired tags, plus events.OwnerTag

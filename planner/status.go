@@ -58,10 +58,17 @@ type Step struct {
 	Holds events.Op `json:"holds,omitempty"`
 	// Clone is what an OpClone step creates; Node and Kind are then the
 	// new guest's (there is no observation to take them from).
-	Clone  *events.CloneOp  `json:"clone,omitempty"`
-	Node   string           `json:"node,omitempty"`
-	Kind   events.GuestKind `json:"kind,omitempty"`
-	Reason string           `json:"reason"`
+	Clone *events.CloneOp `json:"clone,omitempty"`
+	// Resize, Migrate, Pool, Snapshot and HAState are the parameters of
+	// their operations, as the action carries them.
+	Resize   *events.ResizeOp   `json:"resize,omitempty"`
+	Migrate  *events.MigrateOp  `json:"migrate,omitempty"`
+	Pool     *events.PoolOp     `json:"pool,omitempty"`
+	Snapshot *events.SnapshotOp `json:"snapshot,omitempty"`
+	HAState  string             `json:"ha_state,omitempty"`
+	Node     string             `json:"node,omitempty"`
+	Kind     events.GuestKind   `json:"kind,omitempty"`
+	Reason   string             `json:"reason"`
 }
 
 // Decision is Plan's answer for one guest: its status and the ordered

@@ -2,10 +2,13 @@ package pve
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/converge-pve/converge/events"
 )
 
 // Disk is one guest disk as its config key holds it: a QEMU drive
@@ -96,44 +99,44 @@ func ParseDisk(key, value string) (Disk, error) {
 	if kind == KindQEMU {
 		alias, defKey, bools = qemuDriveAlias, "file", qemuDriveBools
 	}
-	p, err := parsePropString(key, value, alias)
+	p, err := events.ParsePropString(key, value, alias)
 	if err != nil {
 		return Disk{}, err
 	}
-	if err := p.takeDefault(key, value, defKey); err != nil {
+	if err := p.TakeDefault(key, value, defKey); err != nil {
 		return Disk{}, err
 	}
-	if !p.hasBare {
+	if !p.HasBare {
 		return Disk{}, fmt.Errorf("%s %q: no volume", key, value)
 	}
-	if strings.Contains(p.bare, "=") {
-		return Disk{}, fmt.Errorf("%s %q: volume %q contains '='", key, value, p.bare)
+	if strings.Contains(p.Bare, "=") {
+		return Disk{}, fmt.Errorf("%s %q: volume %q contains '='", key, value, p.Bare)
 	}
-	if err := normaliseBooleans(key, value, p.kv, bools); err != nil {
+	if err := events.NormaliseBooleans(key, value, p.KV, bools); err != nil {
 		return Disk{}, err
 	}
-	d := Disk{Key: key, Volume: p.bare, Options: p.kv}
+	d := Disk{Key: key, Volume: p.Bare, Options: p.KV}
 	if m := storageVolRE.FindStringSubmatch(d.Volume); m != nil {
 		d.Storage = m[1]
 	}
-	if s, ok := p.kv["size"]; ok {
+	if s, ok := p.KV["size"]; ok {
 		n, err := ParseSize(s)
 		if err != nil {
 			return Disk{}, fmt.Errorf("%s %q: %w", key, value, err)
 		}
 		d.SizeBytes = n
-		delete(p.kv, "size")
+		delete(p.KV, "size")
 	}
 	switch kind {
 	case KindQEMU:
 		for _, k := range qemuDriveDropped {
-			delete(p.kv, k)
+			delete(p.KV, k)
 		}
-		if m, ok := p.kv["media"]; ok && m != "cdrom" && m != "disk" {
+		if m, ok := p.KV["media"]; ok && m != "cdrom" && m != "disk" {
 			return Disk{}, fmt.Errorf("%s %q: media=%q must be cdrom or disk", key, value, m)
 		}
 	case KindLXC:
-		_, hasMP := p.kv["mp"]
+		_, hasMP := p.KV["mp"]
 		if key == "rootfs" && hasMP {
 			return Disk{}, fmt.Errorf("rootfs %q: rootfs takes no mp= (it is mounted at /)", value)
 		}
@@ -153,7 +156,7 @@ func ParseDisk(key, value string) (Disk, error) {
 // Options' default key (QEMU "file" and its alias "volume", LXC "volume")
 // is ignored, and so is "size" when SizeBytes > 0.
 func (d Disk) Format() string {
-	kv := cloneMap(d.Options)
+	kv := maps.Clone(d.Options)
 	if kv == nil {
 		kv = map[string]string{}
 	}
@@ -170,7 +173,7 @@ func (d Disk) Format() string {
 	if d.SizeBytes > 0 {
 		kv["size"] = FormatSize(d.SizeBytes)
 	}
-	return printPropString([]string{d.Volume}, kv, required...)
+	return events.PrintPropString([]string{d.Volume}, kv, required...)
 }
 
 // IsCDROM reports a CD drive (media=cdrom), cloud-init drives included.

@@ -42,6 +42,10 @@ func TaskTypes(kind Kind, op Op) []string {
 		return []string{p + "clone"}
 	case OpDelete:
 		return []string{p + "destroy"}
+	case OpResize:
+		return []string{"resize"}
+	case OpMigrate:
+		return []string{p + "migrate", "hamigrate"}
 	}
 	return nil
 }

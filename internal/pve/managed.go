@@ -26,6 +26,7 @@ func pveKey(kind Kind, key string) string {
 // Observer and executor report guests with it, so that both describe one
 // Proxmox state identically.
 func (g *GuestConfig) Managed() events.GuestConfig {
+	hotplug, numa := g.hotplug()
 	return events.GuestConfig{
 		Name:        g.Name,
 		Description: events.NormaliseDescription(g.Description),
@@ -34,6 +35,10 @@ func (g *GuestConfig) Managed() events.GuestConfig {
 		MemoryMiB:   g.MemoryMiB,
 		OnBoot:      g.OnBoot,
 		Disks:       g.disks(),
+		Net:         g.nets(),
+		CloudInit:   g.cloudInit(),
+		Hotplug:     hotplug,
+		NUMA:        numa,
 	}
 }
 
@@ -96,7 +101,7 @@ func (g *GuestConfig) ManagedPending() map[string]string {
 		}
 		out[k] = v
 	}
-	return out
+	return g.wholePending(out)
 }
 
 // normalisePending renders a pending value of a managed key the way the

@@ -34,14 +34,15 @@ func TestManagedPending(t *testing.T) {
 		config, pending string
 		want            map[string]string
 	}{{
-		name:   "qemu: managed keys normalised, others ignored",
+		name:   "qemu: managed keys normalised (interfaces too), others ignored",
 		kind:   KindQEMU,
 		config: `{"name":"web","cores":1,"memory":"1024","tags":"b;a","onboot":0,"description":"hi\n","digest":"d"}`,
 		pending: `[{"key":"cores","value":1,"pending":"4"},{"key":"memory","value":"1024","pending":"current=4096,max=8192"},
 			{"key":"tags","value":"b;a","pending":"Z, y"},{"key":"onboot","value":0,"pending":"yes"},
 			{"key":"description","value":"hi","pending":"new text \n"},{"key":"name","value":"web","pending":"web2"},
 			{"key":"net0","pending":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"},{"key":"sockets","pending":2}]`,
-		want: map[string]string{"cores": "4", "memory": "4096", "tags": "y;z", "onboot": "1", "description": "new text", "name": "web2"},
+		want: map[string]string{"cores": "4", "memory": "4096", "tags": "y;z", "onboot": "1", "description": "new text", "name": "web2",
+			"net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"},
 	}, {
 		name:    "qemu: pending deletions read as defaults",
 		kind:    KindQEMU,

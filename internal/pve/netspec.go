@@ -2,9 +2,12 @@ package pve
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/converge-pve/converge/events"
 )
 
 // NIC is a guest network device, netN of a QEMU VM (qemu-server
@@ -54,11 +57,11 @@ func ParseNIC(kind Kind, value string) (NIC, error) {
 	if !kind.Valid() {
 		return NIC{}, fmt.Errorf("guest kind %q must be %q or %q", kind, KindQEMU, KindLXC)
 	}
-	p, err := parsePropString(what, value, nil)
+	p, err := events.ParsePropString(what, value, nil)
 	if err != nil {
 		return NIC{}, err
 	}
-	if err := normaliseBooleans(what, value, p.kv, nicBools[kind]); err != nil {
+	if err := events.NormaliseBooleans(what, value, p.KV, nicBools[kind]); err != nil {
 		return NIC{}, err
 	}
 	var n NIC
@@ -70,11 +73,11 @@ func ParseNIC(kind Kind, value string) (NIC, error) {
 	if err != nil {
 		return NIC{}, err
 	}
-	if err := n.takeCommon(kind, what, value, p.kv); err != nil {
+	if err := n.takeCommon(kind, what, value, p.KV); err != nil {
 		return NIC{}, err
 	}
-	if len(p.kv) > 0 {
-		n.Extra = p.kv
+	if len(p.KV) > 0 {
+		n.Extra = p.KV
 	}
 	return n, nil
 }
@@ -82,12 +85,12 @@ func ParseNIC(kind Kind, value string) (NIC, error) {
 // takeQEMUModel reads the model and MAC in any of the spellings print_net
 // folds into "model=MAC": "virtio=MAC", "model=virtio,macaddr=MAC",
 // a bare "virtio".
-func (n *NIC) takeQEMUModel(what, value string, p *propString) error {
-	if err := p.takeDefault(what, value, "model"); err != nil {
+func (n *NIC) takeQEMUModel(what, value string, p *events.PropString) error {
+	if err := p.TakeDefault(what, value, "model"); err != nil {
 		return err
 	}
-	n.Model = p.bare
-	for k, v := range p.kv {
+	n.Model = p.Bare
+	for k, v := range p.KV {
 		if !qemuNICModels[k] {
 			continue
 		}
@@ -95,14 +98,14 @@ func (n *NIC) takeQEMUModel(what, value string, p *propString) error {
 			return fmt.Errorf("%s %q: model given twice (%s and %s)", what, value, n.Model, k)
 		}
 		n.Model, n.MAC = k, v
-		delete(p.kv, k)
+		delete(p.KV, k)
 	}
-	if mac, ok := p.kv["macaddr"]; ok {
+	if mac, ok := p.KV["macaddr"]; ok {
 		if n.MAC != "" {
 			return fmt.Errorf("%s %q: MAC given twice (%s and macaddr=%s)", what, value, n.MAC, mac)
 		}
 		n.MAC = mac
-		delete(p.kv, "macaddr")
+		delete(p.KV, "macaddr")
 	}
 	switch {
 	case n.Model == "":
@@ -113,11 +116,11 @@ func (n *NIC) takeQEMUModel(what, value string, p *propString) error {
 	return n.checkMAC(what, value)
 }
 
-func (n *NIC) takeLXCFields(what, value string, p *propString) error {
-	if p.hasBare {
-		return fmt.Errorf("%s %q: %q has no key", what, value, p.bare)
+func (n *NIC) takeLXCFields(what, value string, p *events.PropString) error {
+	if p.HasBare {
+		return fmt.Errorf("%s %q: %q has no key", what, value, p.Bare)
 	}
-	kv := p.kv
+	kv := p.KV
 	take := func(k string) string { v := kv[k]; delete(kv, k); return v }
 	n.Name, n.MAC, n.Type = take("name"), take("hwaddr"), take("type")
 	n.IP, n.GW, n.IP6, n.GW6 = take("ip"), take("gw"), take("ip6"), take("gw6")
@@ -130,7 +133,7 @@ func (n *NIC) takeLXCFields(what, value string, p *propString) error {
 	for _, c := range []struct {
 		key, v string
 		check  func(string) error
-	}{{"ip", n.IP, checkIPv4Config}, {"gw", n.GW, checkIPv4}, {"ip6", n.IP6, checkIPv6Config}, {"gw6", n.GW6, checkIPv6}} {
+	}{{"ip", n.IP, events.CheckIPv4Config}, {"gw", n.GW, events.CheckIPv4}, {"ip6", n.IP6, events.CheckIPv6Config}, {"gw6", n.GW6, events.CheckIPv6}} {
 		if c.v == "" {
 			continue
 		}
@@ -192,7 +195,7 @@ func (n *NIC) takeCommon(kind Kind, what, value string, kv map[string]string) er
 // ParseNIC(kind, v).Format(kind) == v. Fields of the other kind are
 // ignored; a field that is set wins over the same key in Extra.
 func (n NIC) Format(kind Kind) string {
-	kv := cloneMap(n.Extra)
+	kv := maps.Clone(n.Extra)
 	if kv == nil {
 		kv = map[string]string{}
 	}
@@ -219,7 +222,7 @@ func (n NIC) Format(kind Kind) string {
 		if n.MAC != "" {
 			first += "=" + n.MAC
 		}
-		return printPropString([]string{first}, kv)
+		return events.PrintPropString([]string{first}, kv)
 	}
 	set("name", n.Name)
 	set("hwaddr", n.MAC)
@@ -228,7 +231,7 @@ func (n NIC) Format(kind Kind) string {
 	set("ip6", n.IP6)
 	set("gw6", n.GW6)
 	set("type", n.Type)
-	return printPropString(nil, kv, "name")
+	return events.PrintPropString(nil, kv, "name")
 }
 
 // MergeNIC is desired completed by what Proxmox generated or holds to the
@@ -240,7 +243,7 @@ func (n NIC) Format(kind Kind) string {
 // form, so a written NIC reads back equal and keeps its MAC.
 func MergeNIC(desired, observed NIC) NIC {
 	out := desired
-	out.Extra = cloneMap(desired.Extra)
+	out.Extra = maps.Clone(desired.Extra)
 	if !out.Firewall && out.Extra["firewall"] == "" && observed.Extra["firewall"] == "0" {
 		if out.Extra == nil {
 			out.Extra = map[string]string{}

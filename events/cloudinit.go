@@ -1,4 +1,4 @@
-package pve
+package events
 
 import (
 	"fmt"
@@ -119,37 +119,37 @@ func unhex(c byte) byte {
 // gateway without an address, gw with ip=dhcp, gw6 without a static ip6)
 // are errors. "" stays "" (the key is unset).
 func NormaliseIPConfig(s string) (string, error) {
-	p, err := parsePropString("ipconfig", s, nil)
+	p, err := ParsePropString("ipconfig", s, nil)
 	if err != nil {
 		return "", err
 	}
-	if p.hasBare {
-		return "", fmt.Errorf("ipconfig %q: %q has no key (ip=, gw=, ip6=, gw6=)", s, p.bare)
+	if p.HasBare {
+		return "", fmt.Errorf("ipconfig %q: %q has no key (ip=, gw=, ip6=, gw6=)", s, p.Bare)
 	}
 	checks := map[string]func(string) (string, error){
 		"ip": canonIPv4Config, "gw": canonIPv4, "ip6": canonIPv6Config, "gw6": canonIPv6,
 	}
-	for k, v := range p.kv {
+	for k, v := range p.KV {
 		check, ok := checks[k]
 		if !ok {
 			return "", fmt.Errorf("ipconfig %q: unknown key %q (ip, gw, ip6, gw6)", s, k)
 		}
-		if p.kv[k], err = check(v); err != nil {
+		if p.KV[k], err = check(v); err != nil {
 			return "", fmt.Errorf("ipconfig %q: %s: %w", s, k, err)
 		}
 	}
-	ip, ip6 := p.kv["ip"], p.kv["ip6"]
+	ip, ip6 := p.KV["ip"], p.KV["ip6"]
 	switch {
-	case p.kv["gw"] != "" && ip == "":
+	case p.KV["gw"] != "" && ip == "":
 		return "", fmt.Errorf("ipconfig %q: gw needs ip", s)
-	case p.kv["gw"] != "" && ip == "dhcp":
+	case p.KV["gw"] != "" && ip == "dhcp":
 		return "", fmt.Errorf("ipconfig %q: gw with ip=dhcp (Proxmox then ignores the whole ipconfig)", s)
-	case p.kv["gw6"] != "" && ip6 == "":
+	case p.KV["gw6"] != "" && ip6 == "":
 		return "", fmt.Errorf("ipconfig %q: gw6 needs ip6", s)
-	case p.kv["gw6"] != "" && !strings.Contains(ip6, "/"):
+	case p.KV["gw6"] != "" && !strings.Contains(ip6, "/"):
 		return "", fmt.Errorf("ipconfig %q: gw6 with ip6=%s (Proxmox then ignores the whole ipconfig)", s, ip6)
 	}
-	return printPropString(nil, p.kv), nil
+	return PrintPropString(nil, p.KV), nil
 }
 
 var dnsNameRE = regexp.MustCompile(`^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?\.)*[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
@@ -215,7 +215,7 @@ func canonAddr(v string, six bool) (string, error) {
 	return a.String(), nil
 }
 
-func checkIPv4Config(v string) error { _, err := canonIPv4Config(v); return err }
-func checkIPv6Config(v string) error { _, err := canonIPv6Config(v); return err }
-func checkIPv4(v string) error       { _, err := canonIPv4(v); return err }
-func checkIPv6(v string) error       { _, err := canonIPv6(v); return err }
+func CheckIPv4Config(v string) error { _, err := canonIPv4Config(v); return err }
+func CheckIPv6Config(v string) error { _, err := canonIPv6Config(v); return err }
+func CheckIPv4(v string) error       { _, err := canonIPv4(v); return err }
+func CheckIPv6(v string) error       { _, err := canonIPv6(v); return err }

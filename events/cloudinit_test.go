@@ -1,4 +1,4 @@
-package pve
+package events
 
 import (
 	"net/url"

