@@ -26,7 +26,7 @@ func TestSnapOfPending(t *testing.T) {
 		pending: `[{"key":"cores","value":1,"pending":4},{"key":"memory","value":"1024","pending":"current=4096"},
 			{"key":"name","value":"web"},{"key":"net0","value":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0","pending":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"}]`,
 		wantCfg:     events.GuestConfig{Name: "web", Description: "hi", Tags: []string{"a", "b"}, Cores: 1, MemoryMiB: 1024, OnBoot: true},
-		wantPending: map[string]string{"cores": "4", "memory": "4096"},
+		wantPending: map[string]string{"cores": "4", "memory": "4096", "net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"},
 	}, {
 		name:    "absent keys take defaults, tags never nil",
 		kind:    pve.KindQEMU,
