@@ -157,6 +157,13 @@ func rowOf(s views.Summary) row {
 			if o.Lock != "" {
 				r.obs += " lock:" + o.Lock
 			}
+			if o.HA != "" {
+				// HA, not converge, starts, stops and places it.
+				r.obs += " ha: managed (" + o.HA + ")"
+			}
+			if o.Pool != "" {
+				r.obs += " pool:" + o.Pool
+			}
 		}
 	}
 	if a := s.Last; a != nil {

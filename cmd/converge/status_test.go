@@ -20,3 +20,16 @@ func TestStatusShowsVerificationPeriod(t *testing.T) {
 		t.Fatalf("status:\n%s", b.String())
 	}
 }
+
+// An HA-managed guest shows so, with the state HA keeps it in.
+func TestStatusShowsHAManaged(t *testing.T) {
+	now := time.Now()
+	cd := &views.ClusterDoc{State: projector.ClusterState{Reachable: true, HeartbeatAt: now}}
+	sums := []views.Summary{{VMID: 100, State: "converged", Observed: &views.ObservedSummary{Exists: true, Node: "pve1",
+		Status: "running", HA: "started", Pool: "prod"}}}
+	var b strings.Builder
+	printStatus(&b, sums, cd, now)
+	if !strings.Contains(b.String(), "ha: managed (started)") || !strings.Contains(b.String(), "pool:prod") {
+		t.Fatalf("status:\n%s", b.String())
+	}
+}

@@ -32,11 +32,15 @@ type Summary struct {
 
 // ObservedSummary is what Proxmox last showed.
 type ObservedSummary struct {
-	Exists  bool               `json:"exists"`
-	Node    string             `json:"node,omitempty"`
-	Kind    events.GuestKind   `json:"kind,omitempty"`
-	Status  string             `json:"status,omitempty"`
-	Lock    string             `json:"lock,omitempty"`
+	Exists bool             `json:"exists"`
+	Node   string           `json:"node,omitempty"`
+	Kind   events.GuestKind `json:"kind,omitempty"`
+	Status string           `json:"status,omitempty"`
+	Lock   string           `json:"lock,omitempty"`
+	// HA is the state the HA manager keeps the guest in ("" when HA does
+	// not manage it); Pool its resource pool.
+	HA      string             `json:"ha,omitempty"`
+	Pool    string             `json:"pool,omitempty"`
 	Config  events.GuestConfig `json:"config"`
 	Pending map[string]string  `json:"pending,omitempty"`
 	ReadAt  time.Time          `json:"read_at"`
@@ -62,7 +66,7 @@ func Summarise(d *GuestDoc) Summary {
 		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt}
 	if o := v.Observed; o != nil {
 		s.Observed = &ObservedSummary{Exists: o.Exists, Node: o.Node, Kind: o.Kind, Status: o.Status, Lock: o.Lock,
-			Config: o.Config, Pending: o.Pending, ReadAt: o.ReadAt}
+			HA: o.HA, Pool: o.Pool, Config: o.Config, Pending: o.Pending, ReadAt: o.ReadAt}
 	}
 	if a := v.LastAction; a != nil {
 		as := &ActionSummary{ID: a.ID, Op: a.Op, Reason: a.Reason, At: a.Time}
