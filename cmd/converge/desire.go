@@ -23,12 +23,16 @@ type desireFlags struct {
 	file, power, name, description, tags, kind, publisher, correlation string
 	signKey, keyID                                                     string
 	cloneNode, cloneStorage, clonePool, restart                        string
+	node, pool                                                         string
+	disks, snapshotBefore                                              []string
 	cores, memory, cloneFrom                                           int
 	onboot, absent, cloneFull                                          bool
 }
 
-func newDesireCmd(g *globals) *cobra.Command {
-	f := &desireFlags{}
+func newDesireCmd(g *globals) *cobra.Command { return desireCmd(g, &desireFlags{}) }
+
+// desireCmd is the desire command reading its flags into f.
+func desireCmd(g *globals, f *desireFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "desire VMID [flags] | desire -f FILE",
 		Short: "Publish a guest's desired state (prints the stream sequence)",
@@ -125,6 +129,10 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 	fl.StringVar(&f.cloneStorage, "clone-storage", "", "with --clone-full: the target storage")
 	fl.StringVar(&f.clonePool, "clone-pool", "", "with --clone-from: the pool the new guest joins")
 	fl.StringVar(&f.restart, "restart", "", "never or allowed: may converge restart the guest to apply pending changes (default: the deployment's --restart)")
+	fl.StringVar(&f.node, "node", "", "the node the guest should run on (migrated there)")
+	fl.StringVar(&f.pool, "pool", "", "the resource pool the guest belongs to ('' for none)")
+	fl.StringSliceVar(&f.disks, "disk", nil, "KEY=SIZE_GIB[@STORAGE]: grow disk KEY to SIZE_GIB, or add it on STORAGE (repeatable; scsi0=32, scsi1=8@local-lvm)")
+	fl.StringSliceVar(&f.snapshotBefore, "snapshot-before", nil, "take a Proxmox snapshot before these actions: restart, migrate, resize (comma-separated)")
 	fl.StringVar(&f.publisher, "publisher", "", "who publishes (default converge-cli:$USER)")
 	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id linking this change to what it causes")
 	fl.StringVar(&f.signKey, "sign-key", os.Getenv("CONVERGE_SIGN_KEY"), "sign with this ed25519 private key (PEM, from converge keygen; env CONVERGE_SIGN_KEY)")
@@ -190,6 +198,20 @@ func desiredFromFlags(cmd *cobra.Command, f *desireFlags, arg string) (desiredBo
 	} else if ch("clone-node") || ch("clone-full") || ch("clone-storage") || ch("clone-pool") {
 		return desiredBody{}, fmt.Errorf("--clone-node, --clone-full, --clone-storage and --clone-pool need --clone-from")
 	}
+	if ch("node") {
+		d.Node = &f.node
+	}
+	if ch("pool") {
+		d.Pool = &f.pool
+	}
+	if ch("disk") {
+		if d.Disks, err = parseDiskFlags(f.disks); err != nil {
+			return desiredBody{}, err
+		}
+	}
+	if ch("snapshot-before") {
+		d.SnapshotBefore = f.snapshotBefore
+	}
 	body, err := json.Marshal(d)
 	if err != nil {
 		return desiredBody{}, err
@@ -198,6 +220,24 @@ func desiredFromFlags(cmd *cobra.Command, f *desireFlags, arg string) (desiredBo
 		return desiredBody{}, err
 	}
 	return desiredBody{vmid, body}, nil
+}
+
+// parseDiskFlags reads --disk KEY=SIZE_GIB[@STORAGE] values.
+func parseDiskFlags(vals []string) (map[string]events.DiskWant, error) {
+	out := map[string]events.DiskWant{}
+	for _, v := range vals {
+		key, rest, ok := strings.Cut(v, "=")
+		size, storage, _ := strings.Cut(rest, "@")
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("--disk %q: want KEY=SIZE_GIB or KEY=SIZE_GIB@STORAGE (scsi0=32, scsi1=8@local-lvm)", v)
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("--disk %s given twice", key)
+		}
+		out[key] = events.DiskWant{SizeGiB: n, Storage: storage}
+	}
+	return out, nil
 }
 
 // readDesiredFile reads and validates every entry of a YAML/JSON file.

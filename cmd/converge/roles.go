@@ -53,6 +53,8 @@ type roleFlags struct {
 	restart         string
 	restartWindow   string
 	allowDestroy    bool
+	createPools     bool
+	snapshotKeep    int
 	limits          planner.Limits
 	nodeRate        float64
 	observeOnly     bool
@@ -112,6 +114,8 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.IntVar(&f.limits.CloneConcurrency, "clone-concurrency", planner.DefaultCloneConcurrency, "most full clones at once onto one storage (negative: no limit); linked clones count against the node only")
 	fl.IntVar(&f.limits.CreateRate, "create-rate", planner.DefaultCreateRate, "most clones started per minute across the cluster (negative: no limit)")
 	fl.IntVar(&f.limits.MaxGuests, "max-guests", 0, "most managed guests that exist or are being created; beyond it creations wait (0: no cap)")
+	fl.BoolVar(&f.createPools, "create-pools", false, "create a desired resource pool that does not exist (otherwise moving a guest into it fails, saying so); give it to planners and executors alike")
+	fl.IntVar(&f.snapshotKeep, "snapshot-keep", 0, "keep at most this many protective snapshots (snapshot_before) per guest, pruning the oldest (0: keep all); give it to planners and executors alike")
 	fl.BoolVar(&f.allowDestroy, "allow-destroy", false, "destroy the guests converge created when their desired state says absent (any other guest only after `converge approve VMID`; never a protected one); give it to planners and executors alike")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", planner.DefaultShutdownTimeout, "graceful shutdown time before a guest is stopped hard")
@@ -121,7 +125,8 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 // runs with.
 func (f *roleFlags) policy() planner.Policy {
 	return planner.Policy{ObserverTimeout: 3 * f.observeInterval, ObserveOnly: f.observeOnly, ShutdownTimeout: f.shutdownTimeout,
-		Restart: events.Restart(f.restart), RestartWindow: f.restartWindow, AllowDestroy: f.allowDestroy}
+		Restart: events.Restart(f.restart), RestartWindow: f.restartWindow, AllowDestroy: f.allowDestroy,
+		CreatePools: f.createPools, SnapshotKeep: f.snapshotKeep}
 }
 
 // appConfig is the process configuration the flags describe.
