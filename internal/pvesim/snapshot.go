@@ -76,11 +76,25 @@ func (s *Sim) Snapshots(vmid int) []SnapshotInfo {
 	return out
 }
 
-// snapOrder is the snapshots by snaptime, then name. Proxmox lists them
-// in Perl hash order (no order at all); this one is stable.
+// snapOrder is the snapshots by snaptime, then by their place in the
+// parent chain, then name. Proxmox lists them in Perl hash order (no
+// order at all); this one is stable.
 func (g *guest) snapOrder() []string {
+	depth := func(name string) int {
+		d := 0
+		for p := g.snaps[name].conf["parent"]; p != "" && g.snaps[p] != nil && d < len(g.snaps); p = g.snaps[p].conf["parent"] {
+			d++
+		}
+		return d
+	}
 	names := sortedKeys(g.snaps)
-	sort.SliceStable(names, func(i, j int) bool { return g.snaps[names[i]].snaptime < g.snaps[names[j]].snaptime })
+	sort.SliceStable(names, func(i, j int) bool {
+		a, b := g.snaps[names[i]], g.snaps[names[j]]
+		if a.snaptime != b.snaptime {
+			return a.snaptime < b.snaptime
+		}
+		return depth(names[i]) < depth(names[j])
+	})
 	return names
 }
 
