@@ -42,6 +42,10 @@ func TaskTypes(kind Kind, op Op) []string {
 		return []string{p + "clone"}
 	case OpDelete:
 		return []string{p + "destroy"}
+	case OpSnapshot:
+		return []string{p + "snapshot"}
+	case OpDeleteSnapshot:
+		return []string{p + "delsnapshot"}
 	}
 	return nil
 }
