@@ -102,6 +102,12 @@ func TestCloudInit(t *testing.T) {
 	if ci, _ := s.CloudInit(101); ci.Generations != 0 || ci.Drive != "" {
 		t.Fatalf("no drive %+v", ci)
 	}
+	if _, err := callData(t, s, "PUT", "/nodes/pve1/qemu/101/config", map[string]any{"sata0": "local:cloudinit"}); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.Guest(101); g.Config["sata0"] != "local:101/vm-101-cloudinit.qcow2,media=cdrom" {
+		t.Fatalf("dir storage drive %q", g.Config["sata0"])
+	}
 	if err := s.LockGuest(100, "backup", 0); err != nil {
 		t.Fatal(err)
 	}

@@ -108,6 +108,17 @@ func TestSnapshotQEMU(t *testing.T) {
 	}
 	data, _ = callData(t, s, "DELETE", path+"/snapshot/zz", nil)
 	wantTask(t, waitUPID(t, s, data), "qmdelsnapshot", "snapshot 'zz' does not exist")
+	if _, err := callData(t, s, "PUT", path+"/snapshot/s2/config", map[string]any{"description": "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if idx, _ := callData(t, s, "GET", path+"/snapshot/s2", nil); len(idx.([]any)) != 2 || snapList(t, s, path)["s2"]["description"] != "second" {
+		t.Fatalf("index %v, list %v", idx, snapList(t, s, path))
+	}
+	data, _ = callData(t, s, "POST", path+"/clone", map[string]any{"newid": 150})
+	waitUPID(t, s, data)
+	if c, _ := s.Guest(150); c.Config["parent"] != "" || len(s.Snapshots(150)) != 0 {
+		t.Fatalf("clone %+v", c)
+	}
 	_, err = callData(t, s, "POST", path+"/template", nil)
 	errContains(t, err, "unable to create template, because VM contains snapshots")
 	// A guest with snapshots is destroyed like any other.
@@ -153,6 +164,11 @@ func TestSnapshotRAMAndLock(t *testing.T) {
 	}
 	_, err := callData(t, s, "PUT", path+"/config", map[string]any{"cores": 2})
 	errContains(t, err, "VM is locked (snapshot)")
+	rb, _ := callData(t, s, "POST", path+"/snapshot/slow/rollback", nil)
+	if err := s.FinishTask(rb.(string)); err != nil {
+		t.Fatal(err)
+	}
+	wantTask(t, waitUPID(t, s, rb), "qmrollback", "unable to rollback to incomplete snapshot (snapstate = prepare)")
 	if _, err := callData(t, s, "DELETE", "/nodes/pve1/tasks/"+data.(string), nil); err != nil {
 		t.Fatal(err)
 	}
