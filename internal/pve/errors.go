@@ -123,6 +123,11 @@ func ClassifyOpMessage(op Op, status int, msg string) Class {
 	// "is locked", the guest's config file before any other "does not
 	// exist").
 	switch {
+	case op == OpDeleteSnapshot && strings.HasPrefix(m, "snapshot '") && strings.HasSuffix(m, "' does not exist"),
+		op == OpCreatePool && strings.Contains(m, "already exists"):
+		// Nothing left to delete; the pool is there (these texts would
+		// otherwise read as a missing dependency and a conflict).
+		return ClassAlreadyDone
 	case strings.Contains(m, "permission check failed (pool '") && strings.Contains(m, "does not exist"):
 		// check_pool_exist raises a permission exception (403) for a
 		// missing pool: the request names something that is not there,

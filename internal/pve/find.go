@@ -46,6 +46,10 @@ func TaskTypes(kind Kind, op Op) []string {
 		return []string{"resize"}
 	case OpMigrate:
 		return []string{p + "migrate", "hamigrate"}
+	case OpSnapshot:
+		return []string{p + "snapshot"}
+	case OpDeleteSnapshot:
+		return []string{p + "delsnapshot"}
 	}
 	return nil
 }

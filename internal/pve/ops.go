@@ -12,9 +12,8 @@ import (
 )
 
 // Operations beyond create/config/power/clone/delete: disk resize,
-// migration (direct and through HA) and HA requested state. (Snapshots,
-// cloud-init regeneration and pool membership come with the simulator's
-// endpoints that pin them.)
+// migration (direct and through HA) and HA requested state. Snapshots and
+// cloud-init regeneration are in snapshot.go, pools in pool.go.
 
 // Op values of these operations.
 const (
@@ -27,8 +26,10 @@ const (
 // opsTaskTypes maps the task types of these operations (without their
 // qm/vz prefix) to their Op, for UPID.Op.
 var opsTaskTypes = map[string]Op{
-	"resize":  OpResize,
-	"migrate": OpMigrate,
+	"resize":      OpResize,
+	"migrate":     OpMigrate,
+	"snapshot":    OpSnapshot,
+	"delsnapshot": OpDeleteSnapshot,
 }
 
 // classifyOpsMessage classifies Proxmox's refusals of these operations
@@ -46,8 +47,21 @@ func classifyOpsMessage(op Op, m string) (Class, bool) {
 		strings.Contains(m, "migration aborted"),
 		strings.Contains(m, "live migration is currently not implemented"),
 		strings.Contains(m, "no such resource"),
-		strings.Contains(m, "is not ha managed"):
+		strings.Contains(m, "is not ha managed"),
+		strings.Contains(m, "snapshot feature is not available"),
+		strings.Contains(m, "you can't take a snapshot if it's a template"),
+		strings.Contains(m, "you can't delete a snapshot if vm is a template"),
+		strings.Contains(m, "unable to use snapshot name"),
+		strings.Contains(m, "unable to create template, because"):
 		return ClassTerminal, true
+	case op == OpSnapshot && strings.Contains(m, "already used"):
+		// "snapshot name 'x' already used": another snapshot holds the
+		// name, maybe not the one intended.
+		return ClassConflict, true
+	case op == OpSetPool && (strings.Contains(m, "is already a pool member") || strings.Contains(m, "is not a pool member")):
+		return ClassAlreadyDone, true
+	case op == OpSetPool && strings.Contains(m, "belongs already to pool"):
+		return ClassConflict, true
 	case op == OpResize && strings.Contains(m, "already at specified size"):
 		return ClassAlreadyDone, true
 	}

@@ -133,7 +133,7 @@ func (s *Sim) planVolumes(p *clonePlan, storage string) error {
 	seen := map[string]bool{}
 	for _, k := range sortedKeys(g.conf) {
 		v := g.conf[k]
-		if k == "template" || strings.HasPrefix(k, "unused") {
+		if k == "template" || strings.HasPrefix(k, "unused") || snapshotOnlyKeys[k] {
 			continue
 		}
 		drive := driveKeyRe.MatchString(k)
@@ -285,7 +285,7 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 		}
 		maps.Copy(ng.conf, p.vols)
 		if p.pool != "" {
-			ng.pool = p.pool
+			s.setVMPool(ng.vmid, p.pool) // add_vm_to_pool
 		}
 		delete(ng.conf, "lock")
 		if p.target != "" {

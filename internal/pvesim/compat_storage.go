@@ -84,6 +84,11 @@ func (s *Sim) usedDiskNames() map[string]bool {
 // format=. defStorage is the create's "storage" parameter. Caller holds
 // s.mu.
 func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]string, defStorage string) error {
+	if kind == QEMU {
+		if err := s.allocCloudInit(vmid, set); err != nil {
+			return err
+		}
+	}
 	var keys []string
 	for k := range set {
 		if allocDriveKeyRe[kind].MatchString(k) {

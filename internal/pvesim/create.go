@@ -190,5 +190,6 @@ func (s *Sim) newGuest(vmid int, kind Kind, nodeName string, conf map[string]str
 		pending: map[string]string{}, pendingDel: map[string]bool{}, resID: string(kind) + "/" + strconv.Itoa(vmid)}
 	g.touch()
 	s.guests[vmid] = g
+	g.pool = s.vmPool[vmid] // user.cfg may name it already
 	return g
 }

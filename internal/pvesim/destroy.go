@@ -8,6 +8,9 @@ import (
 // ---- template, destroy ------------------------------------------------------------
 
 func (s *Sim) template(q *req, g *guest) (any, error) {
+	if len(g.snaps) > 0 {
+		return nil, fail500("unable to create template, because %s contains snapshots", g.typeWord())
+	}
 	if g.template() {
 		return nil, fail500("you can't convert a template to a template")
 	}
@@ -100,6 +103,7 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 		}
 		ha := s.haOf(g)
 		delete(s.guests, g.vmid)
+		s.setVMPool(g.vmid, "") // remove_vm_access, with or without purge
 		delete(s.noACPI, g.vmid)
 		if purge {
 			print(fmt.Sprintf("purging %s %d from related configurations..", word, g.vmid))

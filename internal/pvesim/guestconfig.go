@@ -162,6 +162,7 @@ func splitList(v string) []string {
 // keys, into [PENDING] otherwise. It returns PVE's warnings.
 func (g *guest) apply(ch *configChange) []string {
 	var warnings []string
+	genCI := false
 	for _, k := range ch.revert {
 		delete(g.pending, k)
 		delete(g.pendingDel, k)
@@ -173,9 +174,16 @@ func (g *guest) apply(ch *configChange) []string {
 			delete(g.pendingDel, k)
 			continue
 		}
+		old, had := g.conf[k]
+		if g.running() {
+			g.ciRecord(k, old, had, v, true)
+		}
 		g.conf[k] = v
 		delete(g.pending, k)
 		delete(g.pendingDel, k)
+		if ciDriveRe.MatchString(volid(v)) && driveKeyRe.MatchString(k) {
+			genCI = true // a new cloud-init drive is generated at once
+		}
 	}
 	for _, k := range ch.del {
 		_, inConf := g.conf[k]
@@ -189,10 +197,18 @@ func (g *guest) apply(ch *configChange) []string {
 			g.pendingDel[k] = true
 			continue
 		}
+		if g.running() && inConf {
+			g.ciRecord(k, g.conf[k], true, "", false)
+		}
 		delete(g.conf, k)
 	}
 	g.cleanupPending()
 	g.touch()
+	// vmconfig_hotplug_pending regenerates the drive when the hotplug
+	// features include cloudinit and something changed.
+	if genCI || g.running() && len(g.ci.recorded) > 0 && hotplugFeatures(g)["cloudinit"] {
+		g.ciGenerate()
+	}
 	return warnings
 }
 

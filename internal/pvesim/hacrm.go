@@ -153,10 +153,7 @@ func (s *Sim) haKick(sid string) {
 					return nil, err
 				}
 				if !g.running() {
-					g.applyPending()
-					g.status, g.paused, g.startedAt = "running", false, time.Now()
-					s.pidSeq++
-					g.pid = s.pidSeq
+					s.powerOn(g, true)
 				}
 				return nil, nil
 			}, nil)

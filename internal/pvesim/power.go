@@ -47,12 +47,7 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 		}
 		return checkLock(allow...)
 	}
-	start := func() {
-		g.applyPending()
-		g.status, g.paused, g.startedAt = "running", false, time.Now()
-		s.pidSeq++
-		g.pid = s.pidSeq
-	}
+	start := func() { s.powerOn(g, true) }
 	stop := func() { g.status, g.paused, g.pid = "stopped", false, 0 }
 
 	var typ string

@@ -20,6 +20,7 @@ const (
 	tMemory // QEMU memory property string "[current=]<MiB>"
 	tDNS    // DNS name
 	tTags
+	tURLEncoded // pve-common's "urlencoded" format (sshkeys)
 )
 
 type keySpec struct {
@@ -37,7 +38,7 @@ var (
 		"hotplug": {}, "protection": {t: tBool}, "startup": {}, "lock": {}, "template": {t: tBool},
 		"machine": {}, "bios": {}, "vga": {}, "kvm": {t: tBool}, "acpi": {t: tBool}, "tablet": {t: tBool},
 		"smbios1": {}, "vmgenid": {}, "meta": {}, "ciuser": {}, "cipassword": {}, "citype": {},
-		"sshkeys": {}, "nameserver": {}, "searchdomain": {}, "hookscript": {}, "shares": {t: tInt, min: 0, max: 50000},
+		"sshkeys": {t: tURLEncoded}, "ciupgrade": {t: tBool}, "cicustom": {}, "vmstatestorage": {}, "nameserver": {}, "searchdomain": {}, "hookscript": {}, "shares": {t: tInt, min: 0, max: 50000},
 		"args": {}, "efidisk0": {}, "tpmstate0": {}, "localtime": {t: tBool}, "keyboard": {}, "watchdog": {},
 		"affinity": {}, "rng0": {}, "audio0": {}, "migrate_downtime": {t: tNumber}, "migrate_speed": {t: tInt, min: 0},
 	}
@@ -53,9 +54,10 @@ var (
 		QEMU: regexp.MustCompile(`^(net|scsi|virtio|sata|ide|unused|ipconfig|serial|usb|hostpci|numa|parallel)\d+$`),
 		LXC:  regexp.MustCompile(`^(net|mp|unused|dev)\d+$`),
 	}
-	dnsName = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)*$`)
-	tagRe   = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_\-+.]*$`)
-	memRe   = regexp.MustCompile(`^(?:current=)?(\d+)$`)
+	urlEncRe = regexp.MustCompile(`^[-%a-zA-Z0-9_.!~*'()]*$`)
+	dnsName  = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)*$`)
+	tagRe    = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9_\-+.]*$`)
+	memRe    = regexp.MustCompile(`^(?:current=)?(\d+)$`)
 )
 
 func specFor(kind Kind, key string) (keySpec, bool) {
@@ -128,6 +130,11 @@ func canonical(kind Kind, key, v string) (string, string) {
 	case tDNS:
 		if !dnsName.MatchString(v) {
 			return "", "value does not look like a valid DNS name"
+		}
+		return v, ""
+	case tURLEncoded:
+		if !urlEncRe.MatchString(v) {
+			return "", fmt.Sprintf("invalid format - invalid urlencoded string: %s", v)
 		}
 		return v, ""
 	case tTags:
@@ -211,7 +218,7 @@ func hotpluggable(g *guest, key string) bool {
 	switch key {
 	case "description", "hookscript", "lock", "name", "onboot", "protection", "shares", "startup",
 		"tags", "vmstatestorage", "migrate_downtime", "migrate_speed", "ciuser", "cipassword",
-		"citype", "sshkeys", "nameserver", "searchdomain", "balloon", "cpulimit", "cpuunits":
+		"citype", "ciupgrade", "cicustom", "sshkeys", "nameserver", "searchdomain", "balloon", "cpulimit", "cpuunits":
 		return true
 	}
 	if strings.HasPrefix(key, "ipconfig") {

@@ -91,8 +91,10 @@ type Sim struct {
 	rrdAt     time.Time
 	// ha is ha/resources.cfg, by sid ("vm:100").
 	ha map[string]*haResource
-	// pools are the resource pools of user.cfg, by id.
-	pools map[string]bool
+	// pools are the resource pools of user.cfg, by id; vmPool is its vms
+	// map (guest to pool, also for guests that do not exist).
+	pools  map[string]*poolDef
+	vmPool map[int]string
 	// cloneSlots counts the running full clones per target storage
 	// (Faults.StorageCloneLimit).
 	cloneSlots map[string]int
@@ -157,14 +159,15 @@ func New(opts Options) (*Sim, error) {
 		started: time.Now(),
 
 		ha:         make(map[string]*haResource),
-		pools:      make(map[string]bool),
+		pools:      make(map[string]*poolDef),
+		vmPool:     make(map[int]string),
 		cloneSlots: make(map[string]int),
 	}
 	for _, p := range opts.Pools {
 		if !poolIDRe.MatchString(p) {
 			return nil, fmt.Errorf("pvesim: pool name %q contains invalid characters", p)
 		}
-		s.pools[p] = true
+		s.pools[p] = newPool()
 	}
 	for i, name := range opts.NodeNames {
 		s.nodes = append(s.nodes, &node{name: name, id: i + 1, ip: fmt.Sprintf("192.0.2.%d", 10+i)})

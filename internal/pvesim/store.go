@@ -42,6 +42,11 @@ type guest struct {
 	// for every row of an inventory read held s.mu for most of its time.
 	resID string
 	bcast rrdEntry
+	// snaps are the config's [snapname] sections (snapshot.go).
+	snaps map[string]*snapshot
+	// ci is the [special:cloudinit] section and what the cloud-init
+	// drive was last generated from (cloudinit.go).
+	ci ciState
 }
 
 func (g *guest) lock() string     { return g.conf["lock"] }
@@ -81,6 +86,7 @@ func (g *guest) touch() {
 			b.WriteString("delete: " + strings.Join(sortedKeys(g.pendingDel), ",") + "\n")
 		}
 	}
+	g.writeSections(&b)
 	sum := sha1.Sum([]byte(b.String()))
 	g.digest = hex.EncodeToString(sum[:])
 	g.disk = g.diskSize()
