@@ -34,6 +34,7 @@ type fakePVE struct {
 type fakeGuest struct {
 	status, lock, digest string
 	node                 string // "" answers on every node
+	snaps                []string
 	cfg                  pve.GuestConfig
 }
 

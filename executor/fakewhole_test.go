@@ -10,7 +10,8 @@ import (
 
 // The whole-guest operations of the scripted Proxmox.
 
-var wholeTaskTypes = map[pve.Op]string{pve.OpResize: "resize", pve.OpMigrate: "qmigrate"}
+var wholeTaskTypes = map[pve.Op]string{pve.OpResize: "resize", pve.OpMigrate: "qmigrate", pve.OpSnapshot: "qmsnapshot",
+	pve.OpDeleteSnapshot: "qmdelsnapshot"}
 
 func init() {
 	for op, typ := range wholeTaskTypes {
@@ -55,5 +56,64 @@ func (p *fakePVE) HASetState(_ context.Context, sid, state string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, fmt.Sprintf("ha-state %s %s", sid, state))
+	return nil
+}
+
+// Snapshot records the snapshot as a task.
+func (p *fakePVE) Snapshot(ctx context.Context, ref pve.GuestRef, name, _ string) (pve.TaskRef, error) {
+	return p.mutate(ctx, pve.OpSnapshot, ref, func(g *fakeGuest) error {
+		g.snaps = append(g.snaps, name)
+		return nil
+	})
+}
+
+// Snapshots lists the guest's snapshots, oldest first.
+func (p *fakePVE) Snapshots(_ context.Context, ref pve.GuestRef) ([]pve.Snapshot, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, err := p.guest(ref)
+	if err != nil {
+		return nil, err
+	}
+	var out []pve.Snapshot
+	for _, n := range g.snaps {
+		out = append(out, pve.Snapshot{Name: n})
+	}
+	return out, nil
+}
+
+// DeleteSnapshot removes one.
+func (p *fakePVE) DeleteSnapshot(ctx context.Context, ref pve.GuestRef, name string) (pve.TaskRef, error) {
+	return p.mutate(ctx, pve.OpDeleteSnapshot, ref, func(g *fakeGuest) error {
+		for i, n := range g.snaps {
+			if n == name {
+				g.snaps = append(g.snaps[:i:i], g.snaps[i+1:]...)
+			}
+		}
+		return nil
+	})
+}
+
+// RegenerateCloudInit records the call.
+func (p *fakePVE) RegenerateCloudInit(_ context.Context, ref pve.GuestRef) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, fmt.Sprintf("cloudinit %d", ref.VMID))
+	return nil
+}
+
+// SetPool records the call.
+func (p *fakePVE) SetPool(_ context.Context, pool string, vmid int, remove bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, fmt.Sprintf("pool %s %d remove=%v", pool, vmid, remove))
+	return nil
+}
+
+// CreatePool records the call.
+func (p *fakePVE) CreatePool(_ context.Context, pool, _ string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, "create-pool "+pool)
 	return nil
 }

@@ -31,7 +31,7 @@ type job struct {
 	// when unverified.
 	basis *events.Observed
 	hb    *heartbeat
-	log       zerolog.Logger
+	log   zerolog.Logger
 }
 
 // Handle runs one delivery of an action of partition part, following the

@@ -29,7 +29,7 @@ func TestObservation(t *testing.T) {
 			{"key":"net0","pending":"virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"},{"key":"memory","value":"2048","pending":"4096"},
 			{"key":"name","value":"web","pending":"web"},{"key":"onboot","value":1,"delete":1}]`,
 		want: events.Observed{Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running", Digest: "abc",
-			Config:  events.GuestConfig{Name: "web", Description: "hi", Tags: []string{"a", "b"}, Cores: 1, MemoryMiB: 2048, OnBoot: true},
+			Config: events.GuestConfig{Name: "web", Description: "hi", Tags: []string{"a", "b"}, Cores: 1, MemoryMiB: 2048, OnBoot: true},
 			Pending: map[string]string{"cores": "4", "tags": "y;z", "memory": "4096", "onboot": "0",
 				"net0": "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr1"}}, // interfaces are managed too
 	}, {

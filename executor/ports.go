@@ -34,6 +34,17 @@ type WholeGuest interface {
 	Migrate(ctx context.Context, ref pve.GuestRef, spec pve.MigrateSpec) (pve.TaskRef, error)
 	HAMigrate(ctx context.Context, sid, node string) error
 	HASetState(ctx context.Context, sid, state string) error
+	// Snapshot takes a snapshot in a task; Snapshots lists a guest's,
+	// oldest first; DeleteSnapshot removes one in a task.
+	Snapshot(ctx context.Context, ref pve.GuestRef, name, description string) (pve.TaskRef, error)
+	Snapshots(ctx context.Context, ref pve.GuestRef) ([]pve.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, ref pve.GuestRef, name string) (pve.TaskRef, error)
+	// RegenerateCloudInit rewrites a VM's cloud-init drive from its config.
+	RegenerateCloudInit(ctx context.Context, ref pve.GuestRef) error
+	// SetPool adds a guest to a pool (moving it from another) or removes
+	// it; CreatePool makes a pool.
+	SetPool(ctx context.Context, pool string, vmid int, remove bool) error
+	CreatePool(ctx context.Context, pool, comment string) error
 }
 
 // CloneFinder may additionally be implemented by a [Proxmox] (*pve.Client

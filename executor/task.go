@@ -261,6 +261,8 @@ func pveOp(op events.Op) pve.Op {
 		return pve.OpResize
 	case events.OpMigrate:
 		return pve.OpMigrate
+	case events.OpSnapshot:
+		return pve.OpSnapshot
 	}
 	return pve.OpUnknown
 }

@@ -71,8 +71,61 @@ func (j *job) mutateWhole(ctx context.Context) (pve.TaskRef, error, bool) {
 		return t, err, true
 	case events.OpSetHAState:
 		return pve.TaskRef{}, px.HASetState(ctx, pve.HASID(j.ref), a.HAState), true
+	case events.OpSetPool:
+		return pve.TaskRef{}, j.setPool(ctx), true
+	case events.OpSnapshot:
+		t, err := px.Snapshot(ctx, j.ref, a.Snapshot.Name,
+			fmt.Sprintf("converge: before %s (action %s, desired revision %d)", a.Snapshot.Before, a.ID, a.DesiredSeq))
+		return t, err, true
 	}
 	return pve.TaskRef{}, nil, false
+}
+
+// setPool moves the guest into its desired pool (out of its old one:
+// Proxmox's allow-move), or out of its pool. Each call is idempotent: a
+// guest already where it should be is already done.
+func (j *job) setPool(ctx context.Context) error {
+	p := j.a.Pool
+	if p.To == "" {
+		return j.e.px.SetPool(ctx, p.From, j.a.VMID, true)
+	}
+	if p.Create {
+		err := j.e.px.CreatePool(ctx, p.To, "created by converge")
+		if err != nil && pve.Classify(err) != pve.ClassAlreadyDone {
+			return err
+		}
+	}
+	return j.e.px.SetPool(ctx, p.To, j.a.VMID, false)
+}
+
+// pruneSnapshots keeps the guest's newest keep converge snapshots
+// (SnapshotPrefix), deleting older ones one task at a time; it says what
+// it deleted. Snapshots converge did not take are never touched.
+func (j *job) pruneSnapshots(ctx context.Context, keep int) (string, error) {
+	all, err := j.e.px.Snapshots(ctx, j.ref)
+	if err != nil {
+		return "", err
+	}
+	var ours []string
+	for _, s := range all {
+		if strings.HasPrefix(s.Name, events.SnapshotPrefix) {
+			ours = append(ours, s.Name) // oldest first
+		}
+	}
+	var gone []string
+	for len(ours) > keep {
+		name := ours[0]
+		ours = ours[1:]
+		t, err := j.e.px.DeleteSnapshot(ctx, j.ref, name)
+		if err == nil && !t.IsZero() {
+			_, err = j.e.px.WaitTask(ctx, t, pve.WaitOptions{OnPoll: j.hb.touch})
+		}
+		if err != nil && pve.Classify(err) != pve.ClassAlreadyDone {
+			return strings.Join(gone, ", "), fmt.Errorf("pruning snapshot %s: %w", name, err)
+		}
+		gone = append(gone, name)
+	}
+	return strings.Join(gone, ", "), nil
 }
 
 // migrateCheck runs before a migration: a guest already on the target
@@ -113,10 +166,27 @@ func (j *job) afterSuccess(ctx context.Context, r *events.Result) error {
 		j.ref = target
 		r.Node = target.Node
 	case a.Op == events.OpSetConfig && a.Kind == events.QEMU && hasCloudInit(a.Set):
-		if err := j.regenerateCloudInit(ctx); err != nil {
+		if err := j.e.px.RegenerateCloudInit(ctx, j.ref); err != nil {
 			return fmt.Errorf("config written, cloud-init drive not regenerated: %w", err)
 		}
 		r.Reason = "cloud-init drive regenerated; it reaches the guest at its next boot"
+	case a.Op == events.OpSnapshot:
+		r.Reason = fmt.Sprintf("snapshot %s taken before %s; roll back with: qm rollback %d %s", a.Snapshot.Name, a.Snapshot.Before, a.VMID, a.Snapshot.Name)
+		if a.Kind == events.LXC {
+			r.Reason = fmt.Sprintf("snapshot %s taken before %s; roll back with: pct rollback %d %s", a.Snapshot.Name, a.Snapshot.Before, a.VMID, a.Snapshot.Name)
+		}
+		if a.Snapshot.Keep > 0 {
+			gone, err := j.pruneSnapshots(ctx, a.Snapshot.Keep)
+			if gone != "" {
+				r.Reason += "; pruned " + gone
+			}
+			if err != nil {
+				// The snapshot is taken: the action succeeded; pruning is
+				// retried with the next one.
+				j.log.Warn().Err(err).Msg("snapshot pruning failed")
+				r.Reason += "; pruning failed: " + err.Error()
+			}
+		}
 	}
 	return nil
 }
@@ -174,9 +244,4 @@ func (j *job) carryInventory(o *events.Observed) {
 	case events.OpSetPool:
 		o.Pool = j.a.Pool.To
 	}
-}
-
-// regenerateCloudInit rewrites the cloud-init drive from the config.
-func (j *job) regenerateCloudInit(ctx context.Context) error {
-	return nil // TODO(wt-s): PUT …/cloudinit once the client has it
 }

@@ -70,6 +70,18 @@ func describeAction(a *events.Action) string {
 	if len(a.Delete) > 0 {
 		b.WriteString(" delete=" + strings.Join(a.Delete, ","))
 	}
+	switch {
+	case a.Resize != nil:
+		fmt.Fprintf(&b, " %s to %d GiB", a.Resize.Disk, a.Resize.SizeGiB)
+	case a.Migrate != nil:
+		b.WriteString(" to " + a.Migrate.Target)
+	case a.Pool != nil:
+		fmt.Fprintf(&b, " from %q to %q", a.Pool.From, a.Pool.To)
+	case a.Snapshot != nil:
+		fmt.Fprintf(&b, " %s before %s", a.Snapshot.Name, a.Snapshot.Before)
+	case a.HAState != "":
+		b.WriteString(" " + a.HAState)
+	}
 	fmt.Fprintf(&b, " on %s: %s (action %s, desired rev %d, attempt %d)", a.Node, a.Reason, a.ID, a.DesiredSeq, a.Attempt)
 	return b.String()
 }
