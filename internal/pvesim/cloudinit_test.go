@@ -114,3 +114,45 @@ func TestCloudInit(t *testing.T) {
 	_, err = callData(t, s, "PUT", path+"/cloudinit", nil)
 	errContains(t, err, "VM is locked (backup)")
 }
+
+// TestCloudInitHotplug: with "cloudinit" in a running VM's hotplug
+// features, vmconfig_hotplug_pending regenerates the drive after a live
+// cloud-init change, without PUT …/cloudinit; without it the change waits
+// for one.
+func TestCloudInitHotplug(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	for id, hp := range map[int]string{100: "network,disk,usb,cloudinit", 101: "network,disk,usb"} {
+		if err := s.AddGuest(pvesim.GuestSpec{VMID: id, Running: true,
+			Config: map[string]string{"hotplug": hp, "ide2": fmt.Sprintf("local-lvm:vm-%d-cloudinit,media=cdrom", id)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []int{100, 101} {
+		if _, err := callData(t, s, "PUT", fmt.Sprintf("/nodes/pve1/qemu/%d/config", id), map[string]any{"ciuser": "bob"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ci, _ := s.CloudInit(100); ci.Generations != 1 || ci.Values["ciuser"] != "bob" {
+		t.Fatalf("hotplug cloudinit: %+v, want the drive regenerated with ciuser bob", ci)
+	}
+	if ci, _ := s.CloudInit(101); ci.Generations != 0 || ci.Changed["ciuser"] == "" && len(ci.Changed) == 0 {
+		t.Fatalf("without hotplug cloudinit: %+v, want the change recorded and the drive not regenerated", ci)
+	}
+}
+
+// TestPoolWriteFaults: an injected failure rate makes pool writes fail
+// with user.cfg's lock timeout, as a busy cluster does; nothing changes.
+func TestPoolWriteFaults(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFaults(pvesim.Faults{FailRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := callData(t, s, "POST", "/pools", map[string]any{"poolid": "prod"})
+	errContains(t, err, "lock")
+	if len(s.Pools()) != 0 {
+		t.Fatalf("pools %v after a failed create", s.Pools())
+	}
+}
