@@ -163,3 +163,42 @@ func TestSnapshotBeforeRestart(t *testing.T) {
 		t.Fatalf("history does not say %q:\n%s", want, hist)
 	}
 }
+
+// --snapshot-keep 1: the second protective snapshot prunes the first;
+// snapshots converge did not take are never touched.
+func TestSnapshotKeepPrunes(t *testing.T) {
+	p := startPipeline(t, pvesim.Options{}, verifyEveryPass, func(c *app.Config) {
+		c.Planner.Planner.Policy.SnapshotKeep = 1
+		c.Executor.Policy.SnapshotKeep = 1
+	})
+	const vmid = 434
+	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c := pvesimtest.Client(t, p.sim)
+	tk, err := c.Snapshot(pvesimtest.Context(t), pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: vmid}, "manual", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTask(pvesimtest.Context(t), tk, pve.WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.pass(t)
+	running, allowed := events.PowerRunning, events.RestartAllowed
+	var names []string
+	for _, cores := range []int{2, 3} {
+		seq := p.desire(t, &events.Desired{VMID: vmid, Power: &running, Cores: &cores, Restart: &allowed,
+			SnapshotBefore: []string{events.SnapshotRestart}})
+		p.converge(t, vmid, seq)
+		names = nil
+		for _, s := range p.sim.Snapshots(vmid) {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) != 2 || names[0] != "manual" || !strings.HasPrefix(names[1], events.SnapshotPrefix) {
+		t.Fatalf("snapshots %v: want the manual one and the newest converge one", names)
+	}
+	if snaps := p.sim.Snapshots(vmid); snaps[1].Config["cores"] != "2" {
+		t.Fatalf("kept snapshot %+v: want the one taken before the second restart (cores 2)", snaps[1])
+	}
+}
