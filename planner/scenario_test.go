@@ -110,6 +110,10 @@ func (h *harness) config(args []string) (string, error) {
 			h.cfg.Policy.MaxBurst, err = strconv.Atoi(v)
 		case "checkpoint":
 			h.cfg.CheckpointInterval, err = time.ParseDuration(v)
+		case "create-pools":
+			h.cfg.Policy.CreatePools = v != "false"
+		case "snapshot-keep":
+			h.cfg.Policy.SnapshotKeep, err = strconv.Atoi(v)
 		default:
 			return "", fmt.Errorf("unknown option %q", k)
 		}
@@ -211,8 +215,9 @@ func (h *harness) desired(args []string) (string, error) {
 
 // observation builds an observed guest from key=value settings: status,
 // node, kind, lock, cores, memory, name, description, tags, onboot,
-// digest, pending.KEY, disk.KEY=VOLUME[,GIB], exists, read_at (a duration
-// from now).
+// digest, pending.KEY, disk.KEY=VOLUME[,GIB[,cdrom]], net.KEY=VALUE (as
+// Proxmox prints it), ci.KEY=VALUE (a cloud-init key, normalised),
+// hotplug, numa, ha, pool, exists, read_at (a duration from now).
 func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 	o := &events.Observed{Meta: events.NewMeta("observer@test", "", h.now), VMID: vmid, Cluster: "pve", Exists: true,
 		Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d0", ReadAt: h.now, Source: events.SourceObserver,
@@ -239,6 +244,12 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 			o.Protected = v != "false"
 		case k == "ha":
 			o.HA = v
+		case k == "pool":
+			o.Pool = v
+		case k == "hotplug":
+			o.Config.Hotplug = v
+		case k == "numa":
+			o.Config.NUMA = v == "1"
 		case k == "cores":
 			o.Config.Cores, err = strconv.Atoi(v)
 		case k == "memory":
@@ -252,8 +263,9 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 		case k == "onboot":
 			o.Config.OnBoot = v == "1"
 		case strings.HasPrefix(k, "disk."):
-			// disk.KEY=VOLUME[,GIB]
+			// disk.KEY=VOLUME[,GIB[,MEDIA]]
 			vol, size, _ := strings.Cut(v, ",")
+			size, media, _ := strings.Cut(size, ",")
 			var gib int64
 			if size != "" {
 				gib, err = strconv.ParseInt(size, 10, 64)
@@ -261,7 +273,17 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 			if o.Config.Disks == nil {
 				o.Config.Disks = map[string]events.Disk{}
 			}
-			o.Config.Disks[strings.TrimPrefix(k, "disk.")] = events.Disk{Volume: vol, SizeBytes: gib * events.GiB}
+			o.Config.Disks[strings.TrimPrefix(k, "disk.")] = events.Disk{Volume: vol, SizeBytes: gib * events.GiB, Media: media}
+		case strings.HasPrefix(k, "net."):
+			if o.Config.Net == nil {
+				o.Config.Net = map[string]string{}
+			}
+			o.Config.Net[strings.TrimPrefix(k, "net.")] = v
+		case strings.HasPrefix(k, "ci."):
+			if o.Config.CloudInit == nil {
+				o.Config.CloudInit = map[string]string{}
+			}
+			o.Config.CloudInit[strings.TrimPrefix(k, "ci.")] = v
 		case strings.HasPrefix(k, "pending."):
 			if o.Pending == nil {
 				o.Pending = map[string]string{}
@@ -552,6 +574,21 @@ func (h *harness) ready() string {
 		}
 		for _, k := range a.Revert {
 			fmt.Fprintf(&b, " revert=%s", k)
+		}
+		if r := a.Resize; r != nil {
+			fmt.Fprintf(&b, " disk=%s size=%d", r.Disk, r.SizeGiB)
+		}
+		if m := a.Migrate; m != nil {
+			fmt.Fprintf(&b, " from=%s target=%s online=%t restart=%t ha=%t", a.Node, m.Target, m.Online, m.Restart, m.HA)
+		}
+		if p := a.Pool; p != nil {
+			fmt.Fprintf(&b, " pool=%q->%q create=%t", p.From, p.To, p.Create)
+		}
+		if s := a.Snapshot; s != nil {
+			fmt.Fprintf(&b, " snapshot=%s before=%s keep=%d", s.Name, s.Before, s.Keep)
+		}
+		if a.HAState != "" {
+			fmt.Fprintf(&b, " ha_state=%s", a.HAState)
 		}
 		if c := a.Clone; c != nil {
 			fmt.Fprintf(&b, " from=%d@%s full=%t storage=%s pool=%s name=%s onto=%s kind=%s", c.From, c.FromNode, c.Full, c.Storage, c.Pool, c.Name, a.Node, a.Kind)
