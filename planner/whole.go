@@ -198,7 +198,9 @@ func haState(want string) string {
 // so it never fights the HA manager.
 func haPower(o *events.Observed, want string) (step *Step, waiting string) {
 	target := haState(want)
-	if o.HA != target {
+	// disabled keeps the guest stopped too (and, unlike stopped, where it
+	// is): an operator's choice that desired power stopped does not undo.
+	if o.HA != target && !(target == "stopped" && o.HA == "disabled") {
 		return &Step{Op: events.OpSetHAState, HAState: target,
 			Reason: fmt.Sprintf("desired power %s: HA-managed guest (ha: %s), ask the HA manager for state %s", want, o.HA, target)}, ""
 	}
