@@ -235,12 +235,20 @@ func withSnapshots(v *projector.View, steps []Step, keep int) []Step {
 	return append([]Step{snap}, steps...)
 }
 
-// snapshotTaken reports whether the guest's last action was a protective
-// snapshot before op for the current desired revision, and it succeeded.
+// snapshotTaken reports whether the guest's last action for the current
+// desired revision was a protective snapshot before op that succeeded, or
+// op itself that failed: its retry is protected by the snapshot its first
+// attempt had (a new one each time would also, succeeding, reset the
+// failure count the retries back off by).
 func snapshotTaken(v *projector.View, op events.Op) bool {
 	a, r := v.LastAction, v.LastResult
-	return a != nil && a.Op == events.OpSnapshot && a.Snapshot != nil && a.Snapshot.Before == op &&
-		a.DesiredSeq == v.DesiredSeq && r != nil && r.ActionID == a.ID && r.Status == events.ResultSucceeded
+	if a == nil || a.DesiredSeq != v.DesiredSeq || r == nil || r.ActionID != a.ID {
+		return false
+	}
+	if a.Op == op {
+		return r.Status == events.ResultFailed
+	}
+	return a.Op == events.OpSnapshot && a.Snapshot != nil && a.Snapshot.Before == op && r.Status == events.ResultSucceeded
 }
 
 func sortedKeys[V any](m map[string]V) []string {
