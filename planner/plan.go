@@ -285,7 +285,9 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	d, o := v.Desired, v.Observed
 	set := map[string]string{}
 	var del, revert, changed, pendingReboot []string
+	labels := map[string]string{}
 	for _, f := range managedFields(d, o) {
+		labels[f.key] = f.label
 		target := f.have
 		if f.hasQueued {
 			target = f.queued
@@ -310,7 +312,7 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	}
 	dp := planDisks(d, o)
 	for k, val := range dp.add {
-		set[k] = val
+		set[k], labels[k] = val, "disks."+k
 		changed = append(changed, "disks."+k)
 	}
 	drift = append(drift, dp.drift...)
@@ -390,7 +392,7 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 		if !running {
 			break
 		}
-		keys := append(pendingReboot, restartKeys(o, set)...)
+		keys := append(pendingReboot, restartKeys(o, set, labels)...)
 		if len(keys) == 0 {
 			break
 		}

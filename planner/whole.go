@@ -142,14 +142,16 @@ func hotKey(o *events.Observed, key string) bool {
 }
 
 // restartKeys are the keys of a config write that a running guest will
-// keep pending until a restart, by their labels.
-func restartKeys(o *events.Observed, set map[string]string) []string {
+// keep pending until a restart, by their labels (the desired fields that
+// reasons name).
+func restartKeys(o *events.Observed, set, labels map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if !hotKey(o, k) {
-			out = append(out, k)
+			out = append(out, labels[k])
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
