@@ -1,12 +1,19 @@
 package planner
 
-import "time"
+import (
+	"slices"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
 
 // limiter is the engine's view of the limits: actions in flight per
 // node, the guard's window, and the guests waiting for a node.
 type limiter struct {
-	busy     map[string]map[int]bool // node → guests with an action in flight or handed out
-	busyNode map[int]string
+	busy map[string]map[int]bool // node → guests with an action in flight or handed out
+	// busyNode is the nodes each such guest's action takes a slot on: one,
+	// or a migration's source and target.
+	busyNode map[int][]string
 	queues   map[string]*nodeQueue
 	queued   map[int]queuedAt
 	ticket   uint64
@@ -42,29 +49,46 @@ type queueEntry struct {
 }
 
 func newLimiter() limiter {
-	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}, existing: map[int]bool{}}
+	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}, existing: map[int]bool{}}
 }
 
-// setBusy records whether vmid has an action in flight on node ("" none);
-// it returns the node that freed a slot, if any.
-func (l *limiter) setBusy(vmid int, node string) (freed string) {
-	old, had := l.busyNode[vmid]
-	if had && old == node {
-		return ""
-	}
-	if had {
-		delete(l.busy[old], vmid)
-		delete(l.busyNode, vmid)
-		freed = old
-	}
-	if node != "" {
-		if l.busy[node] == nil {
-			l.busy[node] = map[int]bool{}
+// setBusy records the nodes vmid has an action in flight on (none, or
+// only "": none); it returns the nodes that freed a slot.
+func (l *limiter) setBusy(vmid int, nodes ...string) (freed []string) {
+	var want []string
+	for _, n := range nodes {
+		if n != "" && !slices.Contains(want, n) {
+			want = append(want, n)
 		}
-		l.busy[node][vmid] = true
-		l.busyNode[vmid] = node
+	}
+	for _, old := range l.busyNode[vmid] {
+		if !slices.Contains(want, old) {
+			delete(l.busy[old], vmid)
+			freed = append(freed, old)
+		}
+	}
+	for _, n := range want {
+		if l.busy[n] == nil {
+			l.busy[n] = map[int]bool{}
+		}
+		l.busy[n][vmid] = true
+	}
+	if len(want) == 0 {
+		delete(l.busyNode, vmid)
+	} else {
+		l.busyNode[vmid] = want
 	}
 	return freed
+}
+
+// actionNodes are the nodes an action's task runs on: a migration is a
+// task on its source and on its target (both nodes' daemons and storage
+// work), so it counts against both nodes' limit.
+func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
+	if op == events.OpMigrate && m != nil && m.Target != node {
+		return []string{node, m.Target}
+	}
+	return []string{node}
 }
 
 func (l *limiter) dequeue(vmid int) {
@@ -120,7 +144,9 @@ func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead
 				return true, inUse, 0
 			}
 		}
-		if _, waiting := l.queued[vmid]; len(hs) < free && !waiting {
+		// Waiting in another node's line (a migration's other node) is no
+		// place in this one.
+		if q, waiting := l.queued[vmid]; len(hs) < free && !(waiting && q.node == node) {
 			return true, inUse, 0
 		}
 	}

@@ -15,7 +15,8 @@ import (
 // limits ledger its loop asks before publishing (Publish.Claims).
 type Limits struct {
 	// NodeConcurrency is the most actions in flight per Proxmox node
-	// (each is at most one task at a time). Negative: no limit.
+	// (each is at most one task at a time; a migration counts on its
+	// source and its target). Negative: no limit.
 	NodeConcurrency int `json:"node_concurrency"`
 	// GuardWindow, GuardShare and GuardMin are the mass-change guard:
 	// within GuardWindow at most max(GuardShare × managed guests,
@@ -239,17 +240,21 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 		}
 	}
 	if lim.NodeConcurrency > 0 && node != "" {
-		ok, inUse, ahead := e.lim.admitNode(node, v.VMID, lim.NodeConcurrency)
-		if !ok {
-			d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
-				node, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
-			d.Status.Limit = "node"
-			d.Steps = nil
-			return d, nil, true
+		var nodeClaims []Claim
+		for _, n := range actionNodes(node, step.Op, step.Migrate) {
+			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, lim.NodeConcurrency)
+			if !ok {
+				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
+					n, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
+				d.Status.Limit = "node"
+				d.Steps = nil
+				return d, nil, true
+			}
+			nodeClaims = append(nodeClaims, Claim{Key: NodeKey(e.cfg.Cluster, n), Limit: lim.NodeConcurrency})
 		}
-		// Node first: the ledger grants it before the guard's entry, so a
-		// refused node never spends the guard's budget.
-		claims = append([]Claim{{Key: NodeKey(e.cfg.Cluster, node), Limit: lim.NodeConcurrency}}, claims...)
+		// Nodes first: the ledger grants them before the guard's entry, so
+		// a refused node never spends the guard's budget.
+		claims = append(nodeClaims, claims...)
 		d.Status.Limit = ""
 	}
 	return d, claims, false
