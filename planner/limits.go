@@ -226,17 +226,22 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 			return d, nil, true
 		}
 	}
-	if Disruptive(step.Op) {
+	// A protective snapshot is judged as the step it protects.
+	if guarded := unprotected(d.Steps); Disruptive(guarded[0].Op) {
 		if _, released := v.HoldInForce(&e.proj.State); !released {
 			threshold := lim.GuardThreshold(e.managed())
+			held := d
+			held.Steps = guarded
 			if lost := e.losses(now); lost > threshold {
-				return holdStep(d, fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
+				return holdStep(held, fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
 					lost, lim.GuardWindow, threshold, v.VMID)), nil, false
 			}
 			if used, mine := e.guardUsed(v.VMID, now); !mine && used >= threshold {
-				return holdStep(d, e.guardFull(used, threshold, step.Op, v.VMID)), nil, false
+				return holdStep(held, e.guardFull(used, threshold, guarded[0].Op, v.VMID)), nil, false
 			}
-			claims = append(claims, Claim{Key: GuardKey(e.cfg.Cluster), Limit: threshold, Window: lim.GuardWindow})
+			if Disruptive(step.Op) { // a snapshot disrupts nothing: it claims no room
+				claims = append(claims, Claim{Key: GuardKey(e.cfg.Cluster), Limit: threshold, Window: lim.GuardWindow})
+			}
 		}
 	}
 	if lim.NodeConcurrency > 0 && node != "" {

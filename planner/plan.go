@@ -20,9 +20,10 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 	case Rejected, Unmanaged, Acting:
 		return d
 	}
-	if h, released := v.HoldInForce(&c); h != nil && !released && len(d.Steps) > 0 && d.Steps[0].Op == h.Op {
+	if h, released := v.HoldInForce(&c); h != nil && !released && len(d.Steps) > 0 && unprotected(d.Steps)[0].Op == h.Op {
 		// Journalled as held: it stays held until an operator approves
 		// it, however long ago the guard's window began.
+		d.Steps = unprotected(d.Steps)
 		d = heldDecision(d, h.Reason)
 	}
 	if m := pausedBy(v, c); m != nil {

@@ -237,6 +237,17 @@ func withSnapshots(v *projector.View, steps []Step, keep int) []Step {
 	return append([]Step{snap}, steps...)
 }
 
+// unprotected is steps without a leading protective snapshot: the step it
+// protects is what the mass-change guard judges and holds (a snapshot
+// taken for a step the guard holds would be stale, or repeated, by the
+// time it is approved).
+func unprotected(steps []Step) []Step {
+	if len(steps) > 1 && steps[0].Op == events.OpSnapshot && steps[0].Snapshot != nil && steps[0].Snapshot.Before == steps[1].Op {
+		return steps[1:]
+	}
+	return steps
+}
+
 // snapshotTaken reports whether the guest's last action for the current
 // desired revision was a protective snapshot before op that succeeded, or
 // op itself that failed: its retry is protected by the snapshot its first
