@@ -186,7 +186,7 @@ func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
 	e.proj = p
 	for _, v := range p.Views {
 		if v.InFlight != nil {
-			e.lim.setBusy(v.VMID, v.InFlight.Node)
+			e.lim.setBusy(v.VMID, actionNodes(v.InFlight.Node, v.InFlight.Op, v.InFlight.Migrate)...)
 			e.slim.setBusy(v.VMID, storageSlot(v.InFlight))
 			e.tlim.setBusy(v.VMID, templateSlot(v.InFlight))
 		}

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -102,7 +103,10 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 	} else {
 		// Back in line for the node: planned again when a slot frees, or
 		// at the retry at the latest.
-		if v != nil && v.Observed != nil {
+		// In the line of the node refused (a migration's may be its target).
+		if node, ok := strings.CutPrefix(c.Key, NodeKey(e.cfg.Cluster, "")); ok && node != "" {
+			e.lim.enqueue(node, vmid)
+		} else if v != nil && v.Observed != nil {
 			e.lim.enqueue(v.Observed.Node, vmid)
 		}
 		d.Status.Reason = fmt.Sprintf("waiting for a task slot (%s: %d in use across the cluster's planners); %s", c.Key, c.Limit, d.Status.Reason)

@@ -91,20 +91,26 @@ func (e *Engine) unawait(vmid int) {
 // folded, or handed out), and plans the guests waiting for a node that
 // one was freed on.
 func (e *Engine) syncBusy(v *projector.View, now time.Time) {
-	node, storage, tpl := "", "", ""
-	if v.InFlight != nil {
-		node, storage, tpl = v.InFlight.Node, storageSlot(v.InFlight), templateSlot(v.InFlight)
+	var nodes, storage, tpl []string
+	if a := v.InFlight; a != nil {
+		nodes, storage, tpl = actionNodes(a.Node, a.Op, a.Migrate), []string{storageSlot(a)}, []string{templateSlot(a)}
 	} else if _, ok := e.awaiting[v.VMID]; ok {
-		node, storage, tpl = e.lim.busyNode[v.VMID], e.slim.busyNode[v.VMID], e.tlim.busyNode[v.VMID]
+		nodes, storage, tpl = e.lim.busyNode[v.VMID], e.slim.busyNode[v.VMID], e.tlim.busyNode[v.VMID]
 	}
-	if freed := e.lim.setBusy(v.VMID, node); freed != "" && e.caughtUp {
-		e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
+	for _, freed := range e.lim.setBusy(v.VMID, nodes...) {
+		if e.caughtUp {
+			e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
+		}
 	}
-	if freed := e.slim.setBusy(v.VMID, storage); freed != "" && e.caughtUp {
-		e.planHeads(&e.slim, freed, e.cfg.Limits.CloneConcurrency, now)
+	for _, freed := range e.slim.setBusy(v.VMID, storage...) {
+		if e.caughtUp {
+			e.planHeads(&e.slim, freed, e.cfg.Limits.CloneConcurrency, now)
+		}
 	}
-	if freed := e.tlim.setBusy(v.VMID, tpl); freed != "" && e.caughtUp {
-		e.planHeads(&e.tlim, freed, 1, now)
+	for _, freed := range e.tlim.setBusy(v.VMID, tpl...) {
+		if e.caughtUp {
+			e.planHeads(&e.tlim, freed, 1, now)
+		}
 	}
 }
 
@@ -296,7 +302,7 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 	e.awaiting[v.VMID], e.awaitingOp[v.VMID] = a.ID, a.Op
 	e.noteExisting(v)
 	if a.Op != events.OpHold { // a hold is a record: no task, no slot
-		e.lim.setBusy(v.VMID, a.Node)
+		e.lim.setBusy(v.VMID, actionNodes(a.Node, a.Op, a.Migrate)...)
 		e.slim.setBusy(v.VMID, storageSlot(&a))
 		e.tlim.setBusy(v.VMID, templateSlot(&a))
 	}

@@ -15,7 +15,8 @@ import (
 // limits ledger its loop asks before publishing (Publish.Claims).
 type Limits struct {
 	// NodeConcurrency is the most actions in flight per Proxmox node
-	// (each is at most one task at a time). Negative: no limit.
+	// (each is at most one task at a time; a migration counts on its
+	// source and its target). Negative: no limit.
 	NodeConcurrency int `json:"node_concurrency"`
 	// GuardWindow, GuardShare and GuardMin are the mass-change guard:
 	// within GuardWindow at most max(GuardShare × managed guests,
@@ -163,155 +164,6 @@ func (e *Engine) Live(c Claim, en Entry, now time.Time) bool {
 	return now.Sub(en.At) < claimGrace
 }
 
-// limiter is the engine's view of the limits: actions in flight per
-// node, the guard's window, and the guests waiting for a node.
-type limiter struct {
-	busy     map[string]map[int]bool // node → guests with an action in flight or handed out
-	busyNode map[int]string
-	queues   map[string]*nodeQueue
-	queued   map[int]queuedAt
-	ticket   uint64
-	// disrupted are disruptive actions folded, oldest first (vmid, time).
-	disrupted []disruption
-	// managed are the guests with desired state (the guard's base);
-	// existing those of them that exist or are being created (MaxGuests).
-	managed, existing map[int]bool
-	// created are clones folded, oldest first (CreateRate).
-	created []disruption
-}
-
-type disruption struct {
-	vmid int
-	at   time.Time
-}
-
-type queuedAt struct {
-	node   string
-	ticket uint64
-}
-
-// nodeQueue is the guests waiting for a node, in arrival order; an entry
-// whose ticket is no longer its guest's is dead (skipped, compacted).
-type nodeQueue struct {
-	order []queueEntry
-	dead  int
-}
-
-type queueEntry struct {
-	vmid   int
-	ticket uint64
-}
-
-func newLimiter() limiter {
-	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}, existing: map[int]bool{}}
-}
-
-// setBusy records whether vmid has an action in flight on node ("" none);
-// it returns the node that freed a slot, if any.
-func (l *limiter) setBusy(vmid int, node string) (freed string) {
-	old, had := l.busyNode[vmid]
-	if had && old == node {
-		return ""
-	}
-	if had {
-		delete(l.busy[old], vmid)
-		delete(l.busyNode, vmid)
-		freed = old
-	}
-	if node != "" {
-		if l.busy[node] == nil {
-			l.busy[node] = map[int]bool{}
-		}
-		l.busy[node][vmid] = true
-		l.busyNode[vmid] = node
-	}
-	return freed
-}
-
-func (l *limiter) dequeue(vmid int) {
-	q, ok := l.queued[vmid]
-	if !ok {
-		return
-	}
-	delete(l.queued, vmid)
-	nq := l.queues[q.node]
-	nq.dead++
-	if nq.dead > 64 && nq.dead > len(nq.order)/2 {
-		live := nq.order[:0]
-		for _, en := range nq.order {
-			if l.queued[en.vmid].ticket == en.ticket && l.queued[en.vmid].node == q.node {
-				live = append(live, en)
-			}
-		}
-		clear(nq.order[len(live):])
-		nq.order, nq.dead = live, 0
-	}
-}
-
-// heads are the first n live guests waiting for node.
-func (l *limiter) heads(node string, n int) []int {
-	nq := l.queues[node]
-	if nq == nil || n <= 0 {
-		return nil
-	}
-	var out []int
-	for _, en := range nq.order {
-		if q, ok := l.queued[en.vmid]; ok && q.ticket == en.ticket && q.node == node {
-			out = append(out, en.vmid)
-			if len(out) == n {
-				break
-			}
-		}
-	}
-	return out
-}
-
-// admitNode reports whether vmid may have an action on node now: a slot
-// is free and no earlier waiter is owed it. Otherwise vmid waits in the
-// node's queue (keeping its place) and the answer says how many are busy
-// and ahead.
-func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead int) {
-	inUse = len(l.busy[node])
-	free := limit - inUse
-	if free > 0 {
-		hs := l.heads(node, free)
-		for _, id := range hs {
-			if id == vmid {
-				l.dequeue(vmid)
-				return true, inUse, 0
-			}
-		}
-		if _, waiting := l.queued[vmid]; len(hs) < free && !waiting {
-			return true, inUse, 0
-		}
-	}
-	l.enqueue(node, vmid)
-	q := l.queued[vmid]
-	for _, en := range l.queues[node].order {
-		if en.ticket >= q.ticket {
-			break
-		}
-		if w, ok := l.queued[en.vmid]; ok && w.ticket == en.ticket {
-			ahead++
-		}
-	}
-	return false, inUse, ahead
-}
-
-// enqueue puts vmid in line for node, keeping its place if it is there.
-func (l *limiter) enqueue(node string, vmid int) {
-	if q, ok := l.queued[vmid]; ok && q.node == node {
-		return
-	}
-	l.dequeue(vmid)
-	l.ticket++
-	l.queued[vmid] = queuedAt{node: node, ticket: l.ticket}
-	if l.queues[node] == nil {
-		l.queues[node] = &nodeQueue{}
-	}
-	l.queues[node].order = append(l.queues[node].order, queueEntry{vmid: vmid, ticket: l.ticket})
-}
-
 // guardUsed is the distinct guests disrupted within the window ending at
 // now (folded, or handed out and not yet folded), and whether vmid is one
 // of them.
@@ -374,31 +226,40 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 			return d, nil, true
 		}
 	}
-	if Disruptive(step.Op) {
+	// A protective snapshot is judged as the step it protects.
+	if guarded := unprotected(d.Steps); Disruptive(guarded[0].Op) {
 		if _, released := v.HoldInForce(&e.proj.State); !released {
 			threshold := lim.GuardThreshold(e.managed())
+			held := d
+			held.Steps = guarded
 			if lost := e.losses(now); lost > threshold {
-				return holdStep(d, fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
+				return holdStep(held, fmt.Sprintf("mass-change guard: %d managed guests vanished from the observed inventory within %s (more than %d); nothing disruptive proceeds until approved (converge approve %d, or --all)",
 					lost, lim.GuardWindow, threshold, v.VMID)), nil, false
 			}
 			if used, mine := e.guardUsed(v.VMID, now); !mine && used >= threshold {
-				return holdStep(d, e.guardFull(used, threshold, step.Op, v.VMID)), nil, false
+				return holdStep(held, e.guardFull(used, threshold, guarded[0].Op, v.VMID)), nil, false
 			}
-			claims = append(claims, Claim{Key: GuardKey(e.cfg.Cluster), Limit: threshold, Window: lim.GuardWindow})
+			if Disruptive(step.Op) { // a snapshot disrupts nothing: it claims no room
+				claims = append(claims, Claim{Key: GuardKey(e.cfg.Cluster), Limit: threshold, Window: lim.GuardWindow})
+			}
 		}
 	}
 	if lim.NodeConcurrency > 0 && node != "" {
-		ok, inUse, ahead := e.lim.admitNode(node, v.VMID, lim.NodeConcurrency)
-		if !ok {
-			d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
-				node, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
-			d.Status.Limit = "node"
-			d.Steps = nil
-			return d, nil, true
+		var nodeClaims []Claim
+		for _, n := range actionNodes(node, step.Op, step.Migrate) {
+			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, lim.NodeConcurrency)
+			if !ok {
+				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
+					n, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
+				d.Status.Limit = "node"
+				d.Steps = nil
+				return d, nil, true
+			}
+			nodeClaims = append(nodeClaims, Claim{Key: NodeKey(e.cfg.Cluster, n), Limit: lim.NodeConcurrency})
 		}
-		// Node first: the ledger grants it before the guard's entry, so a
-		// refused node never spends the guard's budget.
-		claims = append([]Claim{{Key: NodeKey(e.cfg.Cluster, node), Limit: lim.NodeConcurrency}}, claims...)
+		// Nodes first: the ledger grants them before the guard's entry, so
+		// a refused node never spends the guard's budget.
+		claims = append(nodeClaims, claims...)
 		d.Status.Limit = ""
 	}
 	return d, claims, false

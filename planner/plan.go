@@ -20,9 +20,10 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 	case Rejected, Unmanaged, Acting:
 		return d
 	}
-	if h, released := v.HoldInForce(&c); h != nil && !released && len(d.Steps) > 0 && d.Steps[0].Op == h.Op {
+	if h, released := v.HoldInForce(&c); h != nil && !released && len(d.Steps) > 0 && unprotected(d.Steps)[0].Op == h.Op {
 		// Journalled as held: it stays held until an operator approves
 		// it, however long ago the guard's window began.
+		d.Steps = unprotected(d.Steps)
 		d = heldDecision(d, h.Reason)
 	}
 	if m := pausedBy(v, c); m != nil {
@@ -285,7 +286,9 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	d, o := v.Desired, v.Observed
 	set := map[string]string{}
 	var del, revert, changed, pendingReboot []string
+	labels := map[string]string{}
 	for _, f := range managedFields(d, o) {
+		labels[f.key] = f.label
 		target := f.have
 		if f.hasQueued {
 			target = f.queued
@@ -310,7 +313,7 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	}
 	dp := planDisks(d, o)
 	for k, val := range dp.add {
-		set[k] = val
+		set[k], labels[k] = val, "disks."+k
 		changed = append(changed, "disks."+k)
 	}
 	drift = append(drift, dp.drift...)
@@ -390,7 +393,7 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 		if !running {
 			break
 		}
-		keys := append(pendingReboot, restartKeys(o, set)...)
+		keys := append(pendingReboot, restartKeys(o, set, labels)...)
 		if len(keys) == 0 {
 			break
 		}

@@ -3,7 +3,6 @@ package planner_test
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +109,10 @@ func (h *harness) config(args []string) (string, error) {
 			h.cfg.Policy.MaxBurst, err = strconv.Atoi(v)
 		case "checkpoint":
 			h.cfg.CheckpointInterval, err = time.ParseDuration(v)
+		case "create-pools":
+			h.cfg.Policy.CreatePools = v != "false"
+		case "snapshot-keep":
+			h.cfg.Policy.SnapshotKeep, err = strconv.Atoi(v)
 		default:
 			return "", fmt.Errorf("unknown option %q", k)
 		}
@@ -207,78 +210,6 @@ func (h *harness) desired(args []string) (string, error) {
 	hdr.Set(events.HeaderPublisher, "test")
 	h.fold(events.KindDesired, vmid, hdr, []byte(strings.Join(args[1:], " ")))
 	return h.ready(), nil
-}
-
-// observation builds an observed guest from key=value settings: status,
-// node, kind, lock, cores, memory, name, description, tags, onboot,
-// digest, pending.KEY, disk.KEY=VOLUME[,GIB], exists, read_at (a duration
-// from now).
-func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
-	o := &events.Observed{Meta: events.NewMeta("observer@test", "", h.now), VMID: vmid, Cluster: "pve", Exists: true,
-		Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d0", ReadAt: h.now, Source: events.SourceObserver,
-		Config: events.GuestConfig{Name: "vm" + strconv.Itoa(vmid), Cores: 1, MemoryMiB: 512, Tags: []string{}}}
-	for _, a := range kv {
-		k, v, _ := strings.Cut(a, "=")
-		var err error
-		switch {
-		case k == "status":
-			o.Status = v
-		case k == "node":
-			o.Node = v
-		case k == "kind":
-			o.Kind = events.GuestKind(v)
-		case k == "lock":
-			o.Lock = v
-		case k == "digest":
-			o.Digest = v
-		case k == "exists":
-			o.Exists = v != "false"
-		case k == "template":
-			o.Template = v != "false"
-		case k == "protected":
-			o.Protected = v != "false"
-		case k == "ha":
-			o.HA = v
-		case k == "cores":
-			o.Config.Cores, err = strconv.Atoi(v)
-		case k == "memory":
-			o.Config.MemoryMiB, err = strconv.Atoi(v)
-		case k == "name":
-			o.Config.Name = v
-		case k == "description":
-			o.Config.Description = v
-		case k == "tags":
-			o.Config.Tags = events.ParseTags(v)
-		case k == "onboot":
-			o.Config.OnBoot = v == "1"
-		case strings.HasPrefix(k, "disk."):
-			// disk.KEY=VOLUME[,GIB]
-			vol, size, _ := strings.Cut(v, ",")
-			var gib int64
-			if size != "" {
-				gib, err = strconv.ParseInt(size, 10, 64)
-			}
-			if o.Config.Disks == nil {
-				o.Config.Disks = map[string]events.Disk{}
-			}
-			o.Config.Disks[strings.TrimPrefix(k, "disk.")] = events.Disk{Volume: vol, SizeBytes: gib * events.GiB}
-		case strings.HasPrefix(k, "pending."):
-			if o.Pending == nil {
-				o.Pending = map[string]string{}
-			}
-			o.Pending[strings.TrimPrefix(k, "pending.")] = v
-		case k == "read_at":
-			var d time.Duration
-			d, err = time.ParseDuration(v)
-			o.ReadAt = h.now.Add(d)
-		default:
-			return nil, fmt.Errorf("unknown observation key %q", k)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return o, nil
 }
 
 func (h *harness) observe(args []string) (string, error) {
@@ -515,70 +446,4 @@ func (h *harness) checkpointed(args []string) (string, error) {
 	}
 	h.e.CheckpointWritten(err)
 	return "", nil
-}
-
-// ready prints the engine's Ready: one line per action handed out (kept in
-// the outbox until published or refused), the documents of a flush with
-// each guest's state, and the rest.
-func (h *harness) ready() string {
-	r := h.e.Ready()
-	var b strings.Builder
-	if r.CaughtUp {
-		b.WriteString("caught up\n")
-	}
-	if r.Resync {
-		b.WriteString("resync: full pass\n")
-	}
-	for _, u := range r.Unfolded {
-		fmt.Fprintf(&b, "unfolded %d: %v\n", u.Seq, u.Err)
-	}
-	if r.Acquired > 0 {
-		fmt.Fprintf(&b, "acquired %d guests\n", r.Acquired)
-	}
-	for _, p := range r.Actions {
-		a := p.Action
-		fmt.Fprintf(&b, "action %d %s id=%s fence=%d desired=%d basis=%d attempt=%d", a.VMID, a.Op, a.ID, p.ExpectLastSeq,
-			a.DesiredSeq, a.BasisSeq, a.Attempt)
-		keys := make([]string, 0, len(a.Set))
-		for k := range a.Set {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%s", k, a.Set[k])
-		}
-		for _, k := range a.Delete {
-			fmt.Fprintf(&b, " -%s", k)
-		}
-		for _, k := range a.Revert {
-			fmt.Fprintf(&b, " revert=%s", k)
-		}
-		if c := a.Clone; c != nil {
-			fmt.Fprintf(&b, " from=%d@%s full=%t storage=%s pool=%s name=%s onto=%s kind=%s", c.From, c.FromNode, c.Full, c.Storage, c.Pool, c.Name, a.Node, a.Kind)
-		}
-		fmt.Fprintf(&b, ": %s\n", a.Reason)
-		if len(p.Claims) > 0 {
-			fmt.Fprintf(&b, "claims %d", a.VMID)
-			for _, c := range p.Claims {
-				fmt.Fprintf(&b, " %s/%d", c.Key, c.Limit)
-			}
-			b.WriteString("\n")
-		}
-		h.outbox = append(h.outbox, p)
-	}
-	if f := r.Flush; f != nil && len(f.Docs) > 0 {
-		b.WriteString("docs")
-		for _, d := range f.Docs {
-			fmt.Fprintf(&b, " %d=%s", d.View.VMID, d.Decision.Status.Kind)
-		}
-		fmt.Fprintf(&b, " (seq %d)\n", f.Seq)
-	}
-	if r.Checkpoint != nil {
-		fmt.Fprintf(&b, "checkpoint seq=%d guests=%d\n", r.Checkpoint.Seq, len(r.Checkpoint.Views))
-		h.snapshot = r.Checkpoint
-	}
-	for _, n := range r.Held {
-		fmt.Fprintf(&b, "held %d: %s\n", n.VMID, n.Reason)
-	}
-	return b.String()
 }

@@ -142,14 +142,16 @@ func hotKey(o *events.Observed, key string) bool {
 }
 
 // restartKeys are the keys of a config write that a running guest will
-// keep pending until a restart, by their labels.
-func restartKeys(o *events.Observed, set map[string]string) []string {
+// keep pending until a restart, by their labels (the desired fields that
+// reasons name).
+func restartKeys(o *events.Observed, set, labels map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if !hotKey(o, k) {
-			out = append(out, k)
+			out = append(out, labels[k])
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -198,7 +200,9 @@ func haState(want string) string {
 // so it never fights the HA manager.
 func haPower(o *events.Observed, want string) (step *Step, waiting string) {
 	target := haState(want)
-	if o.HA != target {
+	// disabled keeps the guest stopped too (and, unlike stopped, where it
+	// is): an operator's choice that desired power stopped does not undo.
+	if o.HA != target && !(target == "stopped" && o.HA == "disabled") {
 		return &Step{Op: events.OpSetHAState, HAState: target,
 			Reason: fmt.Sprintf("desired power %s: HA-managed guest (ha: %s), ask the HA manager for state %s", want, o.HA, target)}, ""
 	}
@@ -233,12 +237,31 @@ func withSnapshots(v *projector.View, steps []Step, keep int) []Step {
 	return append([]Step{snap}, steps...)
 }
 
-// snapshotTaken reports whether the guest's last action was a protective
-// snapshot before op for the current desired revision, and it succeeded.
+// unprotected is steps without a leading protective snapshot: the step it
+// protects is what the mass-change guard judges and holds (a snapshot
+// taken for a step the guard holds would be stale, or repeated, by the
+// time it is approved).
+func unprotected(steps []Step) []Step {
+	if len(steps) > 1 && steps[0].Op == events.OpSnapshot && steps[0].Snapshot != nil && steps[0].Snapshot.Before == steps[1].Op {
+		return steps[1:]
+	}
+	return steps
+}
+
+// snapshotTaken reports whether the guest's last action for the current
+// desired revision was a protective snapshot before op that succeeded, or
+// op itself that failed: its retry is protected by the snapshot its first
+// attempt had (a new one each time would also, succeeding, reset the
+// failure count the retries back off by).
 func snapshotTaken(v *projector.View, op events.Op) bool {
 	a, r := v.LastAction, v.LastResult
-	return a != nil && a.Op == events.OpSnapshot && a.Snapshot != nil && a.Snapshot.Before == op &&
-		a.DesiredSeq == v.DesiredSeq && r != nil && r.ActionID == a.ID && r.Status == events.ResultSucceeded
+	if a == nil || a.DesiredSeq != v.DesiredSeq || r == nil || r.ActionID != a.ID {
+		return false
+	}
+	if a.Op == op {
+		return r.Status == events.ResultFailed
+	}
+	return a.Op == events.OpSnapshot && a.Snapshot != nil && a.Snapshot.Before == op && r.Status == events.ResultSucceeded
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,0 +1,178 @@
+package planner
+
+import (
+	"slices"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// limiter is the engine's view of the limits: actions in flight per
+// node, the guard's window, and the guests waiting for a node.
+type limiter struct {
+	busy map[string]map[int]bool // node → guests with an action in flight or handed out
+	// busyNode is the nodes each such guest's action takes a slot on: one,
+	// or a migration's source and target.
+	busyNode map[int][]string
+	queues   map[string]*nodeQueue
+	queued   map[int]queuedAt
+	ticket   uint64
+	// disrupted are disruptive actions folded, oldest first (vmid, time).
+	disrupted []disruption
+	// managed are the guests with desired state (the guard's base);
+	// existing those of them that exist or are being created (MaxGuests).
+	managed, existing map[int]bool
+	// created are clones folded, oldest first (CreateRate).
+	created []disruption
+}
+
+type disruption struct {
+	vmid int
+	at   time.Time
+}
+
+type queuedAt struct {
+	node   string
+	ticket uint64
+}
+
+// nodeQueue is the guests waiting for a node, in arrival order; an entry
+// whose ticket is no longer its guest's is dead (skipped, compacted).
+type nodeQueue struct {
+	order []queueEntry
+	dead  int
+}
+
+type queueEntry struct {
+	vmid   int
+	ticket uint64
+}
+
+func newLimiter() limiter {
+	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]bool{}, existing: map[int]bool{}}
+}
+
+// setBusy records the nodes vmid has an action in flight on (none, or
+// only "": none); it returns the nodes that freed a slot.
+func (l *limiter) setBusy(vmid int, nodes ...string) (freed []string) {
+	var want []string
+	for _, n := range nodes {
+		if n != "" && !slices.Contains(want, n) {
+			want = append(want, n)
+		}
+	}
+	for _, old := range l.busyNode[vmid] {
+		if !slices.Contains(want, old) {
+			delete(l.busy[old], vmid)
+			freed = append(freed, old)
+		}
+	}
+	for _, n := range want {
+		if l.busy[n] == nil {
+			l.busy[n] = map[int]bool{}
+		}
+		l.busy[n][vmid] = true
+	}
+	if len(want) == 0 {
+		delete(l.busyNode, vmid)
+	} else {
+		l.busyNode[vmid] = want
+	}
+	return freed
+}
+
+// actionNodes are the nodes an action's task runs on: a migration is a
+// task on its source and on its target (both nodes' daemons and storage
+// work), so it counts against both nodes' limit.
+func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
+	if op == events.OpMigrate && m != nil && m.Target != node {
+		return []string{node, m.Target}
+	}
+	return []string{node}
+}
+
+func (l *limiter) dequeue(vmid int) {
+	q, ok := l.queued[vmid]
+	if !ok {
+		return
+	}
+	delete(l.queued, vmid)
+	nq := l.queues[q.node]
+	nq.dead++
+	if nq.dead > 64 && nq.dead > len(nq.order)/2 {
+		live := nq.order[:0]
+		for _, en := range nq.order {
+			if l.queued[en.vmid].ticket == en.ticket && l.queued[en.vmid].node == q.node {
+				live = append(live, en)
+			}
+		}
+		clear(nq.order[len(live):])
+		nq.order, nq.dead = live, 0
+	}
+}
+
+// heads are the first n live guests waiting for node.
+func (l *limiter) heads(node string, n int) []int {
+	nq := l.queues[node]
+	if nq == nil || n <= 0 {
+		return nil
+	}
+	var out []int
+	for _, en := range nq.order {
+		if q, ok := l.queued[en.vmid]; ok && q.ticket == en.ticket && q.node == node {
+			out = append(out, en.vmid)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// admitNode reports whether vmid may have an action on node now: a slot
+// is free and no earlier waiter is owed it. Otherwise vmid waits in the
+// node's queue (keeping its place) and the answer says how many are busy
+// and ahead.
+func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead int) {
+	inUse = len(l.busy[node])
+	free := limit - inUse
+	if free > 0 {
+		hs := l.heads(node, free)
+		for _, id := range hs {
+			if id == vmid {
+				l.dequeue(vmid)
+				return true, inUse, 0
+			}
+		}
+		// Waiting in another node's line (a migration's other node) is no
+		// place in this one.
+		if q, waiting := l.queued[vmid]; len(hs) < free && !(waiting && q.node == node) {
+			return true, inUse, 0
+		}
+	}
+	l.enqueue(node, vmid)
+	q := l.queued[vmid]
+	for _, en := range l.queues[node].order {
+		if en.ticket >= q.ticket {
+			break
+		}
+		if w, ok := l.queued[en.vmid]; ok && w.ticket == en.ticket {
+			ahead++
+		}
+	}
+	return false, inUse, ahead
+}
+
+// enqueue puts vmid in line for node, keeping its place if it is there.
+func (l *limiter) enqueue(node string, vmid int) {
+	if q, ok := l.queued[vmid]; ok && q.node == node {
+		return
+	}
+	l.dequeue(vmid)
+	l.ticket++
+	l.queued[vmid] = queuedAt{node: node, ticket: l.ticket}
+	if l.queues[node] == nil {
+		l.queues[node] = &nodeQueue{}
+	}
+	l.queues[node].order = append(l.queues[node].order, queueEntry{vmid: vmid, ticket: l.ticket})
+}
