@@ -27,8 +27,9 @@ type GuestConfig struct {
 	// first, then the other keys sorted).
 	Net map[string]string `json:"net,omitempty"`
 	// CloudInit are the cloud-init keys set (ciuser, sshkeys, ipconfigN,
-	// nameserver, searchdomain, cicustom), normalised: sshkeys decoded,
-	// one key per line; ipconfig and nameserver in canonical order.
+	// nameserver, searchdomain, cicustom), normalised: sshkeys in the one
+	// URL encoding EncodeSSHKeys writes (one key per line), ipconfig and
+	// nameserver in canonical order.
 	CloudInit map[string]string `json:"cloudinit,omitempty"`
 	// Hotplug is the VM's hotplug feature list, sorted, "" for Proxmox's
 	// default (disk,network,usb) and "none" for 0; NUMA its numa flag.

@@ -200,6 +200,15 @@ func haState(want string) string {
 // so it never fights the HA manager.
 func haPower(o *events.Observed, want string) (step *Step, waiting string) {
 	target := haState(want)
+	if o.HA == "ignored" {
+		// An operator took the guest out of HA's hands (maintenance):
+		// a start or stop through Proxmox would hand it back to HA, so
+		// converge waits for the operator.
+		if o.Status == want {
+			return nil, ""
+		}
+		return nil, fmt.Sprintf("HA state ignored: an operator took the guest out of HA's hands; converge leaves its power (%s, desired %s) until HA manages it again", o.Status, want)
+	}
 	// disabled keeps the guest stopped too (and, unlike stopped, where it
 	// is): an operator's choice that desired power stopped does not undo.
 	if o.HA != target && !(target == "stopped" && o.HA == "disabled") {
