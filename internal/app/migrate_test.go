@@ -3,6 +3,7 @@ package app_test
 import (
 	"slices"
 	"strconv"
+	"time"
 	"testing"
 
 	"github.com/converge-pve/converge/events"
@@ -51,6 +52,26 @@ func TestMigrateRunningGuests(t *testing.T) {
 	}
 	if ts := taskUsers(p.sim, ct, "vzmigrate"); len(ts) != 1 {
 		t.Fatalf("container migrations %v, want one", ts)
+	}
+	p.quiet(t, vm, vs)
+
+	// Someone migrates the VM back to pve1 by hand: converge moves it to
+	// its desired node again.
+	c := pvesimtest.Client(t, p.sim)
+	tk, err := c.Migrate(pvesimtest.Context(t), pve.GuestRef{Kind: pve.KindQEMU, Node: "pve2", VMID: vm}, pve.MigrateSpec{Target: "pve1", Online: true, WithLocalDisks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTask(pvesimtest.Context(t), tk, pve.WaitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	until(30*time.Second, func() bool {
+		p.pass(t)
+		g, _ := p.sim.Guest(vm)
+		return g.Node == "pve2" && g.Lock == ""
+	})
+	if g, _ := p.sim.Guest(vm); g.Node != "pve2" || g.Status != "running" {
+		t.Fatalf("after a move by hand: %+v, want back on pve2, running", g)
 	}
 	p.quiet(t, vm, vs)
 }

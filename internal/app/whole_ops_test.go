@@ -106,6 +106,20 @@ func TestPoolMembership(t *testing.T) {
 	}
 	p.quiet(t, vmid, seq)
 
+	// Moved to another pool by hand: moved back.
+	if err := pvesimtest.Client(t, p.sim).SetPool(pvesimtest.Context(t), "other", vmid, false); err != nil {
+		t.Fatal(err)
+	}
+	until(30*time.Second, func() bool {
+		p.pass(t)
+		g, _ := p.sim.Guest(vmid)
+		return g.Pool == "prod"
+	})
+	if g, _ := p.sim.Guest(vmid); g.Pool != "prod" {
+		t.Fatalf("pool drift not corrected: %+v", g)
+	}
+	p.quiet(t, vmid, seq)
+
 	pool = "fresh"
 	seq = p.desire(t, &events.Desired{VMID: vmid, Pool: &pool})
 	p.converge(t, vmid, seq)

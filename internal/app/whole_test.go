@@ -102,6 +102,13 @@ func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
 		t.Fatalf("%d resize tasks, want 1: %v", n, tasksOf(p.sim, vmid))
 	}
 
+	// Without the cores change the guest is converged, and stays so: the
+	// disks' round trips read as no drift.
+	seq = p.desire(t, &events.Desired{VMID: vmid, Power: &running,
+		Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 32}, "scsi1": {SizeGiB: 2, Storage: "local-lvm"}}})
+	p.converge(t, vmid, seq)
+	p.quiet(t, vmid, seq)
+
 	// A shrink: refused with the reason, nothing sent.
 	before := p.sim.Mutations()
 	seq = p.desire(t, &events.Desired{VMID: vmid, Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 16}}})
