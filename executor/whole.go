@@ -133,11 +133,10 @@ func (j *job) pruneSnapshots(ctx context.Context, keep int) (string, error) {
 func (j *job) migrateCheck(ctx context.Context) (outcome, bool) {
 	target := j.ref
 	target.Node = j.a.Migrate.Target
-	if st, err := j.e.px.GuestStatus(ctx, target); err == nil {
+	if _, err := j.e.px.GuestStatus(ctx, target); err == nil {
 		j.ref = target
 		r := j.result(events.ResultSucceeded)
 		r.Reason, r.ErrorClass = "already on "+target.Node, events.ClassAlreadyDone
-		_ = st
 		return j.finish(ctx, r), true
 	}
 	if ctx.Err() != nil {
