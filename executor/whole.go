@@ -136,7 +136,7 @@ func (j *job) migrateCheck(ctx context.Context) (outcome, bool) {
 	if _, err := j.e.px.GuestStatus(ctx, target); err == nil {
 		j.ref = target
 		r := j.result(events.ResultSucceeded)
-		r.Reason, r.ErrorClass = "already on "+target.Node, events.ClassAlreadyDone
+		r.Reason, r.ErrorClass, r.Node = "already on "+target.Node, events.ClassAlreadyDone, target.Node
 		return j.finish(ctx, r), true
 	}
 	if ctx.Err() != nil {
