@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,9 +124,19 @@ func (h *xharness) guest(args []string) (string, error) {
 			g.cfg.Description = v
 		case "protected":
 			g.cfg.Protected = v == "true"
+		case "node":
+			g.node = v
 		case "gone":
 			delete(h.px.guests, vmid)
 		default:
+			if disk, ok := strings.CutPrefix(k, "disk."); ok {
+				// disk.scsi0=local-lvm:vm-101-disk-0,size=8G
+				if g.cfg.Raw == nil {
+					g.cfg.Raw = map[string]string{}
+				}
+				g.cfg.Raw[disk] = v
+				continue
+			}
 			return "", fmt.Errorf("unknown guest key %q", k)
 		}
 	}
@@ -159,6 +170,12 @@ func (h *xharness) observe(args []string) (string, error) {
 	if g := h.px.guests[vmid]; g != nil {
 		o.Digest, o.Config.Cores, o.Config.MemoryMiB, o.Config.Name = g.digest, g.cfg.Cores, g.cfg.MemoryMiB, g.cfg.Name
 		o.Config.Tags = []string{}
+		c := g.cfg
+		c.Ref = pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: vmid}
+		o.Config.Disks = c.Managed().Disks
+		if g.node != "" {
+			o.Node = g.node
+		}
 	}
 	for _, kv := range args[1:] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -168,6 +185,8 @@ func (h *xharness) observe(args []string) (string, error) {
 		case "pending":
 			pk, pv, _ := strings.Cut(v, ":")
 			o.Pending = map[string]string{pk: pv}
+		case "ha":
+			o.HA = v
 		case "read_at":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -235,6 +254,16 @@ func (h *xharness) action(args []string) (string, error) {
 			a.Digest = ""
 		case k == "kind":
 			a.Kind = events.GuestKind(v)
+		case k == "migrate":
+			// migrate=TARGET[,online][,restart][,ha]
+			parts := strings.Split(v, ",")
+			a.Migrate = &events.MigrateOp{Target: parts[0], Online: slices.Contains(parts, "online"),
+				Restart: slices.Contains(parts, "restart"), HA: slices.Contains(parts, "ha")}
+		case k == "resize":
+			// resize=DISK:GIB
+			disk, gib, _ := strings.Cut(v, ":")
+			a.Resize = &events.ResizeOp{Disk: disk}
+			a.Resize.SizeGiB, err = strconv.ParseInt(gib, 10, 64)
 		default:
 			return "", fmt.Errorf("unknown action key %q", k)
 		}
@@ -333,6 +362,9 @@ func describeResult(en journal.Entry) string {
 	}
 	if r.Observed != nil {
 		s += " observed=" + r.Observed.Status
+		if r.Observed.Node != "pve1" {
+			s += " on " + r.Observed.Node // read back elsewhere (a migration)
+		}
 	}
 	return s + "\n"
 }
