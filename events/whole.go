@@ -51,8 +51,10 @@ type CloudInit struct {
 type Disk struct {
 	// Volume is the storage volume ("local-lvm:vm-101-disk-0"), "none"
 	// or "cdrom" for a drive without one, or a path.
-	Volume    string `json:"volume"`
-	SizeBytes int64  `json:"size_bytes"`
+	Volume string `json:"volume"`
+	// SizeBytes is the size= Proxmox records, -1 for a value that does not
+	// read as a disk (Volume then holds it).
+	SizeBytes int64 `json:"size_bytes"`
 	// Media is "cdrom" for CD-ROM drives (never resized).
 	Media string `json:"media,omitempty"`
 }

@@ -107,6 +107,10 @@ func (p *fakePVE) SetPool(_ context.Context, pool string, vmid int, remove bool)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, fmt.Sprintf("pool %s %d remove=%v", pool, vmid, remove))
+	if e := p.fail[pve.OpSetPool]; e != nil {
+		delete(p.fail, pve.OpSetPool)
+		return e
+	}
 	return nil
 }
 

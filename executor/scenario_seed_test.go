@@ -43,6 +43,8 @@ func (h *xharness) guest(args []string) (string, error) {
 			g.cfg.Protected = v == "true"
 		case "node":
 			g.node = v
+		case "snap":
+			g.snaps = append(g.snaps, v)
 		case "gone":
 			delete(h.px.guests, vmid)
 		default:
@@ -162,6 +164,9 @@ func (h *xharness) action(args []string) (string, error) {
 			parts := strings.Split(v, ",")
 			a.Migrate = &events.MigrateOp{Target: parts[0], Online: slices.Contains(parts, "online"),
 				Restart: slices.Contains(parts, "restart"), HA: slices.Contains(parts, "ha")}
+		case k == "snapshot":
+			// snapshot=OP: the protective snapshot before OP
+			a.Snapshot = &events.SnapshotOp{Name: events.SnapshotName(a.ID), Before: events.Op(v)}
 		case k == "resize":
 			// resize=DISK:GIB
 			disk, gib, _ := strings.Cut(v, ":")

@@ -197,6 +197,9 @@ func describeResult(en journal.Entry) string {
 	}
 	if r.Observed != nil {
 		s += " observed=" + r.Observed.Status
+		if r.Observed.Pool != "" {
+			s += " pool=" + r.Observed.Pool
+		}
 		if r.Observed.Node != "pve1" {
 			s += " on " + r.Observed.Node // read back elsewhere (a migration)
 		}

@@ -28,6 +28,8 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 		return j.destroyCheck(ctx)
 	case events.OpMigrate:
 		return j.migrateCheck(ctx)
+	case events.OpSnapshot:
+		return j.snapshotCheck(ctx)
 	default:
 		// set_config carries the digest: Proxmox refuses a stale write.
 		return abandon, false
@@ -186,7 +188,7 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
 	default:
 		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
-		j.carryInventory(r.Observed)
+		j.carryInventory(r.Observed, r)
 	}
 	// Taking a lock (a backup starting) rewrites the config, so a write
 	// planned before it meets a digest mismatch first (Proxmox checks the

@@ -126,7 +126,14 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	if diff != "" && len(d.Steps) > 1 && d.Steps[0].Op == events.OpSnapshot && stepDiff(d.Steps[1], a, v.Observed) == "" {
 		// The step after a protective snapshot the planner saw taken (the
 		// guest's last action, which this fold of the desired state alone
-		// does not hold).
+		// does not hold): the journal must show it taken.
+		why, err := e.snapshotBefore(ctx, a, lasts)
+		if err != nil {
+			return nil, "", err
+		}
+		if why != "" {
+			return nil, notFromJournal + "snapshot_before asks for a snapshot before " + string(a.Op) + ": " + why, nil
+		}
 		diff = ""
 	}
 	if diff != "" {

@@ -227,13 +227,16 @@ func (j *job) awaitOn(ctx context.Context, ref pve.GuestRef) error {
 
 // carryInventory fills what a read-back does not read (the HA state and
 // pool, which the inventory shows) from the reading the action was
-// planned from, changed by what the action did.
-func (j *job) carryInventory(o *events.Observed) {
+// planned from, changed by what the action did when it succeeded.
+func (j *job) carryInventory(o *events.Observed, r *events.Result) {
 	if o == nil || !o.Exists {
 		return
 	}
 	if b := j.basis; b != nil {
 		o.HA, o.Pool = b.HA, b.Pool
+	}
+	if r.Status != events.ResultSucceeded {
+		return
 	}
 	switch j.a.Op {
 	case events.OpSetHAState:
@@ -243,4 +246,44 @@ func (j *job) carryInventory(o *events.Observed) {
 	case events.OpSetPool:
 		o.Pool = j.a.Pool.To
 	}
+}
+
+// snapshotCheck runs before a protective snapshot: one of this action's
+// name already taken (by a predecessor killed before it journalled the
+// task) is done, never taken twice.
+func (j *job) snapshotCheck(ctx context.Context) (outcome, bool) {
+	snaps, err := j.e.px.Snapshots(ctx, j.ref)
+	switch {
+	case ctx.Err() != nil:
+		return abandon, true
+	case err != nil:
+		return outcome{result: j.failed(err, pve.Classify(err))}, true
+	}
+	for _, s := range snaps {
+		if s.Name == j.a.Snapshot.Name {
+			r := j.result(events.ResultSucceeded)
+			r.ErrorClass = events.ClassAlreadyDone
+			return j.finish(ctx, r), true
+		}
+	}
+	return abandon, false
+}
+
+// snapshotBefore says why the step after a protective snapshot does not
+// follow from the journal ("" when it does): the guest's newest result
+// must be that snapshot's success, for the same desired revision (the
+// planner's action ids are CLUSTER-VMID-REVISION-N).
+func (e *Executor) snapshotBefore(ctx context.Context, a events.Action, lasts guestLasts) (string, error) {
+	if lasts.result == nil {
+		return "no protective snapshot was taken before it", nil
+	}
+	r, err := events.Decode[events.Result](lasts.result.Data)
+	if err != nil {
+		return "", err
+	}
+	prefix := fmt.Sprintf("%s-%d-%d-", e.cfg.Cluster, a.VMID, a.DesiredSeq)
+	if r.Op != events.OpSnapshot || r.Status != events.ResultSucceeded || !strings.HasPrefix(r.ActionID, prefix) {
+		return fmt.Sprintf("the guest's last result (%s %s of action %s) is not the protective snapshot before it", r.Op, r.Status, r.ActionID), nil
+	}
+	return "", nil
 }

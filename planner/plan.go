@@ -267,6 +267,10 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	}
 	drift = append(drift, dp.drift...)
 	pendingReboot = append(pendingReboot, dp.pending...)
+	for _, k := range dp.revert {
+		revert = append(revert, k)
+		changed = append(changed, "disks."+k+" (revert pending removal)")
+	}
 	sort.Strings(del)
 	sort.Strings(revert)
 	running := o.Status == "running"
@@ -282,9 +286,12 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	// anything else is done to it, and a resize is applied at once, so no
 	// later config write can undo it (converge never writes an existing
 	// disk's key).
-	if mig, ok := placement(d, o); ok {
+	if mig, why, ok := placement(d, o, consent(d, p, now)); ok {
 		drift = append(drift, fmt.Sprintf("node: want %s, have %s", *d.Node, o.Node))
 		steps = append(steps, mig)
+	} else if why != "" {
+		drift = append(drift, fmt.Sprintf("node: want %s, have %s", *d.Node, o.Node))
+		waiting = append(waiting, why)
 	}
 	steps = append(steps, dp.resize...)
 	defer func() {

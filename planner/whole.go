@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/projector"
@@ -19,7 +20,15 @@ import (
 func wholeFields(d *events.Desired, o *events.Observed, add func(key, label, want, have string)) {
 	for _, k := range sortedKeys(d.Net) {
 		have := o.Config.Net[k]
-		add(k, "net."+k, events.EditNIC(o.Kind, k, have, d.Net[k]), have)
+		// A pending value (a new interface a running VM without network
+		// hotplug keeps for its restart) holds the MAC Proxmox generated:
+		// the desired value is built on it, or each write would read as
+		// drift and make a new MAC.
+		base := have
+		if q := o.Pending[k]; q != "" {
+			base = q
+		}
+		add(k, "net."+k, events.EditNIC(o.Kind, k, base, d.Net[k]), have)
 	}
 	ci := d.CloudInit
 	if ci == nil || o.Kind != events.QEMU {
@@ -55,6 +64,7 @@ func wholeFields(d *events.Desired, o *events.Observed, add func(key, label, wan
 // the plan cannot go on (a shrink).
 type diskPlan struct {
 	resize         []Step
+	revert         []string
 	add            map[string]string
 	pending, drift []string
 	refuse         string
@@ -67,6 +77,9 @@ func planDisks(d *events.Desired, o *events.Observed) diskPlan {
 		want := int64(w.SizeGiB) * events.GiB
 		have, ok := o.Config.Disks[k]
 		switch {
+		case ok && have.SizeBytes < 0:
+			p.refuse = fmt.Sprintf("disks.%s: Proxmox's value %q does not read as a disk; converge leaves it alone", k, have.Volume)
+			return p
 		case ok && have.Media == "cdrom":
 			p.refuse = fmt.Sprintf("disks.%s is a CD-ROM drive; converge sizes disks only", k)
 			return p
@@ -78,6 +91,10 @@ func planDisks(d *events.Desired, o *events.Observed) diskPlan {
 			p.drift = append(p.drift, fmt.Sprintf("disks.%s: want %d GiB, have %s", k, w.SizeGiB, formatGiB(have.SizeBytes)))
 			p.resize = append(p.resize, Step{Op: events.OpResize, Resize: &events.ResizeOp{Disk: k, SizeGiB: int64(w.SizeGiB)},
 				Reason: fmt.Sprintf("grow %s from %s to %d GiB", k, formatGiB(have.SizeBytes), w.SizeGiB)})
+		case ok && hasKey(o.Pending, k) && o.Pending[k] == "":
+			// Detached at the next restart: the pending deletion goes.
+			p.drift = append(p.drift, fmt.Sprintf("disks.%s: want %d GiB, pending removal at next restart", k, w.SizeGiB))
+			p.revert = append(p.revert, k)
 		case ok:
 		case o.Pending[k] != "":
 			p.drift = append(p.drift, fmt.Sprintf("disks.%s: added, applies at next restart", k))
@@ -155,14 +172,24 @@ func restartKeys(o *events.Observed, set, labels map[string]string) []string {
 	return out
 }
 
-// placement is the migration step the desired node calls for, if any.
-func placement(d *events.Desired, o *events.Observed) (Step, bool) {
+// placement is the migration step the desired node calls for, if any;
+// waiting says why one is not planned now. A migration that restarts the
+// guest (a running container's: restart migration, also through HA)
+// needs the owner's consent to a restart, as a reboot does.
+func placement(d *events.Desired, o *events.Observed, restart restartConsent) (step Step, waiting string, ok bool) {
 	if d.Node == nil || *d.Node == o.Node {
-		return Step{}, false
+		return Step{}, "", false
+	}
+	if o.HA == "ignored" {
+		// The HA manager drops every request for an ignored resource, and
+		// a plain migration would hand it back to HA.
+		return Step{}, fmt.Sprintf("node %s waits: HA state ignored (an operator took the guest out of HA's hands)", *d.Node), false
 	}
 	m := &events.MigrateOp{Target: *d.Node, HA: o.HA != ""}
 	how := "offline"
 	switch {
+	case m.HA && o.Kind == events.LXC && o.Status == "running":
+		how = "through the HA manager (the container restarts on " + *d.Node + ")"
 	case m.HA:
 		how = "through the HA manager"
 	case o.Status == "running" && o.Kind == events.QEMU:
@@ -170,8 +197,47 @@ func placement(d *events.Desired, o *events.Observed) (Step, bool) {
 	case o.Status == "running":
 		m.Restart, how = true, "by restart migration (the container restarts on "+*d.Node+")"
 	}
+	if o.Kind == events.LXC && o.Status == "running" {
+		if why := restart.refused("node " + *d.Node + " (a running container's migration restarts it)"); why != "" {
+			return Step{}, why, false
+		}
+	}
 	return Step{Op: events.OpMigrate, Migrate: m,
-		Reason: fmt.Sprintf("desired node %s, guest runs on %s: migrate %s", *d.Node, o.Node, how)}, true
+		Reason: fmt.Sprintf("desired node %s, guest runs on %s: migrate %s", *d.Node, o.Node, how)}, "", true
+}
+
+// restartConsent is whether the guest may be restarted now: its desired
+// restart (or the deployment's), and the restart window.
+type restartConsent struct {
+	allowed bool
+	window  Window
+	now     time.Time
+}
+
+func consent(d *events.Desired, p Policy, now time.Time) restartConsent {
+	r := p.Restart
+	if d.Restart != nil {
+		r = *d.Restart
+	}
+	w, _ := ParseWindow(p.RestartWindow) // checked by Validate
+	loc := p.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	return restartConsent{allowed: r == events.RestartAllowed, window: w, now: now.In(loc)}
+}
+
+// refused says why what (a change that restarts the guest) waits, "" when
+// it may go now.
+func (c restartConsent) refused(what string) string {
+	switch {
+	case !c.allowed:
+		return what + " waits for a restart (restart: never; desired restart \"allowed\" or --restart allowed lets converge restart the guest)"
+	case !c.window.Open(c.now):
+		return fmt.Sprintf("%s waits for a restart: allowed only in the restart window %s (next opens %s)",
+			what, c.window, c.window.Next(c.now).Format(time.RFC3339))
+	}
+	return ""
 }
 
 // poolStep is the pool change the desired pool calls for, if any.
@@ -280,4 +346,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }

@@ -39,7 +39,8 @@ func TestMigrateRunningGuests(t *testing.T) {
 	p.pass(t)
 	node, running := "pve2", events.PowerRunning
 	vs := p.desire(t, &events.Desired{VMID: vm, Node: &node, Power: &running})
-	cs := p.desire(t, &events.Desired{VMID: ct, Node: &node, Power: &running})
+	allowed := events.RestartAllowed // a running container's migration restarts it
+	cs := p.desire(t, &events.Desired{VMID: ct, Node: &node, Power: &running, Restart: &allowed})
 	p.converge(t, vm, vs)
 	p.converge(t, ct, cs)
 	for _, id := range []int{vm, ct} {

@@ -43,19 +43,22 @@ func (g *GuestConfig) Managed() events.GuestConfig {
 }
 
 // disks are the guest's disks as events carry them; a value that does
-// not parse is left out (it is not converge's to judge).
+// not parse has SizeBytes -1 (it is not converge's to judge).
 func (g *GuestConfig) disks() map[string]events.Disk {
 	var out map[string]events.Disk
 	for k, v := range g.Raw {
 		if !IsDiskKey(g.Ref.Kind, k) {
 			continue
 		}
-		d, err := ParseDisk(k, v)
-		if err != nil {
-			continue
-		}
 		if out == nil {
 			out = map[string]events.Disk{}
+		}
+		d, err := ParseDisk(k, v)
+		if err != nil {
+			// Kept, as not a disk converge can judge: a desired entry
+			// for it is refused, never written over it.
+			out[k] = events.Disk{Volume: strings.TrimSpace(v), SizeBytes: -1}
+			continue
 		}
 		ed := events.Disk{Volume: d.Volume, SizeBytes: d.SizeBytes}
 		if d.IsCDROM() {
