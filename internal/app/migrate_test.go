@@ -153,4 +153,26 @@ func TestHAGuestThroughHA(t *testing.T) {
 		t.Fatal("no set_ha_state result")
 	}
 	p.quiet(t, started, ss)
+
+	// Someone asks HA to stop it through the API: converge asks for
+	// started again, and HA starts it.
+	if err := pvesimtest.Client(t, p.sim).HASetState(pvesimtest.Context(t), "vm:425", "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	p.sim.RunHA()
+	if err := p.sim.WaitHA(pvesimtest.Context(t)); err != nil { // HA stops it
+		t.Fatal(err)
+	}
+	until(30*time.Second, func() bool {
+		p.pass(t)
+		g, _ := p.sim.Guest(started)
+		return g.Status == "running" && len(taskUsers(p.sim, started, "qmstart")) == 2
+	})
+	if us := taskUsers(p.sim, started, "qmstart"); len(us) != 2 || us[1] != "root@pam" {
+		doc, _ := p.rd.Guest(pvesimtest.Context(t), started)
+		g, _ := p.sim.Guest(started)
+		t.Fatalf("starts %v: want HA to start the guest again (guest %+v, HA %+v, status %+v, results %+v)", us, g, p.sim.HAResources(), doc.Status, p.results(t, started))
+	}
+	p.converge(t, started, ss)
+	p.quiet(t, started, ss)
 }

@@ -66,7 +66,7 @@ func (p *pipeline) drift(t *testing.T, kind pve.Kind, node string, vmid int, set
 // disk is allocated on its storage, and no pass finds drift after. A
 // shrink is refused with its reason and never reaches Proxmox.
 func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyEveryPass)
 	const vmid = 401
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1,
 		Config: map[string]string{"scsi0": "local-lvm:vm-401-disk-0,size=8G"}}); err != nil {
@@ -106,6 +106,31 @@ func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
 	// disks' round trips read as no drift.
 	seq = p.desire(t, &events.Desired{VMID: vmid, Power: &running,
 		Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 32}, "scsi1": {SizeGiB: 2, Storage: "local-lvm"}}})
+	p.converge(t, vmid, seq)
+	p.quiet(t, vmid, seq)
+
+	// Someone detaches scsi1 through the API (Proxmox keeps the volume as
+	// unused0): converge allocates the desired disk again and leaves the
+	// old volume alone.
+	c := pvesimtest.Client(t, p.sim)
+	tk, err := c.UpdateConfig(pvesimtest.Context(t), pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: vmid}, pve.ConfigChange{Delete: []string{"scsi1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tk.IsZero() {
+		if _, err := c.WaitTask(pvesimtest.Context(t), tk, pve.WaitOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := func() string { g, _ := p.sim.Guest(vmid); return g.Config["unused0"] }()
+	until(30*time.Second, func() bool {
+		p.pass(t)
+		g, _ := p.sim.Guest(vmid)
+		return strings.Contains(g.Config["scsi1"], "size=2G")
+	})
+	if g, _ := p.sim.Guest(vmid); !strings.Contains(g.Config["scsi1"], "size=2G") || old == "" || g.Config["unused0"] != old {
+		t.Fatalf("after scsi1 was detached by hand: %v (unused0 was %q)", g.Config, old)
+	}
 	p.converge(t, vmid, seq)
 	p.quiet(t, vmid, seq)
 

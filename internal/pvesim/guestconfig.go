@@ -178,6 +178,9 @@ func (g *guest) apply(ch *configChange) []string {
 		if g.running() {
 			g.ciRecord(k, old, had, v, true)
 		}
+		if had && volid(old) != volid(v) {
+			g.detachDrive(k, old)
+		}
 		g.conf[k] = v
 		delete(g.pending, k)
 		delete(g.pendingDel, k)
@@ -199,6 +202,9 @@ func (g *guest) apply(ch *configChange) []string {
 		}
 		if g.running() && inConf {
 			g.ciRecord(k, g.conf[k], true, "", false)
+		}
+		if inConf {
+			g.detachDrive(k, g.conf[k])
 		}
 		delete(g.conf, k)
 	}

@@ -114,9 +114,15 @@ func (g *guest) applyPending() {
 		return
 	}
 	for k := range g.pendingDel {
+		if v, ok := g.conf[k]; ok {
+			g.detachDrive(k, v)
+		}
 		delete(g.conf, k)
 	}
 	for k, v := range g.pending {
+		if old, ok := g.conf[k]; ok && volid(old) != volid(v) {
+			g.detachDrive(k, old)
+		}
 		g.conf[k] = v
 	}
 	g.pending = map[string]string{}
