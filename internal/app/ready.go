@@ -135,7 +135,15 @@ func (r *readiness) probeJournal(ctx context.Context, c probeConn) api.Check {
 	pctx, cancel := context.WithTimeout(ctx, journalProbeTimeout)
 	defer cancel()
 	_, err := c.j.Append(pctx, events.Message{Subject: r.subject, Data: probeBody}, journal.FencedAt(math.MaxInt64))
+	var full error
+	if w, ok := c.j.(interface{ WriteRefused() error }); ok {
+		full = w.WriteRefused()
+	}
 	switch {
+	case (err == nil || errors.Is(err, journal.ErrFenced)) && full != nil:
+		// The fence is checked before the storage: only the role's own
+		// writes show a full JetStream.
+		ck.Reason = "the journal is full: JetStream refuses to store writes: " + full.Error()
 	case err == nil, errors.Is(err, journal.ErrFenced):
 		ck.OK = true
 	case pctx.Err() != nil && ctx.Err() == nil:

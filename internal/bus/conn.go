@@ -21,6 +21,8 @@ type Bus struct {
 	// lasts answers LastMsgs; sc caches the journal stream's handle.
 	lasts *lastsMux
 	sc    *streamCache
+	// writes remembers whether the newest write was refused for storage.
+	writes *writeHealth
 }
 
 type streamCache struct {
@@ -123,7 +125,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}, sc: &streamCache{}}, nil
+	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}, sc: &streamCache{}, writes: &writeHealth{}}, nil
 }
 
 // redactURLs hides passwords in URLs for error messages.

@@ -154,6 +154,7 @@ func natsMsg(m events.Message) *nats.Msg {
 // replicated stream has no leader. A refused fence is journal.ErrFenced.
 func (b *Bus) Append(ctx context.Context, m events.Message, x journal.Expect) (journal.Ack, error) {
 	ack, err := b.Publish(ctx, m.Subject, m.Data, nats.Header(m.Header), publishOpts(x)...)
+	b.writes.note(err)
 	if err != nil {
 		if IsWrongLastSequence(err) {
 			return journal.Ack{}, fmt.Errorf("%w: %w", journal.ErrFenced, err)
@@ -168,7 +169,8 @@ func (b *Bus) Append(ctx context.Context, m events.Message, x journal.Expect) (j
 // acknowledgement comes (a publish lost with a dying server is otherwise
 // never resolved).
 type Async struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	writes *writeHealth
 }
 
 // Async returns an asynchronous appender on b's connection.
@@ -177,33 +179,36 @@ func (b *Bus) Async(maxPending int, timeout time.Duration) (*Async, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	return &Async{js: js}, nil
+	return &Async{js: js, writes: b.writes}, nil
 }
 
 // AppendAsync implements journal.AsyncAppender.
 func (a *Async) AppendAsync(m events.Message, x journal.Expect) (journal.Future, error) {
-	return appendAsync(a.js, m, x)
+	return appendAsync(a.js, a.writes, m, x)
 }
 
 // AppendAsync implements journal.AsyncAppender on the connection's own
 // JetStream context: at most 4,000 unacknowledged (nats.go's default), each
 // failing after 30 s without an acknowledgement.
 func (b *Bus) AppendAsync(m events.Message, x journal.Expect) (journal.Future, error) {
-	return appendAsync(b.JS, m, x)
+	return appendAsync(b.JS, b.writes, m, x)
 }
 
-func appendAsync(js jetstream.JetStream, m events.Message, x journal.Expect) (journal.Future, error) {
+func appendAsync(js jetstream.JetStream, w *writeHealth, m events.Message, x journal.Expect) (journal.Future, error) {
 	f, err := js.PublishMsgAsync(natsMsg(m), publishOpts(x)...)
 	if err != nil {
 		return nil, err
 	}
-	return future{f}, nil
+	return future{f, w}, nil
 }
 
 // Complete is closed when every publish made so far is resolved.
 func (a *Async) Complete() <-chan struct{} { return a.js.PublishAsyncComplete() }
 
-type future struct{ f jetstream.PubAckFuture }
+type future struct {
+	f jetstream.PubAckFuture
+	w *writeHealth
+}
 
 func ackOf(a *jetstream.PubAck) journal.Ack {
 	return journal.Ack{Seq: a.Sequence, Duplicate: a.Duplicate}
@@ -219,8 +224,10 @@ func fenced(err error) error {
 func (f future) Poll() (journal.Ack, error, bool) {
 	select {
 	case a := <-f.f.Ok():
+		f.w.note(nil)
 		return ackOf(a), nil, true
 	case err := <-f.f.Err():
+		f.w.note(err)
 		return journal.Ack{}, fenced(err), true
 	default:
 		return journal.Ack{}, nil, false
@@ -230,8 +237,10 @@ func (f future) Poll() (journal.Ack, error, bool) {
 func (f future) Wait(ctx context.Context) (journal.Ack, error) {
 	select {
 	case a := <-f.f.Ok():
+		f.w.note(nil)
 		return ackOf(a), nil
 	case err := <-f.f.Err():
+		f.w.note(err)
 		return journal.Ack{}, fenced(err)
 	case <-ctx.Done():
 		return journal.Ack{}, ctx.Err()

@@ -147,7 +147,7 @@ func (s *ViewStore) PutAsync(key string, value []byte) (journal.Future, error) {
 	if err != nil {
 		return nil, err
 	}
-	return future{f}, nil
+	return future{f, s.b.writes}, nil
 }
 
 // Created is when the bucket was created; ok is false when it is missing.

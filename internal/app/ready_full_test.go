@@ -1,0 +1,84 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/app"
+	"github.com/converge-pve/converge/internal/clock/clocktest"
+	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
+)
+
+// /readyz said ready while JetStream was full: its probe, a fenced
+// publish, is answered "wrong last sequence" before the server looks at
+// its storage. A write refused for storage now makes the journal check
+// fail, naming it, until a write is stored again. Proxmox unreachable
+// fails the proxmox check, and both come back.
+func TestReadyzJournalFullAndProxmoxUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "small.conf")
+	if err := os.WriteFile(conf, []byte("jetstream { max_file_store: 4MB }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sim := pvesimtest.Start(t, pvesim.Options{Guests: 2})
+	clk := clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.Start(ctx, app.Config{
+		Roles:    app.All,
+		Embedded: &natsserver.Options{DataDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:-1", ConfigFile: conf},
+		Proxmox:  pvesimtest.Client(t, sim),
+		HTTP:     "127.0.0.1:0",
+		Ready:    app.ReadyConfig{Clock: clk},
+		Logger:   zerolog.Nop(),
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = a.Wait() })
+	waitReady(t, a)
+
+	// Proxmox unreachable, then back.
+	tctx := pvesimtest.Context(t)
+	if err := sim.SetFaults(pvesim.Faults{UnreachableUntil: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour) // the last inventory answer is old: readiness asks Proxmox itself
+	a.CheckReady(tctx)
+	code, r := readyz(t, a)
+	if c, _ := check(r, "proxmox"); code != http.StatusServiceUnavailable || c.OK || !strings.Contains(c.Reason, "unreachable") {
+		t.Fatalf("Proxmox unreachable: %d %+v", code, r)
+	}
+	if err := sim.SetFaults(pvesim.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	waitReady(t, a)
+
+	// Fill JetStream through the process's own connection.
+	body := []byte(fmt.Sprintf(`{"vmid":101,"description":%q}`, strings.Repeat("x", 60000)))
+	var refused error
+	for i := 0; i < 200 && refused == nil; i++ {
+		_, refused = a.Bus().Append(tctx, events.Message{Subject: events.Subject(events.KindDesired, events.DefaultCluster, 101), Data: body}, journal.Expect{})
+	}
+	if refused == nil {
+		t.Fatal("JetStream never filled up")
+	}
+	a.CheckReady(tctx)
+	code, r = readyz(t, a)
+	if c, _ := check(r, "journal"); code != http.StatusServiceUnavailable || c.OK || !strings.Contains(c.Reason, "the journal is full") {
+		t.Fatalf("journal full (%v): %d %+v", refused, code, r)
+	}
+}
