@@ -57,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Whether Proxmox VE answers: the observer's last pass (role=observer), the executors' last call (role=executor).", nil, prometheus.Labels{"role": "executor"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.actions, m.duration, m)
+		reg.MustRegister(m.actions, m.duration, m, backlog{m})
 	}
 	return m
 }
@@ -87,28 +87,46 @@ func (m *Metrics) answered(ok bool) {
 // Describe implements prometheus.Collector for the series read at scrape.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.partitionsDesc
-	ch <- m.pendingDesc
-	ch <- m.ackPendingDesc
 	ch <- m.reachableDesc
 }
 
-// Collect implements prometheus.Collector: the partitions owned, and each
-// owned partition's consumer backlog, asked of the journal now (one
-// request per partition, bounded by backlogTimeout).
+// Collect implements prometheus.Collector: the partitions owned, and
+// whether Proxmox answered the last call.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	m.mu.Lock()
-	execs := append([]*Executor(nil), m.execs...)
-	m.mu.Unlock()
 	if r := m.reachable.Load(); r != 0 {
 		ch <- prometheus.MustNewConstMetric(m.reachableDesc, prometheus.GaugeValue, float64(2-r))
 	}
 	owned := 0
+	for _, e := range m.executors() {
+		owned += len(e.Partitions())
+	}
+	ch <- prometheus.MustNewConstMetric(m.partitionsDesc, prometheus.GaugeValue, float64(owned))
+}
+
+func (m *Metrics) executors() []*Executor {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*Executor(nil), m.execs...)
+}
+
+// backlog collects the consumers' backlogs. It is an unchecked collector
+// (it describes nothing): the planner registers converge_consumer_pending
+// too, for its own feed, and a registry refuses one descriptor described
+// by two collectors; their series differ by the consumer label.
+type backlog struct{ m *Metrics }
+
+func (backlog) Describe(chan<- *prometheus.Desc) {}
+
+// Collect asks the journal now for each owned partition consumer's
+// backlog (one request per partition, in parallel, bounded by
+// backlogTimeout).
+func (b backlog) Collect(ch chan<- prometheus.Metric) {
+	m := b.m
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, e := range execs {
+	for _, e := range m.executors() {
 		parts := e.Partitions()
-		owned += len(parts)
 		bl, ok := e.j.(journal.Backlog)
 		if !ok {
 			continue
@@ -129,5 +147,4 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	wg.Wait()
-	ch <- prometheus.MustNewConstMetric(m.partitionsDesc, prometheus.GaugeValue, float64(owned))
 }

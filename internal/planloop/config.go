@@ -89,7 +89,8 @@ type metrics struct {
 	refused     *prometheus.CounterVec
 	convergence prometheus.Histogram
 	// pending is the feed's backlog (consumer "planner"): entries the
-	// journal held after the last one folded.
+	// journal held after the last one folded. A vector, as the executors'
+	// (a variable label), so that one registry takes both.
 	pending prometheus.Gauge
 }
 
@@ -110,9 +111,6 @@ func newMetrics(r prometheus.Registerer, owned func() int) *metrics {
 		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "converge_convergence_seconds",
 			Help:    "Time from a desired revision's journal time to the plan that found the guest converged (or absent, as desired); once per revision, by the guest's planner.",
 			Buckets: prometheus.ExponentialBuckets(0.25, 3, 10)}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_consumer_pending",
-			Help:        "Journal entries a consumer has not delivered yet (an executor's partition consumer, or the planner's feed).",
-			ConstLabels: prometheus.Labels{"consumer": "planner"}}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_held_actions",
 			Help: "Guests whose disruptive action the mass-change guard holds until `converge approve`."}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_limit_waiting_guests",
@@ -120,8 +118,11 @@ func newMetrics(r prometheus.Registerer, owned func() int) *metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_limit_refusals_total",
 			Help: "Actions the cluster's limits ledger refused room for (another planner took it), by limit."}, []string{"limit"}),
 	}
+	pending := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_consumer_pending",
+		Help: "Journal entries a consumer has not delivered yet (an executor's partition consumer, or the planner's feed)."}, []string{"consumer"})
+	m.pending = pending.WithLabelValues("planner")
 	if r != nil {
-		r.MustRegister(m.folded, m.planned, m.guests, m.outOfSync, m.held, m.waiting, m.refused, m.convergence, m.pending,
+		r.MustRegister(pending, m.folded, m.planned, m.guests, m.outOfSync, m.held, m.waiting, m.refused, m.convergence,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "converge_partitions_owned",
 				Help:        "Journal partitions this process's role holds a lease on.",
 				ConstLabels: prometheus.Labels{"role": "planner"}}, func() float64 { return float64(owned()) }))
