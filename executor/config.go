@@ -68,6 +68,10 @@ type Config struct {
 	// shared by the executor group's live members (default
 	// DefaultNodeRate; negative: no limit).
 	NodeRate float64
+	// Metrics receives the executor's figures; executors of one process
+	// share one ([NewMetrics] on the process's registry). Default: an
+	// unregistered one.
+	Metrics *Metrics
 	// Poison, if set, receives the actions terminated as undecodable
 	// (control.Router.Poison); they are logged either way.
 	Poison func(source, subject string, seq uint64, err error)
@@ -149,6 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.NodeRate = DefaultNodeRate
 	}
 	c.Clock = clock.Or(c.Clock)
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
 	if err := c.Policy.Validate(); err != nil {
 		return c, fmt.Errorf(p+"Policy: %w", err)
 	}

@@ -148,6 +148,18 @@
 // un-acknowledged, to be resumed from the journal by whichever executor
 // gets it next.
 //
+// # Metrics
+//
+// [Metrics] (Config.Metrics, one per process): converge_actions_total
+// {op,result,class} and converge_action_duration_seconds{op}, recorded
+// when a final result is journalled (not when one is found journalled:
+// a redelivery after a crash is not counted twice), the duration from the
+// delivery; converge_pve_reachable{role="executor"}, whether Proxmox
+// answered the executors' last call; and, read at scrape,
+// converge_partitions_owned{role="executor"} and each owned partition
+// consumer's converge_consumer_pending and converge_consumer_ack_pending
+// (journal.Backlog).
+//
 // # Testing
 //
 // Scenario tests (testdata/*.txtar) hand deliveries to [Executor.Handle]

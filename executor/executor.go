@@ -92,6 +92,7 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e.owner = e.leases
+	cfg.Metrics.add(e)
 	e.rates = newNodeRates(cfg.NodeRate, func() int { return len(e.leases.Members()) })
 	return e, nil
 }

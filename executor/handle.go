@@ -32,6 +32,8 @@ type job struct {
 	basis *events.Observed
 	hb    *heartbeat
 	log   zerolog.Logger
+	// start is when the delivery arrived (converge_action_duration_seconds).
+	start time.Time
 }
 
 // Handle runs one delivery of an action of partition part, following the
@@ -41,6 +43,10 @@ type job struct {
 // redelivery. Run calls it for each delivery of the partitions it owns;
 // scenario tests call it directly.
 func (e *Executor) Handle(ctx context.Context, part int, d journal.Delivery) {
+	start := e.clk.Now()
+	// Whether Proxmox answers this executor's own calls
+	// (converge_pve_reachable{role="executor"}).
+	ctx = pve.WithAnswered(ctx, e.cfg.Metrics.answered)
 	en := d.Entry()
 	a, err := decodeAction(en.Subject, en.Data, e.cfg.Cluster)
 	if err != nil {
@@ -94,7 +100,7 @@ func (e *Executor) Handle(ctx context.Context, part int, d journal.Delivery) {
 	j := &job{
 		e: e, d: d, a: a, seq: en.Seq, delivered: d.Delivered(), part: part,
 		ref: pve.GuestRef{Kind: pve.Kind(a.Kind), Node: a.Node, VMID: a.VMID},
-		hb:  hb, log: log,
+		hb:  hb, log: log, start: start,
 	}
 	j.run(ctx)
 }
@@ -145,6 +151,7 @@ func (j *job) run(ctx context.Context) {
 			j.log.Error().Err(err).Msg("final result not journalled; leaving the action for redelivery")
 			return
 		}
+		j.e.cfg.Metrics.finished(j.a.Op, r, j.e.clk.Now().Sub(j.start))
 		ev := j.log.Info()
 		if r.Status == events.ResultFailed {
 			ev = j.log.Warn().Str("error", r.Error).Str("error_class", string(r.ErrorClass))

@@ -70,6 +70,10 @@ type Engine struct {
 	dirty     map[int]bool
 	lastFlush time.Time
 
+	// reported is each guest's desired revision last reported converged
+	// (Ready.Converged).
+	reported map[int]uint64
+
 	lastCkpt    time.Time
 	lastCkptSeq uint64
 	ckptBusy    bool
@@ -101,6 +105,20 @@ type Ready struct {
 	Unfolded []Unfolded
 	// Held are guests the mass-change guard has just started holding.
 	Held []HeldNote
+	// Converged are the desired revisions just converged (metrics).
+	Converged []Convergence
+}
+
+// Convergence is a desired revision that reached its state (converged,
+// or absent as desired): reported once per revision, by the planner that
+// owns the guest, and only for revisions journalled after this engine's
+// Begin, so that a restart's replay does not report old ones again.
+type Convergence struct {
+	VMID       int
+	DesiredSeq uint64
+	// Took is from the desired event's journal time to the plan that
+	// found the guest done (the engine's now); never negative.
+	Took time.Duration
 }
 
 // HeldNote is a guest newly held by the mass-change guard, for the log.
@@ -112,7 +130,7 @@ type HeldNote struct {
 // Empty reports whether there is nothing to do.
 func (r *Ready) Empty() bool {
 	return len(r.Actions) == 0 && r.Flush == nil && r.Checkpoint == nil && !r.CaughtUp && !r.Resync &&
-		r.Acquired == 0 && !r.Rewrite && len(r.Unfolded) == 0 && len(r.Held) == 0
+		r.Acquired == 0 && !r.Rewrite && len(r.Unfolded) == 0 && len(r.Held) == 0 && len(r.Converged) == 0
 }
 
 // Publish is one action to publish on the guest's action subject with
@@ -167,7 +185,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, proj: proj,
 		decision: map[int]Decision{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
-		unseen: map[int]bool{},
+		unseen: map[int]bool{}, reported: map[int]uint64{},
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}, nil

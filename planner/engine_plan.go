@@ -270,6 +270,7 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		e.cfg.OnDecision(v, d)
 	}
 	e.record(v.VMID, d)
+	e.noteConverged(v, d, now)
 	if len(d.Steps) == 0 || !e.mine(v.VMID) {
 		return
 	}
@@ -335,6 +336,17 @@ func (e *Engine) record(vmid int, d Decision) {
 	if d.Status.Kind == Held && (!had || prev.Status.Kind != Held) {
 		e.out.Held = append(e.out.Held, HeldNote{VMID: vmid, Reason: d.Status.Reason})
 	}
+}
+
+// noteConverged reports a desired revision found done for the first time
+// (Ready.Converged), by the guest's owner, for revisions journalled while
+// this engine was live (after Begin's target).
+func (e *Engine) noteConverged(v *projector.View, d Decision, now time.Time) {
+	if !d.Status.Kind.Done() || v.Desired == nil || v.DesiredSeq <= e.target || e.reported[v.VMID] == v.DesiredSeq || !e.mine(v.VMID) {
+		return
+	}
+	e.reported[v.VMID] = v.DesiredSeq
+	e.out.Converged = append(e.out.Converged, Convergence{VMID: v.VMID, DesiredSeq: v.DesiredSeq, Took: max(now.Sub(v.DesiredAt), 0)})
 }
 
 func stepsEqual(a, b []Step) bool {

@@ -181,5 +181,8 @@ func (h *harness) ready() string {
 	for _, n := range r.Held {
 		fmt.Fprintf(&b, "held %d: %s\n", n.VMID, n.Reason)
 	}
+	for _, c := range r.Converged {
+		fmt.Fprintf(&b, "converged %d desired=%d took=%s\n", c.VMID, c.DesiredSeq, c.Took)
+	}
 	return b.String()
 }

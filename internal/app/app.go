@@ -211,6 +211,7 @@ func (a *App) build(ctx context.Context) error {
 			return err
 		}
 	}
+	em := a.registerShared()
 	if a.cfg.Roles.Executor {
 		for i := range a.cfg.Executors {
 			name := "executor"
@@ -230,7 +231,7 @@ func (a *App) build(ctx context.Context) error {
 				// so it judges with the planner's policy.
 				ec.Policy = a.cfg.Planner.Planner.Policy
 			}
-			ec.Poison = poison
+			ec.Poison, ec.Metrics = poison, em
 			ec.Logger = a.log.With().Str("role", "executor").Logger()
 			ex, err := executor.New(ec, a.cfg.Proxmox, eb, eb.LeaseStore)
 			if err != nil {

@@ -64,6 +64,23 @@ func (b *Bus) Consume(ctx context.Context, spec journal.WorkSpec, fn func(journa
 	return cc.Stop, nil
 }
 
+var _ journal.Backlog = (*Bus)(nil)
+
+// Backlog implements journal.Backlog from the consumer's info: one
+// request to the server (looking the consumer up fetches its info).
+func (b *Bus) Backlog(ctx context.Context, durable string) (pending, ackPending uint64, err error) {
+	s, err := b.stream(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	c, err := s.Consumer(ctx, durable)
+	if err != nil {
+		return 0, 0, err
+	}
+	info := c.CachedInfo()
+	return info.NumPending, uint64(info.NumAckPending), nil
+}
+
 type delivery struct {
 	m jetstream.Msg
 	e journal.Entry

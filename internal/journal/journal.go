@@ -153,6 +153,14 @@ type Delivery interface {
 	Ack(ctx context.Context) error
 }
 
+// Backlog reads what a work consumer has not settled, for metrics
+// (converge_consumer_pending); a Consumer may implement it.
+type Backlog interface {
+	// Backlog returns the entries of durable's filter not delivered yet
+	// (pending) and those delivered and not acknowledged (ackPending).
+	Backlog(ctx context.Context, durable string) (pending, ackPending uint64, err error)
+}
+
 // Consumer hands out work.
 type Consumer interface {
 	// Consume creates or updates the durable consumer of spec and calls

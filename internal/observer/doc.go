@@ -76,6 +76,16 @@
 // the number merged; metrics converge_observer_resync_requests_total and
 // converge_observer_resyncs_total). A merged request does not wake Run.
 //
+// # Metrics
+//
+// Besides the figures above, each pass sets converge_pve_reachable
+// {role="observer"} (1 if the inventory answered, as the heartbeat says)
+// and converge_observer_last_pass_timestamp_seconds (the observer's
+// clock, when the pass ended, reachable or not): an alert on its age
+// catches an observer that stopped passing, one on reachable an
+// unreachable Proxmox. Proxmox requests themselves are counted by the
+// client (package pve).
+//
 // # Restart
 //
 // Before its first pass an observer loads the last observed event of every

@@ -3,9 +3,13 @@ package observer
 import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the observer's Prometheus series (Config.Registerer): the
-// verification delay the estate's size allows, reads by why, and resyncs
-// asked for against those carried out (the rest were merged).
+// verification delay the estate's size allows, reads by why, resyncs
+// asked for against those carried out (the rest were merged), whether
+// Proxmox answered the last pass (as its heartbeat says) and when the
+// last pass ended.
 type metrics struct {
+	reachable    prometheus.Gauge
+	lastPass     prometheus.Gauge
 	verifyPeriod prometheus.Gauge
 	reads        *prometheus.CounterVec
 	resyncAsked  prometheus.Counter
@@ -14,6 +18,13 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
+		// The help text is the executors' too (package executor): one
+		// process may register both.
+		reachable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_pve_reachable",
+			Help:        "Whether Proxmox VE answers: the observer's last pass (role=observer), the executors' last call (role=executor).",
+			ConstLabels: prometheus.Labels{"role": "observer"}}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_observer_last_pass_timestamp_seconds",
+			Help: "When the observer's last pass ended (its heartbeat published or attempted), reachable or not, in Unix seconds."}),
 		verifyPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_observer_verify_period_seconds",
 			Help: "Every guest's config (applied and pending values) is verified at least this often, at the current number of guests."}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_observer_config_reads_total",
@@ -24,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Resyncs carried out (every guest verified first, within the budget)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.verifyPeriod, m.reads, m.resyncAsked, m.resyncDone)
+		reg.MustRegister(m.reachable, m.lastPass, m.verifyPeriod, m.reads, m.resyncAsked, m.resyncDone)
 	}
 	return m
 }

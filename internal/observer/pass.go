@@ -57,6 +57,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		}
 		o.noteReachability(false, err)
 		herr := o.heartbeat(ctx, st, err)
+		o.metrics.lastPass.Set(float64(o.now().UnixNano()) / 1e9)
 		return st, errors.Join(fmt.Errorf("observer: inventory: %w", err), herr)
 	}
 	st.Reachable = true
@@ -102,6 +103,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	st.Unread = unread
 	st.Complete = o.extentKnown && len(unread) <= events.MaxUnread && st.PublishErrors == 0 && pubErr == nil
 	herr := o.heartbeat(ctx, st, nil)
+	o.metrics.lastPass.Set(float64(o.now().UnixNano()) / 1e9)
 	ev := o.log.Debug()
 	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {
 		ev = o.log.Info()
@@ -286,6 +288,11 @@ func (o *Observer) noteReachability(ok bool, err error) {
 		o.log.Debug().Uint64("pass", o.pass).Err(err).Msg("proxmox still unreachable")
 	}
 	o.reachable = ok
+	if ok {
+		o.metrics.reachable.Set(1)
+	} else {
+		o.metrics.reachable.Set(0)
+	}
 	o.lastErr = ""
 	if err != nil {
 		o.lastErr = err.Error()

@@ -80,15 +80,23 @@ func (c *Config) Validate() error {
 }
 
 type metrics struct {
-	folded  prometheus.Counter
-	planned *prometheus.CounterVec
-	guests  *prometheus.GaugeVec
-	held    prometheus.Gauge
-	waiting *prometheus.GaugeVec
-	refused *prometheus.CounterVec
+	folded      prometheus.Counter
+	planned     *prometheus.CounterVec
+	guests      *prometheus.GaugeVec
+	outOfSync   prometheus.Gauge
+	held        prometheus.Gauge
+	waiting     *prometheus.GaugeVec
+	refused     *prometheus.CounterVec
+	convergence prometheus.Histogram
+	// pending is the feed's backlog (consumer "planner"): entries the
+	// journal held after the last one folded. A vector, as the executors'
+	// (a variable label), so that one registry takes both.
+	pending prometheus.Gauge
 }
 
-func newMetrics(r prometheus.Registerer) *metrics {
+// newMetrics builds the loop's metrics and registers them on r (nil:
+// none); owned reads the partitions held, at scrape.
+func newMetrics(r prometheus.Registerer, owned func() int) *metrics {
 	m := &metrics{
 		folded: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_planner_events_folded_total",
 			Help: "Journal events folded into views."}),
@@ -96,6 +104,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Actions published, by operation."}, []string{"op"}),
 		guests: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_guests",
 			Help: "Guests by state."}, []string{"state"}),
+		outOfSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_guests_out_of_sync",
+			Help: "Guests with desired state that are not as desired (every state but converged, absent and unmanaged)."}),
+		// A config write converges in about a second, a clone or a
+		// shutdown behind the guard in minutes or hours: 0.25 s to ~3 h.
+		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "converge_convergence_seconds",
+			Help:    "Time from a desired revision's journal time to the plan that found the guest converged (or absent, as desired); once per revision, by the guest's planner.",
+			Buckets: prometheus.ExponentialBuckets(0.25, 3, 10)}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_held_actions",
 			Help: "Guests whose disruptive action the mass-change guard holds until `converge approve`."}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_limit_waiting_guests",
@@ -103,8 +118,14 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_limit_refusals_total",
 			Help: "Actions the cluster's limits ledger refused room for (another planner took it), by limit."}, []string{"limit"}),
 	}
+	pending := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "converge_consumer_pending",
+		Help: "Journal entries a consumer has not delivered yet (an executor's partition consumer, or the planner's feed)."}, []string{"consumer"})
+	m.pending = pending.WithLabelValues("planner")
 	if r != nil {
-		r.MustRegister(m.folded, m.planned, m.guests, m.held, m.waiting, m.refused)
+		r.MustRegister(pending, m.folded, m.planned, m.guests, m.outOfSync, m.held, m.waiting, m.refused, m.convergence,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "converge_partitions_owned",
+				Help:        "Journal partitions this process's role holds a lease on.",
+				ConstLabels: prometheus.Labels{"role": "planner"}}, func() float64 { return float64(owned()) }))
 	}
 	return m
 }

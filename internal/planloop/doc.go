@@ -39,6 +39,16 @@
 // not write come back after its backoff (views.WriteBackoff), not at every
 // flush; the writer's failures are metrics (converge_views_*).
 //
+// # Metrics
+//
+// Besides those above: converge_guests{state} and
+// converge_guests_out_of_sync (every guest's state as this planner's fold
+// has it, set at each flush), converge_held_actions,
+// converge_convergence_seconds (Ready.Converged: once per desired
+// revision, by the guest's owner), converge_partitions_owned
+// {role="planner"}, and converge_consumer_pending{consumer="planner"}, the
+// entries the journal held after the last batch folded.
+//
 // # Views bucket
 //
 // The loop watches the views bucket (views.WatchBucket): a bucket dropped

@@ -94,7 +94,7 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 		return nil, err
 	}
 	l := &Loop{cfg: cfg, j: j, views: store, ckpts: ckpts, clk: cfg.Clock, log: cfg.Logger,
-		heldLog: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Minute}), acqNote: make(chan struct{}, 1), ckptErr: make(chan error, 1), metrics: newMetrics(cfg.Registerer)}
+		heldLog: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 20, Period: time.Minute}), acqNote: make(chan struct{}, 1), ckptErr: make(chan error, 1)}
 	pc := cfg.Planner
 	pc.DecodeWorkers = runtime.GOMAXPROCS(0)
 	var err error
@@ -116,6 +116,7 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 		return nil, err
 	}
 	pc.Owner = l.leases
+	l.metrics = newMetrics(cfg.Registerer, func() int { return len(l.leases.Owned()) })
 	if l.eng, err = planner.NewEngine(pc); err != nil {
 		return nil, err
 	}
@@ -226,6 +227,7 @@ func (l *Loop) Run(ctx context.Context) error {
 				l.settle()
 			}
 			l.eng.Fold(batch, pending, l.clk.Now())
+			l.metrics.pending.Set(float64(pending))
 			// The consequences first (guests marked for their documents),
 			// then the count: a reader that sees the count sees them.
 			l.dirty.Store(int64(l.eng.Dirty()))
@@ -279,6 +281,9 @@ func (l *Loop) carryOut(ctx context.Context) {
 		if r.Acquired > 0 {
 			l.log.Info().Int("guests", r.Acquired).Msg("planning guests of acquired partitions")
 		}
+		for _, c := range r.Converged {
+			l.metrics.convergence.Observe(c.Took.Seconds())
+		}
 		for _, n := range r.Held {
 			l.heldLog.Warn().Int("vmid", n.VMID).Str("reason", n.Reason).Msg("disruptive action held by the mass-change guard")
 		}
@@ -322,6 +327,13 @@ func (l *Loop) flush(f *planner.Flush) {
 		l.metrics.guests.WithLabelValues(string(k)).Set(float64(counts[k]))
 	}
 	l.metrics.held.Set(float64(counts[planner.Held]))
+	out := 0
+	for k, n := range counts {
+		if !k.Done() && k != planner.Unmanaged {
+			out += n
+		}
+	}
+	l.metrics.outOfSync.Set(float64(out))
 	waiting := l.eng.Waiting()
 	for _, lim := range planner.LimitNames {
 		l.metrics.waiting.WithLabelValues(lim).Set(float64(waiting[lim]))

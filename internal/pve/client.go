@@ -22,6 +22,7 @@ type Client struct {
 	log     zerolog.Logger
 	url     string
 	calls   atomic.Int64
+	metrics *requestMetrics
 	now     func() time.Time
 	timeout time.Duration // bounds each call, body included
 	// configWait is background_delay in seconds for QEMU config writes,
@@ -48,11 +49,12 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc, err := newHTTPClient(cfg)
+	m := newRequestMetrics()
+	hc, err := newHTTPClient(cfg, m)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{log: cfg.Logger, url: cfg.URL, now: time.Now, timeout: cfg.Timeout, configWait: max(0, int(cfg.ConfigTaskWait/time.Second))}
+	c := &Client{metrics: m, log: cfg.Logger, url: cfg.URL, now: time.Now, timeout: cfg.Timeout, configWait: max(0, int(cfg.ConfigTaskWait/time.Second))}
 	opts := []proxmox.Option{
 		proxmox.WithHTTPClient(hc),
 		proxmox.WithUserAgent("converge"),

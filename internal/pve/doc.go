@@ -94,6 +94,15 @@
 // accepted (the simulator speaks it) but sends the credentials and tickets
 // in clear: [Config.PlainHTTP] says so, and callers warn loudly.
 //
+// # Metrics
+//
+// Every HTTP request is counted and timed at the client's transport
+// (converge_pve_requests_total{method,class},
+// converge_pve_request_duration_seconds{method}); [Client.Collectors]
+// hands them to the process's registry. A role that wants to know whether
+// Proxmox answered its own calls, sharing the Client with another role,
+// asks with [WithAnswered].
+//
 // # Concurrency
 //
 // A [Client] is safe for concurrent use. Ticket logins are serialised and

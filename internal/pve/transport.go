@@ -20,8 +20,9 @@ import (
 // newHTTPClient builds the HTTP client every request goes through: TLS
 // verified against the system pool, a CA file or a pinned certificate
 // fingerprint, HTTP/1.1 only (PVE's messages live in the reason phrase),
-// and statusTransport, which keeps those messages.
-func newHTTPClient(cfg Config) (*http.Client, error) {
+// and statusTransport, which keeps those messages and counts and times
+// every request into m.
+func newHTTPClient(cfg Config, m *requestMetrics) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
@@ -71,7 +72,7 @@ func newHTTPClient(cfg Config) (*http.Client, error) {
 	// No http.Client.Timeout: Client bounds each call with a context
 	// deadline instead. With a custom RoundTripper, net/http enforces
 	// Client.Timeout with a goroutine and a timer per request.
-	return &http.Client{Transport: &statusTransport{base: tr}}, nil
+	return &http.Client{Transport: &statusTransport{base: tr, metrics: m}}, nil
 }
 
 // fingerprintMismatchError is returned when the pinned fingerprint does not
@@ -92,9 +93,26 @@ func (e *fingerprintMismatchError) Error() string {
 // the body of other codes (595, 404, 502 from a proxy) as a success — a
 // {"data":null} 595 would otherwise read as "mutation completed
 // synchronously".
-type statusTransport struct{ base http.RoundTripper }
+//
+// It is also where requests are counted and timed (converge_pve_requests_total,
+// converge_pve_request_duration_seconds): every request passes here once,
+// and its outcome is known here as an answer or an error.
+type statusTransport struct {
+	base    http.RoundTripper
+	metrics *requestMetrics // nil: not counted
+}
 
 func (t *statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.metrics == nil {
+		return t.roundTrip(req)
+	}
+	start := time.Now()
+	res, err := t.roundTrip(req)
+	t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
+	return res, err
+}
+
+func (t *statusTransport) roundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.base.RoundTrip(req)
 	if err == nil && res.StatusCode >= 200 && res.StatusCode < 300 {
 		if sink, ok := req.Context().Value(bodySinkKey{}).(*bodySink); ok {
