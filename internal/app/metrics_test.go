@@ -127,7 +127,7 @@ func TestMetricsOverHTTP(t *testing.T) {
 	// A desired event that does not validate.
 	desire(running[0], `{"vmid":`+strconv.Itoa(running[0])+`,"cores":"many"}`)
 	waitMetric("a rejected desired event", func(m map[string]*dto.MetricFamily) bool {
-		return value(m, "converge_planner_desired_rejected_total", nil) >= 1
+		return value(m, "converge_rejected_events_total", nil) >= 1
 	})
 
 	// Proxmox unreachable for a pass: the observer says so.
@@ -164,7 +164,7 @@ func TestMetricsOverHTTP(t *testing.T) {
 		{"converge_guests", map[string]string{"state": "held"}, 1},
 		{"converge_guests_out_of_sync", nil, 1},
 		{"converge_held_actions", nil, 1},
-		{"converge_planner_desired_rejected_total", nil, 1},
+		{"converge_rejected_events_total", nil, 1},
 		{"converge_partitions_owned", map[string]string{"role": "planner"}, 1},
 		{"converge_partitions_owned", map[string]string{"role": "executor"}, 1},
 		{"go_goroutines", nil, 1},

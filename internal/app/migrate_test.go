@@ -3,8 +3,8 @@ package app_test
 import (
 	"slices"
 	"strconv"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"

@@ -35,7 +35,7 @@
 // Rejected desired events of the guests this planner writes documents for
 // are logged once each (vmid, seq, publisher, reason), at most one line a
 // second after a burst of ten, the rest counted
-// (converge_planner_desired_rejected_total). Documents the writer could
+// (converge_rejected_events_total). Documents the writer could
 // not write come back after its backoff (views.WriteBackoff), not at every
 // flush; the writer's failures are metrics (converge_views_*).
 //

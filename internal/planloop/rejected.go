@@ -35,7 +35,7 @@ type rejections struct {
 // writer's counters on r (nil: none).
 func newRejections(log zerolog.Logger, r prometheus.Registerer, w *views.Writer) *rejections {
 	rj := &rejections{log: log, lim: rate.NewLimiter(rejectLogRate, rejectLogBurst), logged: map[int]uint64{},
-		total: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_planner_desired_rejected_total",
+		total: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_rejected_events_total",
 			Help: "Rejected desired events of the guests this planner writes documents for."})}
 	if r != nil {
 		r.MustRegister(rj.total,
