@@ -223,7 +223,7 @@ func (e *Executor) startPartition(p int) {
 				}
 				pt.stop = stop
 				e.mu.Unlock()
-				e.log.Info().Int("partition", p).Str("consumer", e.ConsumerName(p)).Msg("consuming partition")
+				e.log.Debug().Int("partition", p).Str("consumer", e.ConsumerName(p)).Msg("consuming partition")
 				return
 			}
 			e.log.Warn().Err(err).Int("partition", p).Msg("partition consumer not started; retrying")
@@ -276,7 +276,7 @@ func (e *Executor) stopPartition(pt *partition, abandon bool) {
 		delete(e.parts, pt.p)
 	}
 	e.mu.Unlock()
-	e.log.Info().Int("partition", pt.p).Bool("abandoned", abandon).Msg("partition stopped")
+	e.log.Debug().Int("partition", pt.p).Bool("abandoned", abandon).Msg("partition stopped")
 }
 
 // Partitions returns the partitions this executor owns now.
