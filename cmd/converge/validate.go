@@ -71,9 +71,16 @@ func finishRoot(root *cobra.Command) {
 			}
 		}
 		name := func(f *pflag.Flag) {
-			if fromEnvOrFile(c, f) && !strings.Contains(f.Usage, envName(f.Name)) {
-				f.Usage += " (env " + envName(f.Name) + ")"
+			if !fromEnvOrFile(c, f) || strings.Contains(f.Usage, envName(f.Name)) {
+				return
 			}
+			env := envName(f.Name)
+			for _, a := range envAliases[f.Name] {
+				if !strings.Contains(f.Usage, a) {
+					env += " or " + a
+				}
+			}
+			f.Usage += " (env " + env + ")"
 		}
 		if c == root {
 			c.PersistentFlags().VisitAll(name)
