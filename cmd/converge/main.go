@@ -154,6 +154,7 @@ func newRoot() *cobra.Command {
 		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd(),
 		newApproveCmd(g), newPauseCmd(g), newResumeCmd(g), newReleaseCmd(g), newConfigCmd(g), newVersionCmd())
 	finishRoot(root)
+	addCompletions(root, g)
 	return root
 }
 
