@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -159,6 +160,10 @@ func (e *Executor) Run(ctx context.Context) error {
 	stopDrain := make(chan struct{})
 	go func() {
 		<-ctx.Done()
+		if ids := e.inFlightIDs(); len(ids) > 0 {
+			e.log.Info().Strs("actions", ids).Dur("drain_timeout", e.cfg.DrainTimeout).
+				Msg("draining: waiting for the in-flight actions to finish (a second interrupt exits at once; they are resumed from the journal)")
+		}
 		if e.cfg.DrainTimeout < 0 {
 			cancelWork()
 			return
@@ -339,6 +344,18 @@ func (e *Executor) claim(id string) bool {
 	}
 	e.inFlight[id] = struct{}{}
 	return true
+}
+
+// inFlightIDs are the ids of the actions handled here now, sorted.
+func (e *Executor) inFlightIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.inFlight))
+	for id := range e.inFlight {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (e *Executor) release(id string) {
