@@ -28,7 +28,11 @@ vet:
 sim: build
 	./$(BIN) sim --listen 127.0.0.1:8006 --nodes 3 --guests 12
 
-run: sim
+# Runs every role, an embedded NATS and the simulator with demo guests
+# (what the README's quick start runs); ARGS are up's flags.
+ARGS ?=
+run: build
+	./$(BIN) up $(ARGS)
 
 fmt:
 	gofmt -w .

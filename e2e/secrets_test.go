@@ -55,9 +55,10 @@ func TestSecretsNeverShown(t *testing.T) {
 		"--pve-url", sim.URL(), "--pve-token-id", tokenID, "--pve-token-secret-file", secretFile,
 		"--observe-interval", "200ms")
 	// A second process with a wrong secret, in its own cluster: Proxmox
-	// refuses it, and its errors are reported in its log and heartbeats.
+	// refuses it (--wait-for-proxmox: it runs on rather than fail at start),
+	// and its errors are reported in its log and heartbeats.
 	bad := startProc(t, "observer-wrong", "observer", "--nats", natsURL, "--cluster", "wrong",
-		"--pve-url", sim.URL(), "--pve-token-id", tokenID, "--pve-token-secret-file", wrongFile,
+		"--pve-url", sim.URL(), "--pve-token-id", tokenID, "--pve-token-secret-file", wrongFile, "--wait-for-proxmox",
 		"--observe-interval", "200ms")
 	eventually(t, 60*time.Second, "converge up ready", func() bool {
 		res, err := http.Get("http://" + httpAddr + "/readyz")

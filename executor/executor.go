@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,10 @@ func (e *Executor) Run(ctx context.Context) error {
 	stopDrain := make(chan struct{})
 	go func() {
 		<-ctx.Done()
+		if ids := e.inFlightIDs(); len(ids) > 0 {
+			e.log.Info().Strs("actions", ids).Dur("drain_timeout", e.cfg.DrainTimeout).
+				Msg("draining: waiting for the in-flight actions to finish (a second interrupt exits at once; they are resumed from the journal)")
+		}
 		if e.cfg.DrainTimeout < 0 {
 			cancelWork()
 			return
@@ -224,7 +229,7 @@ func (e *Executor) startPartition(p int) {
 				}
 				pt.stop = stop
 				e.mu.Unlock()
-				e.log.Info().Int("partition", p).Str("consumer", e.ConsumerName(p)).Msg("consuming partition")
+				e.log.Debug().Int("partition", p).Str("consumer", e.ConsumerName(p)).Msg("consuming partition")
 				return
 			}
 			e.log.Warn().Err(err).Int("partition", p).Msg("partition consumer not started; retrying")
@@ -277,7 +282,7 @@ func (e *Executor) stopPartition(pt *partition, abandon bool) {
 		delete(e.parts, pt.p)
 	}
 	e.mu.Unlock()
-	e.log.Info().Int("partition", pt.p).Bool("abandoned", abandon).Msg("partition stopped")
+	e.log.Debug().Int("partition", pt.p).Bool("abandoned", abandon).Msg("partition stopped")
 }
 
 // Partitions returns the partitions this executor owns now.
@@ -340,6 +345,18 @@ func (e *Executor) claim(id string) bool {
 	}
 	e.inFlight[id] = struct{}{}
 	return true
+}
+
+// inFlightIDs are the ids of the actions handled here now, sorted.
+func (e *Executor) inFlightIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.inFlight))
+	for id := range e.inFlight {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (e *Executor) release(id string) {

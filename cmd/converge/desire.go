@@ -135,7 +135,7 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 	fl.StringSliceVar(&f.snapshotBefore, "snapshot-before", nil, "take a Proxmox snapshot before these actions: restart, migrate, resize (comma-separated)")
 	fl.StringVar(&f.publisher, "publisher", "", "who publishes (default converge-cli:$USER)")
 	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id linking this change to what it causes")
-	fl.StringVar(&f.signKey, "sign-key", os.Getenv("CONVERGE_SIGN_KEY"), "sign with this ed25519 private key (PEM, from converge keygen; env CONVERGE_SIGN_KEY)")
+	fl.StringVar(&f.signKey, "sign-key", "", "sign with this ed25519 private key (PEM, from converge keygen; env CONVERGE_SIGN_KEY)")
 	fl.StringVar(&f.keyID, "key-id", "", "the signing key's id (default: the key file's name without extension)")
 	return cmd
 }

@@ -4,16 +4,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -36,18 +33,40 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupts(func() {
+		fmt.Fprintln(os.Stderr, "converge: second interrupt: exiting now, without draining")
+		os.Exit(exitInterrupted)
+	})
 	defer stop()
 	err := newRoot().ExecuteContext(ctx)
-	var ec exitCode
-	switch {
-	case errors.As(err, &ec):
-		fmt.Fprintln(os.Stderr, "converge:", ec.err)
-		os.Exit(ec.code)
-	case err != nil:
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "converge:", err)
-		os.Exit(1)
+		os.Exit(codeOf(err))
 	}
+}
+
+// interrupts is a context that ends at the first SIGINT or SIGTERM; a
+// second one calls force (a process draining its in-flight actions can be
+// told to go at once).
+func interrupts(force func()) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-ch:
+			force()
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(done); cancel() }
 }
 
 // exitCode is an error with a specific process exit status.
@@ -57,6 +76,7 @@ type exitCode struct {
 }
 
 func (e exitCode) Error() string { return e.err.Error() }
+func (e exitCode) Unwrap() error { return e.err }
 
 // globals are the flags every command takes.
 type globals struct {
@@ -81,9 +101,10 @@ type globals struct {
 	stream       string
 	bucket       string
 	replicas     int
-	// replicasEnv is CONVERGE_REPLICAS when it is not a number, reported
-	// before any command runs.
-	replicasEnv string
+	logFormat    string
+	// settings are the effective configuration and where each value
+	// came from (config.go).
+	settings []setting
 }
 
 func newRoot() *cobra.Command {
@@ -93,60 +114,48 @@ func newRoot() *cobra.Command {
 		Short:         "Keep Proxmox VE guests in the state other services ask for",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
 	pf := root.PersistentFlags()
+	pf.String(configFlag, "", "YAML file of settings keyed by long flag name; the command line and the environment override it (env CONVERGE_CONFIG; docs/configuration.md)")
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text, json, or jsonl (one JSON object per line; history and replay only, the other commands print one document and refuse it)")
-	pf.StringVar(&g.logLevel, "log-level", envOr("CONVERGE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env CONVERGE_LOG_LEVEL)")
-	pf.StringVar(&g.natsURL, "nats", os.Getenv("CONVERGE_NATS_URL"), "NATS server URLs, comma-separated (env CONVERGE_NATS_URL)")
-	pf.StringVar(&g.cluster, "cluster", envOr("CONVERGE_CLUSTER", events.DefaultCluster), "Proxmox cluster id (env CONVERGE_CLUSTER)")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, JSON otherwise)")
+	pf.StringVar(&g.natsURL, "nats", "", "NATS server URLs, comma-separated (env CONVERGE_NATS or CONVERGE_NATS_URL; `up` takes it from its command line only)")
+	pf.StringVar(&g.cluster, "cluster", events.DefaultCluster, "Proxmox cluster id")
 	g.sign.register(root)
-	pf.StringVar(&g.data, "data", envOr("CONVERGE_DATA", "converge-data"), "data directory of `converge up` (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it) (env CONVERGE_DATA)")
-	pf.StringVar(&g.natsUser, "nats-user", os.Getenv("CONVERGE_NATS_USER"), "NATS user (env CONVERGE_NATS_USER)")
+	pf.StringVar(&g.data, "data", "converge-data", "data directory of `converge up` (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
+	pf.StringVar(&g.natsUser, "nats-user", "", "NATS user")
 	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
 	g.natsPassword.Register(pf)
-	pf.StringVar(&g.natsCred, "nats-creds", os.Getenv("CONVERGE_NATS_CREDS"), "NATS credentials file (env CONVERGE_NATS_CREDS)")
-	pf.StringVar(&g.natsNKey, "nats-nkey", os.Getenv("CONVERGE_NATS_NKEY"), "NATS nkey seed file (env CONVERGE_NATS_NKEY)")
-	pf.StringVar(&g.natsCA, "nats-ca", os.Getenv("CONVERGE_NATS_CA"), "CA file for NATS TLS (env CONVERGE_NATS_CA)")
-	pf.StringVar(&g.natsCert, "nats-cert", os.Getenv("CONVERGE_NATS_CERT"), "client certificate for NATS TLS")
-	pf.StringVar(&g.natsKey, "nats-key", os.Getenv("CONVERGE_NATS_KEY"), "client key for NATS TLS")
-	pf.StringVar(&g.stream, "stream", envOr("CONVERGE_STREAM", bus.DefaultStream), "JetStream stream of the journal")
-	pf.StringVar(&g.bucket, "bucket", envOr("CONVERGE_BUCKET", bus.DefaultBucket), "KV bucket of the materialised views")
-	replicas, err := strconv.Atoi(envOr("CONVERGE_REPLICAS", "1"))
-	if err != nil {
-		g.replicasEnv, replicas = os.Getenv("CONVERGE_REPLICAS"), 1
-	}
-	pf.IntVar(&g.replicas, "replicas", replicas, "replicas of the journal stream and the views bucket, 1..5; 3 on a 3-node NATS cluster (env CONVERGE_REPLICAS)")
+	pf.StringVar(&g.natsCred, "nats-creds", "", "NATS credentials file")
+	pf.StringVar(&g.natsNKey, "nats-nkey", "", "NATS nkey seed file")
+	pf.StringVar(&g.natsCA, "nats-ca", "", "CA file for NATS TLS")
+	pf.StringVar(&g.natsCert, "nats-cert", "", "client certificate for NATS TLS")
+	pf.StringVar(&g.natsKey, "nats-key", "", "client key for NATS TLS")
+	pf.StringVar(&g.stream, "stream", bus.DefaultStream, "JetStream stream of the journal")
+	pf.StringVar(&g.bucket, "bucket", bus.DefaultBucket, "KV bucket of the materialised views")
+	pf.IntVar(&g.replicas, "replicas", 1, "replicas of the journal stream and the views bucket, 1..5; 3 on a 3-node NATS cluster")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		if err := g.validateOutput(); err != nil {
-			return err
+		if cmd.Annotations[annotNoConfig] != "" {
+			return nil // config print applies the configuration to another command
 		}
-		if err := g.validateJSONL(cmd); err != nil {
-			return err
+		var err error
+		if g.settings, err = applyConfig(cmd); err != nil {
+			return usageError{err}
 		}
-		if err := g.validateReplicas(cmd); err != nil {
-			return err
+		if err := g.validate(cmd); err != nil {
+			return usageError{err}
 		}
-		if err := g.resolveSecrets(cmd); err != nil {
-			return err
-		}
-		return events.ValidateCluster(g.cluster)
+		return g.resolveSecrets(cmd)
 	}
 	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
 		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
 		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd(),
-		newApproveCmd(g), newPauseCmd(g), newResumeCmd(g), newReleaseCmd(g))
+		newApproveCmd(g), newPauseCmd(g), newResumeCmd(g), newReleaseCmd(g), newConfigCmd(g), newVersionCmd())
+	finishRoot(root)
+	addCompletions(root, g)
 	return root
-}
-
-func (g *globals) logger() (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(g.logLevel)
-	if err != nil {
-		return zerolog.Nop(), fmt.Errorf("--log-level: %w", err)
-	}
-	// Timestamps carry milliseconds: zerolog's default field format has
-	// whole seconds, which the console writer would print as .000.
-	zerolog.TimeFieldFormat = time.RFC3339Nano
-	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).Level(lvl).With().Timestamp().Logger(), nil
 }
 
 // resolveSecrets reads the NATS password from its file, warning when it
@@ -160,35 +169,9 @@ func (g *globals) resolveSecrets(cmd *cobra.Command) error {
 	return err
 }
 
-func (g *globals) validateReplicas(cmd *cobra.Command) error {
-	if g.replicasEnv != "" && !cmd.Flags().Changed("replicas") {
-		return fmt.Errorf("CONVERGE_REPLICAS=%q is not a number", g.replicasEnv)
-	}
-	if g.replicas < 1 || g.replicas > 5 {
-		return fmt.Errorf("--replicas must be within 1..5, got %d", g.replicas)
-	}
-	return nil
-}
-
 // annotJSONL marks the commands that print a stream of records and so
 // can write them one JSON object per line (-o jsonl).
 const annotJSONL = "converge/jsonl"
-
-func (g *globals) validateOutput() error {
-	switch g.output {
-	case "text", "json", "jsonl":
-		return nil
-	}
-	return fmt.Errorf("-o must be text, json or jsonl, got %q", g.output)
-}
-
-// validateJSONL refuses -o jsonl for commands that print one document.
-func (g *globals) validateJSONL(cmd *cobra.Command) error {
-	if g.output == "jsonl" && cmd.Annotations[annotJSONL] == "" {
-		return fmt.Errorf("-o jsonl (one JSON object per line) is for `converge history` and `converge replay`; %s prints one document: use -o json", cmd.CommandPath())
-	}
-	return nil
-}
 
 // busConfig is the NATS configuration from the global flags. Without
 // credential flags, the admin credentials `converge up` generated under
@@ -222,11 +205,4 @@ func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
 		return nil, fmt.Errorf("%w\nNATS refused the credentials: run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA), or give --nats-user and --nats-password-file, --nats-creds or --nats-nkey", err)
 	}
 	return b, err
-}
-
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok && v != "" {
-		return v
-	}
-	return def
 }

@@ -60,6 +60,7 @@ type roleFlags struct {
 	observeOnly     bool
 	shutdownTimeout time.Duration
 	name            string
+	waitForProxmox  bool
 	// builtinSim: pve is `up`'s own simulator (--sim), whose plain http
 	// on loopback is not warned about.
 	builtinSim bool
@@ -76,26 +77,27 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	host, _ := os.Hostname()
 	fl.StringVar(&f.name, "name", host, "this instance's name in events and logs")
 	fl.StringVar(&f.http, "http", httpDefault, "serve /metrics, /healthz, /readyz and /v1 on this host:port (empty: off)")
-	fl.StringVar(&f.httpTokens, "http-tokens", os.Getenv("CONVERGE_HTTP_TOKENS"), "YAML file of the HTTP API's bearer tokens, each with a name and a scope, read or write (env CONVERGE_HTTP_TOKENS; docs/http.md)")
+	fl.StringVar(&f.httpTokens, "http-tokens", "", "YAML file of the HTTP API's bearer tokens, each with a name and a scope, read or write (docs/http.md)")
 	fl.BoolVar(&f.httpNoAuth, "http-no-auth", false, "serve /v1 without tokens (refused unless --http is a loopback address)")
 	fl.BoolVar(&f.httpInsecure, "http-insecure", false, "allow a non-loopback --http without TLS and tokens (dangerous)")
 	fl.StringArrayVar(&f.httpHosts, "http-host", nil, "a DNS name clients use to reach the API (repeatable); requests naming other hosts are refused, IP addresses and localhost are always accepted")
 	fl.StringVar(&f.httpTLSCert, "http-tls-cert", "", "serve the HTTP API over TLS with this certificate")
 	fl.StringVar(&f.httpTLSKey, "http-tls-key", "", "the key of --http-tls-cert")
 	fl.IntVar(&f.httpMaxConns, "http-max-conns", api.DefaultLimits().MaxConns, "most HTTP connections open at once; more wait")
-	fl.StringVar(&f.apiSignKey, "api-sign-key", os.Getenv("CONVERGE_API_SIGN_KEY"), "sign desired state posted over HTTP with this ed25519 key (its id: the file's name); the planners must trust its public key (env CONVERGE_API_SIGN_KEY; docs/signing.md)")
+	fl.StringVar(&f.apiSignKey, "api-sign-key", "", "sign desired state posted over HTTP with this ed25519 key (its id: the file's name); the planners must trust its public key (docs/signing.md)")
 	fl.DurationVar(&f.observeInterval, "observe-interval", observer.DefaultInterval, "how often the observer polls Proxmox")
 	fl.DurationVar(&f.configRefresh, "config-refresh", 0, "shortest time between two verification reads of one guest's config (0: the observe interval; negative: no verification)")
 	fl.Float64Var(&f.verifyRate, "verify-rate", observer.DefaultVerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
 	fl.DurationVar(&f.resyncInterval, "resync-interval", observer.DefaultResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
-	fl.StringVar(&f.pve.URL, "pve-url", os.Getenv("PVE_URL"), "Proxmox VE API URL, e.g. https://pve1:8006 (env PVE_URL); plain http:// sends the credentials in clear (warned at start)")
-	fl.StringVar(&f.pve.TokenID, "pve-token-id", os.Getenv("PVE_TOKEN_ID"), "API token id user@realm!name (env PVE_TOKEN_ID)")
+	fl.StringVar(&f.pve.URL, "pve-url", "", "Proxmox VE API URL, e.g. https://pve1:8006; plain http:// sends the credentials in clear (warned at start)")
+	fl.StringVar(&f.pve.TokenID, "pve-token-id", "", "API token id user@realm!name")
 	f.pveSecret = secret.Flag{Name: "pve-token-secret", Env: "PVE_TOKEN_SECRET", Usage: "API token secret"}
 	f.pveSecret.Register(fl)
 	f.flags = fl
-	fl.StringVar(&f.pve.Fingerprint, "pve-fingerprint", os.Getenv("PVE_FINGERPRINT"), "pin the Proxmox certificate's SHA-256 fingerprint")
-	fl.StringVar(&f.pve.CAFile, "pve-ca", os.Getenv("PVE_CA"), "CA file for the Proxmox certificate")
+	fl.StringVar(&f.pve.Fingerprint, "pve-fingerprint", "", "pin the Proxmox certificate's SHA-256 fingerprint")
+	fl.StringVar(&f.pve.CAFile, "pve-ca", "", "CA file for the Proxmox certificate")
 	fl.BoolVar(&f.pve.Insecure, "pve-insecure", false, "do not verify the Proxmox certificate (dangerous)")
+	fl.BoolVar(&f.waitForProxmox, "wait-for-proxmox", false, "start even if Proxmox refuses the credentials or its certificate is not trusted, and keep retrying (/readyz answers 503 meanwhile); without it such a start fails at once")
 	fl.DurationVar(&f.pveTimeout, "pve-timeout", pve.DefaultTimeout, "timeout of one Proxmox API request")
 	fl.IntVar(&f.concurrency, "executor-concurrency", executor.DefaultConcurrency, "actions an executor runs at once")
 	fl.DurationVar(&f.ackWait, "ack-wait", executor.DefaultAckWait, "how long an action may go without a heartbeat before another executor may take it")
@@ -201,7 +203,7 @@ func (f *roleFlags) httpSign() (func(*events.Message) error, error) {
 
 func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 	if f.pve.URL == "" {
-		return nil, errors.New("no Proxmox configured: set --pve-url (PVE_URL) and an API token (--pve-token-id and --pve-token-secret-file), or use `converge up --sim`")
+		return nil, usageError{fmt.Errorf("no Proxmox configured: give %s and an API token (--pve-token-id and --pve-token-secret-file), or use `converge up --sim`", flagRef("pve-url"))}
 	}
 	if f.pve.Insecure {
 		log.Warn().Str("url", f.pve.URL).Msg("TLS VERIFICATION OF PROXMOX IS OFF (--pve-insecure): anyone on the path can impersonate Proxmox and read the API token; use --pve-fingerprint or --pve-ca")
@@ -216,10 +218,17 @@ func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 		}
 		f.pve.TokenSecret = s
 	}
+	if err := checkPVE(f.pve); err != nil {
+		return nil, usageError{err}
+	}
 	cfg := f.pve
 	cfg.Timeout = f.pveTimeout
 	cfg.Logger = log
-	return pve.New(cfg)
+	px, err := pve.New(cfg)
+	if err != nil {
+		return nil, usageError{pveFlagError(err)}
+	}
+	return px, nil
 }
 
 // newRoleCmd runs one role against an existing NATS (--nats).
@@ -235,7 +244,7 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 				return err
 			}
 			if g.natsURL == "" {
-				return errors.New("the " + role + " role needs --nats (or CONVERGE_NATS_URL); `converge up` runs every role with an embedded server")
+				return usageError{errors.New("the " + role + " role needs " + flagRef("nats") + "; `converge up` runs every role with an embedded server")}
 			}
 			roles := app.Roles{Observer: role == "observer", Planner: role == "planner", Executor: role == "executor"}
 			cfg, err := f.appConfig(g, roles, log)
@@ -256,6 +265,9 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 			if roles.Observer || roles.Executor {
 				px, err := f.pveClient(log)
 				if err != nil {
+					return err
+				}
+				if err := f.checkProxmox(cmd.Context(), px, log); err != nil {
 					return err
 				}
 				cfg.Proxmox = px

@@ -28,8 +28,8 @@ type signFlags struct {
 
 func (s *signFlags) register(cmd *cobra.Command) {
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&s.trustedKeys, "trusted-keys", os.Getenv("CONVERGE_TRUSTED_KEYS"), "file or directory of trusted ed25519 public keys (PEM, <key id>.pub) for signed desired events (env CONVERGE_TRUSTED_KEYS)")
-	pf.BoolVar(&s.require, "require-signed", os.Getenv("CONVERGE_REQUIRE_SIGNED") == "true", "reject desired events that are not signed by a trusted key (env CONVERGE_REQUIRE_SIGNED=true)")
+	pf.StringVar(&s.trustedKeys, "trusted-keys", "", "file or directory of trusted ed25519 public keys (PEM, <key id>.pub) for signed desired events")
+	pf.BoolVar(&s.require, "require-signed", false, "reject desired events that are not signed by a trusted key")
 	pf.DurationVar(&s.window, "signature-window", projector.DefaultSignatureWindow, "how far a signature's time may be from its journal time; signatures are remembered this long against replays")
 }
 

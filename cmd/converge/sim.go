@@ -75,9 +75,6 @@ func randomSecret() string {
 }
 
 func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
-	if err := g.validateOutput(); err != nil {
-		return err
-	}
 	log, err := g.logger()
 	if err != nil {
 		return err

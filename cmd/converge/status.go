@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/views"
+	"github.com/converge-pve/converge/planner"
 )
 
 func parseVMIDs(args []string) ([]int, error) {
@@ -58,13 +60,18 @@ func viewsReader(ctx context.Context, g *globals, b *bus.Bus) (views.Reader, err
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status [VMID...]",
-		Short: "Show each guest's state, desired vs observed, last action and error",
+	var states []string
+	cmd := &cobra.Command{
+		Use:               "status [VMID...]",
+		Short:             "Show each guest's state, kind, name and tags, desired vs observed, last action and error",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseVMIDs(args)
 			if err != nil {
-				return err
+				return usageError{err}
+			}
+			keep, err := stateFilter(states)
+			if err != nil {
+				return usageError{err}
 			}
 			ctx := cmd.Context()
 			b, r, err := openViews(ctx, g, "converge-status")
@@ -89,9 +96,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 					docs = append(docs, *d)
 				}
 			}
-			sums := make([]views.Summary, len(docs))
+			sums := make([]views.Summary, 0, len(docs))
 			for i := range docs {
-				sums[i] = views.Summarise(&docs[i])
+				if keep == nil || keep[docs[i].Status.Kind] {
+					sums = append(sums, views.Summarise(&docs[i]))
+				}
 			}
 			cd, _ := r.ClusterDoc(ctx)
 			if g.output == "json" {
@@ -103,6 +112,62 @@ func newStatusCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only guests in these states, comma-separated: "+strings.Join(stateNames(), ", "))
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(stateNames(), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// allStates are the guest states status shows (README, Guest states).
+var allStates = []planner.StatusKind{planner.Converged, planner.Absent, planner.Pending, planner.Acting, planner.Held,
+	planner.Paused, planner.Error, planner.Blocked, planner.Rejected, planner.Unmanaged}
+
+func stateNames() []string {
+	out := make([]string, len(allStates))
+	for i, s := range allStates {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// stateFilter is the set --state names; nil keeps every guest.
+func stateFilter(names []string) (map[planner.StatusKind]bool, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	known := stateNames()
+	keep := map[planner.StatusKind]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("--state %q: want one of %s", n, strings.Join(known, ", "))
+		}
+		keep[planner.StatusKind(n)] = true
+	}
+	return keep, nil
+}
+
+// identity is a guest's kind, name and tags: as observed, else as desired.
+func identity(s views.Summary) (kind, name, tags string) {
+	kind, name, tags = "-", "-", "-"
+	if o := s.Observed; o != nil && o.Exists {
+		kind = dash(string(o.Kind))
+		name = dash(o.Config.Name)
+		if len(o.Config.Tags) > 0 {
+			tags = strings.Join(o.Config.Tags, ",")
+		}
+	}
+	if d := s.Desired; d != nil {
+		if d.Kind != nil && kind == "-" {
+			kind = string(*d.Kind)
+		}
+		if d.Name != nil && name == "-" {
+			name = dash(*d.Name)
+		}
+		if d.Tags != nil && tags == "-" && len(*d.Tags) > 0 {
+			tags = strings.Join(*d.Tags, ",")
+		}
+	}
+	return kind, name, tags
 }
 
 func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now time.Time) {
@@ -116,7 +181,7 @@ func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now ti
 		fmt.Fprintf(w, "every guest's config is verified within %s\n", p.Round(time.Second))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VMID\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")
+	fmt.Fprintln(tw, "VMID\tKIND\tNAME\tTAGS\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")
 	for _, s := range sums {
 		r := rowOf(s)
 		want := "-"
@@ -138,7 +203,8 @@ func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now ti
 				want = strings.Join(parts, " ")
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, s.State, r.node, r.power, want, r.obs, r.last, age(now, s.UpdatedAt), r.reason)
+		kind, name, tags := identity(s)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, kind, name, tags, s.State, r.node, r.power, want, r.obs, r.last, age(now, s.UpdatedAt), r.reason)
 	}
 	_ = tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,9 +37,11 @@ func newUpCmd(g *globals) *cobra.Command {
 		Use:   "up",
 		Short: "Run every role in one process (embedded JetStream unless --nats is given)",
 		Long: `Runs the observer, planner and executor in one process, with an embedded
-NATS JetStream server (journal under --data) unless --nats points at an
-existing one. With --sim, or when no Proxmox is configured, it also runs the
-built-in Proxmox VE simulator with demo guests.`,
+NATS JetStream server (journal under --data) unless --nats on up's own
+command line points at an existing one (CONVERGE_NATS_URL, meant for the
+CLI commands, does not). With --sim, or when no Proxmox is configured, it
+also runs the built-in Proxmox VE simulator with demo guests and prints its
+credentials.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd, g, f) },
 	}
@@ -62,6 +65,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return err
 	}
+	var simCreds *simCredentials
 	if !f.sim && f.pve.URL == "" {
 		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
 		f.sim = true
@@ -87,9 +91,13 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			Int("guests", f.simGuests).Msg("Proxmox VE simulator running")
 		f.pve = pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: secret}
 		f.builtinSim = true // its http on loopback is not warned about
+		simCreds = &simCredentials{url: sim.URL(), tokenID: tokenID, secret: secret}
 	}
 	px, err := f.pveClient(log)
 	if err != nil {
+		return err
+	}
+	if err := f.checkProxmox(cmd.Context(), px, log); err != nil {
 		return err
 	}
 	cfg, err := f.appConfig(g, app.All, log)
@@ -116,7 +124,15 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	}
 	cfg.Executor.Auth = cfg.Planner.Planner.Auth
 	logAuth(log, cfg.Executor.Auth)
-	if g.natsURL == "" {
+	external := cmd.Flags().Changed("nats")
+	if !external {
+		g.natsURL, cfg.Bus.URLs = "", ""
+		for _, name := range envNames("nats") {
+			if v := os.Getenv(name); v != "" {
+				log.Info().Str("ignored", name).Msg("up runs its embedded NATS: " + name + " is for the CLI commands; pass --nats on up's command line to use an external NATS")
+				break
+			}
+		}
 		dir, err := filepath.Abs(g.data)
 		if err != nil {
 			return err
@@ -138,10 +154,41 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 				Msg("embedded NATS requires authentication: one user per role; converge commands run here (or with --data) use the admin credentials")
 		}
 	}
+	if external {
+		log.Info().Str("nats", g.natsURL).Msg("NATS: external (--nats)")
+	} else {
+		log.Info().Str("listen", f.natsListen).Str("data", cfg.Embedded.DataDir).Msg("NATS: embedded JetStream server")
+	}
 	log.Info().Str("cluster", g.cluster).Msg("converge up: observer, planner and executor starting")
-	if err := app.Run(cmd.Context(), cfg); err != nil && !errors.Is(err, cmd.Context().Err()) {
+	a, err := app.Start(cmd.Context(), cfg)
+	if err != nil {
+		if errors.Is(err, cmd.Context().Err()) {
+			return nil
+		}
+		return err
+	}
+	printHint(cmd.OutOrStdout(), simCreds, a.HTTPAddr(), g.data)
+	if err := a.Wait(); err != nil && !errors.Is(err, cmd.Context().Err()) {
 		return err
 	}
 	log.Info().Msg("converge up: stopped")
 	return nil
+}
+
+// simCredentials are the built-in simulator's, printed at start.
+type simCredentials struct{ url, tokenID, secret string }
+
+// printHint tells whoever started up what they can do next.
+func printHint(w io.Writer, sim *simCredentials, httpAddr, data string) {
+	if sim != nil {
+		fmt.Fprintf(w, "\nProxmox VE simulator: %s\n  token id:     %s\n  token secret: %s\n", sim.url, sim.tokenID, sim.secret)
+		fmt.Fprintf(w, "  curl -H 'Authorization: PVEAPIToken=%s=%s' %s/nodes\n", sim.tokenID, sim.secret, strings.TrimSuffix(sim.url, "/"))
+	}
+	fmt.Fprintf(w, "\nTry this next, in another shell:\n")
+	fmt.Fprintf(w, "  converge desire 101 --power running --cores 2 --memory 2048\n  converge wait 101 --timeout 1m\n  converge status\n")
+	if httpAddr != "" {
+		fmt.Fprintf(w, "  TOKEN=$(awk '/token:/ {print $NF}' %s)\n  curl -H \"Authorization: Bearer $TOKEN\" http://%s/v1/guests/101\n",
+			filepath.Join(data, "http-tokens.yaml"), httpAddr)
+	}
+	fmt.Fprintln(w)
 }

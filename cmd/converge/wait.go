@@ -19,14 +19,39 @@ import (
 
 func newWaitCmd(g *globals) *cobra.Command {
 	var timeout time.Duration
+	var all bool
+	var file string
 	cmd := &cobra.Command{
-		Use:   "wait VMID...",
+		Use:   "wait VMID... | wait --all | wait -f FILE",
 		Short: "Exit 0 once all guests are converged; non-zero on timeout or error, saying what is left",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Waits until every guest named is converged (or absent, as desired): the
+vmids given, every managed guest (--all: each with a desired state), or
+the guests of a desired-state file (-f, the format of desire -f).
+
+Exit status: 0 converged; 3 timed out (or the watch ended) first, naming
+what is left; 4 a guest is error or rejected; 2 a guest has no desired
+state, or bad arguments; 1 any other error.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			n := 0
+			for _, on := range []bool{len(args) > 0, all, file != ""} {
+				if on {
+					n++
+				}
+			}
+			if n != 1 {
+				return errors.New("give VMIDs, --all, or -f FILE (one of them)")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseVMIDs(args)
 			if err != nil {
-				return err
+				return usageError{err}
+			}
+			if file != "" {
+				if ids, err = fileVMIDs(file); err != nil {
+					return usageError{err}
+				}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -35,6 +60,15 @@ func newWaitCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer b.Close()
+			if all {
+				if ids, err = managedVMIDs(ctx, g, b); err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no managed guests: nothing to wait for")
+					return nil
+				}
+			}
 			want, ch, err := startWait(ctx, g, b, ids)
 			if err != nil {
 				return err
@@ -43,10 +77,10 @@ func newWaitCmd(g *globals) *cobra.Command {
 			for {
 				select {
 				case <-ctx.Done():
-					return exitCode{3, fmt.Errorf("timed out after %s; not converged: %s", timeout, left(ids, want, state))}
+					return exitCode{exitNotDone, fmt.Errorf("timed out after %s; not converged: %s", timeout, left(ids, want, state))}
 				case d, ok := <-ch:
 					if !ok {
-						return exitCode{3, errors.New("views watch ended; not converged: " + left(ids, want, state))}
+						return exitCode{exitNotDone, errors.New("views watch ended; not converged: " + left(ids, want, state))}
 					}
 					id := d.View.VMID
 					if _, mine := want[id]; !mine || !current(d, want[id]) {
@@ -54,7 +88,7 @@ func newWaitCmd(g *globals) *cobra.Command {
 					}
 					state[id] = *d
 					if d.Status.Kind == planner.Error || d.Status.Kind == planner.Rejected {
-						return exitCode{4, fmt.Errorf("guest %d is %s: %s", id, d.Status.Kind, d.Status.Reason)}
+						return exitCode{exitGuestFailed, fmt.Errorf("guest %d is %s: %s", id, d.Status.Kind, d.Status.Reason)}
 					}
 					done := 0
 					for _, id := range ids {
@@ -74,7 +108,47 @@ func newWaitCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	cmd.Flags().BoolVar(&all, "all", false, "every managed guest (each with a desired state)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the guests of this desired-state file (the format of desire -f; '-' for stdin)")
 	return cmd
+}
+
+// fileVMIDs are the vmids of a desired-state file, validated as desire -f
+// validates it.
+func fileVMIDs(path string) ([]int, error) {
+	bodies, err := readDesiredFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-f %w", err)
+	}
+	seen := map[int]bool{}
+	var ids []int
+	for _, d := range bodies {
+		if !seen[d.vmid] {
+			seen[d.vmid] = true
+			ids = append(ids, d.vmid)
+		}
+	}
+	return ids, nil
+}
+
+// managedVMIDs are the guests with a desired state in the views.
+func managedVMIDs(ctx context.Context, g *globals, b *bus.Bus) ([]int, error) {
+	r, err := viewsReader(ctx, g, b)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	for _, d := range docs {
+		if d.View.Desired != nil && d.Status.Kind != planner.Unmanaged {
+			ids = append(ids, d.View.VMID)
+		}
+	}
+	sort.Ints(ids)
+	return ids, nil
 }
 
 // waitStep bounds one attempt at setting up the wait. Right after a NATS
@@ -115,7 +189,7 @@ func setUpWait(ctx context.Context, g *globals, b *bus.Bus, ids []int) (map[int]
 			return nil, nil, err
 		}
 		if last[0] == nil {
-			return nil, nil, exitCode{2, fmt.Errorf("guest %d has no desired state; nothing to wait for", id)}
+			return nil, nil, exitCode{exitUsage, fmt.Errorf("guest %d has no desired state; nothing to wait for", id)}
 		}
 		want[id] = last[0].Seq
 	}

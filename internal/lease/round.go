@@ -160,6 +160,6 @@ func (m *Manager) maybeClaim(ctx context.Context, p int, preferred string, now t
 	m.held[p] = &holding{rev: rev, renewedAt: now}
 	delete(m.freeSince, p)
 	m.mu.Unlock()
-	m.log.Info().Int("partition", p).Bool("preferred", preferred == m.cfg.Member).Msg("partition acquired")
+	m.log.Debug().Int("partition", p).Bool("preferred", preferred == m.cfg.Member).Msg("partition acquired")
 	m.cfg.OnAcquire(p)
 }

@@ -91,6 +91,14 @@ func Start(o Options) (*server.Server, error) {
 		}
 	}
 	opts.Host, opts.Port = host, port
+	if port > 0 {
+		// nats-server's accept loop fails on a busy port without telling
+		// Start, which would wait out its 30 s for a server that never
+		// comes: find out now.
+		if err := portFree(host, port, "--nats-listen"); err != nil {
+			return nil, err
+		}
+	}
 	if o.Cluster != nil {
 		if err := applyCluster(opts, o); err != nil {
 			return nil, err
@@ -109,6 +117,15 @@ func Start(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("natsserver: nats-server did not become ready on %s:%d", host, port)
 	}
 	return s, nil
+}
+
+// portFree checks that host:port can be listened on.
+func portFree(host string, port int, flag string) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("natsserver: %s %s: %w (another converge up or nats-server running? stop it, or choose another address)", flag, net.JoinHostPort(host, strconv.Itoa(port)), err)
+	}
+	return ln.Close()
 }
 
 func splitListen(hostport, flag string) (string, int, error) {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/views"
+	"github.com/converge-pve/converge/projector"
+)
+
+// `converge --help` documents the exit codes; version and --version say
+// the build.
+func TestHelpAndVersion(t *testing.T) {
+	clearEnv(t)
+	out, err := run(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Exit codes:", "2    usage", "3    wait: timed out", "CONVERGE_<FLAG>"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("--help does not say %q:\n%s", w, out)
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := run(t, args...)
+		if err != nil || !strings.Contains(out, "go1.") {
+			t.Errorf("%v: %v %q", args, err, out)
+		}
+	}
+}
+
+// Bad arguments and flags exit 2, before anything is dialled.
+func TestUsageErrorsExit2(t *testing.T) {
+	clearEnv(t)
+	for _, args := range [][]string{
+		{"wait"}, {"wait", "101", "--all"}, {"wait", "--all", "-f", "x.yaml"}, {"wait", "abc"},
+		{"status", "--state", "sleeping"}, {"status", "--no-such-flag"}, {"no-such-command"},
+		{"wait", "-f", "/nonexistent/guests.yaml"},
+	} {
+		_, err := run(t, args...)
+		if code := codeOf(err); code != exitUsage {
+			t.Errorf("%v: exit %d (%v), want %d", args, code, err, exitUsage)
+		}
+	}
+}
+
+// wait -f waits for the guests of a desired file, in the format of desire -f.
+func TestWaitFileVMIDs(t *testing.T) {
+	p := writeConfig(t, "guests:\n  - {vmid: 101, power: running}\n  - {vmid: 105, cores: 2}\n  - {vmid: 101, power: running}\n")
+	ids, err := fileVMIDs(p)
+	if err != nil || len(ids) != 2 || ids[0] != 101 || ids[1] != 105 {
+		t.Fatalf("%v %v", ids, err)
+	}
+	if _, err := fileVMIDs(writeConfig(t, "- {vmid: 101, power: sideways}\n")); err == nil || !strings.Contains(err.Error(), "entry 1") {
+		t.Fatalf("an invalid entry: %v", err)
+	}
+}
+
+// status shows kind, name and tags (as observed, else as desired) and
+// filters by state.
+func TestStatusKindNameTagsAndStateFilter(t *testing.T) {
+	now := time.Now()
+	cd := &views.ClusterDoc{State: projector.ClusterState{Reachable: true, HeartbeatAt: now}}
+	name, tags := "db1", []string{"prod", "db"}
+	sums := []views.Summary{
+		{VMID: 100, State: "converged", Observed: &views.ObservedSummary{Exists: true, Kind: events.LXC,
+			Config: events.GuestConfig{Name: "web1", Tags: []string{"web"}}}},
+		{VMID: 101, State: "pending", Desired: &events.Desired{Name: &name, Tags: &tags}},
+	}
+	var b strings.Builder
+	printStatus(&b, sums, cd, now)
+	out := b.String()
+	for _, w := range []string{"KIND", "NAME", "TAGS", "lxc", "web1", "web", "db1", "prod,db"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("no %q in\n%s", w, out)
+		}
+	}
+	keep, err := stateFilter([]string{"pending", "error"})
+	if err != nil || !keep["pending"] || !keep["error"] || keep["converged"] {
+		t.Fatalf("%v %v", keep, err)
+	}
+	if _, err := stateFilter([]string{"sleeping"}); err == nil || !strings.Contains(err.Error(), "converged") {
+		t.Fatalf("unknown state: %v", err)
+	}
+}
+
+// The shell completes the enum flags' values.
+func TestCompletesEnumValues(t *testing.T) {
+	clearEnv(t)
+	for args, want := range map[string]string{
+		"desire 101 --power ":   "running",
+		"desire 101 --restart ": "allowed",
+		"desire 101 --kind ":    "lxc",
+		"status --state ":       "pending",
+		"up --log-format ":      "console",
+	} {
+		a := append([]string{"__complete"}, strings.Fields(args)...)
+		out, err := run(t, append(a, "")...)
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%q: %v\n%s", args, err, out)
+		}
+	}
+}
