@@ -76,7 +76,8 @@ var (
 	helpMu    sync.Mutex
 	helpCache = map[string]commandHelp{}
 	flagLine  = regexp.MustCompile(`^\s+(?:-[A-Za-z], )?--([a-z0-9][a-z0-9-]*)`)
-	envName   = regexp.MustCompile(`\benv ([A-Z][A-Z0-9_]+)`)
+	// "(env CONVERGE_PVE_URL or PVE_URL)": the variable, and its older name.
+	envName = regexp.MustCompile(`\b(?:env|or) ([A-Z][A-Z0-9_]+)`)
 )
 
 func help(t *testing.T, command string) commandHelp {

@@ -91,7 +91,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&f.resyncInterval, "resync-interval", observer.DefaultResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
 	fl.StringVar(&f.pve.URL, "pve-url", "", "Proxmox VE API URL, e.g. https://pve1:8006; plain http:// sends the credentials in clear (warned at start)")
 	fl.StringVar(&f.pve.TokenID, "pve-token-id", "", "API token id user@realm!name")
-	f.pveSecret = secret.Flag{Name: "pve-token-secret", Env: "PVE_TOKEN_SECRET", Usage: "API token secret"}
+	f.pveSecret = secret.Flag{Name: "pve-token-secret", Env: "CONVERGE_PVE_TOKEN_SECRET", Usage: "API token secret"}
 	f.pveSecret.Register(fl)
 	f.flags = fl
 	fl.StringVar(&f.pve.Fingerprint, "pve-fingerprint", "", "pin the Proxmox certificate's SHA-256 fingerprint")

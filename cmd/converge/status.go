@@ -62,8 +62,8 @@ func viewsReader(ctx context.Context, g *globals, b *bus.Bus) (views.Reader, err
 func newStatusCmd(g *globals) *cobra.Command {
 	var states []string
 	cmd := &cobra.Command{
-		Use:               "status [VMID...]",
-		Short:             "Show each guest's state, kind, name and tags, desired vs observed, last action and error",
+		Use:   "status [VMID...]",
+		Short: "Show each guest's state, kind, name and tags, desired vs observed, last action and error",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseVMIDs(args)
 			if err != nil {

@@ -33,10 +33,12 @@ func (f *Flag) FileEnv() string { return f.Env + "_FILE" }
 
 // Register adds --Name and --Name-file to fl.
 func (f *Flag) Register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.value, f.Name, os.Getenv(f.Env), fmt.Sprintf("%s (env %s); prefer --%s: the command line is readable by every local user",
-		f.Usage, f.Env, f.FileFlag()))
-	fl.StringVar(&f.file, f.FileFlag(), os.Getenv(f.FileEnv()), fmt.Sprintf("read the %s from this file, trailing newline trimmed (env %s)",
-		f.Usage, f.FileEnv()))
+	// The variables are named where flags are read (cmd/converge's
+	// configuration layer): not twice here.
+	fl.StringVar(&f.value, f.Name, os.Getenv(f.Env), fmt.Sprintf("%s; prefer --%s: the command line is readable by every local user",
+		f.Usage, f.FileFlag()))
+	fl.StringVar(&f.file, f.FileFlag(), os.Getenv(f.FileEnv()), fmt.Sprintf("read the %s from this file, trailing newline trimmed",
+		f.Usage))
 }
 
 // Resolve returns the secret from the file, the environment or the
