@@ -106,3 +106,22 @@ func TestProxmoxProbeBounded(t *testing.T) {
 		t.Fatalf("observer silent for 30s: %d calls, want 1", px.calls)
 	}
 }
+
+// A planner that has not caught up with the journal is not ready, saying
+// so; once it has folded to the journal's end it is.
+func TestPlannerCaughtUp(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	j := journaltest.New(16, clk.Now)
+	caught := false
+	r := &readiness{cfg: ReadyConfig{Clock: clk, Interval: time.Second, ProxmoxFresh: 30 * time.Second}, log: zerolog.Nop(),
+		subject: "pve.heartbeat.pve", conns: []probeConn{{name: "journal", connected: func() bool { return true }, j: j}},
+		planner: func() bool { return caught }}
+	r.refresh(context.Background())
+	if c := findCheck(r.checks(), "planner"); c.OK || c.Reason != "still folding the journal" {
+		t.Fatalf("folding: %+v", c)
+	}
+	caught = true
+	if c := findCheck(r.checks(), "planner"); !c.OK {
+		t.Fatalf("caught up: %+v", c)
+	}
+}
