@@ -36,6 +36,8 @@ type Executor struct {
 	member string        // this instance's id in the executor group
 	sem    chan struct{} // bounds actions in progress in this process
 	rates  *nodeRates    // paces mutating calls per node
+	// failures rate-limits the log lines of failed actions.
+	failures *failureLog
 	// workers hands an action to an idle worker goroutine; stopWorkers
 	// ends the idle ones once Run is done.
 	workers     chan func()
@@ -95,6 +97,7 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 	e.owner = e.leases
 	cfg.Metrics.add(e)
 	e.rates = newNodeRates(cfg.NodeRate, func() int { return len(e.leases.Members()) })
+	e.failures = newFailureLog()
 	return e, nil
 }
 

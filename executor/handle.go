@@ -154,9 +154,13 @@ func (j *job) run(ctx context.Context) {
 		j.e.cfg.Metrics.finished(j.a.Op, r, j.e.clk.Now().Sub(j.start))
 		ev := j.log.Info()
 		if r.Status == events.ResultFailed {
-			ev = j.log.Warn().Str("error", r.Error).Str("error_class", string(r.ErrorClass))
+			if ev = j.e.failures.event(&j.log, j.e.clk.Now()); ev != nil {
+				ev = ev.Str("error", r.Error).Str("error_class", string(r.ErrorClass))
+			}
 		}
-		ev.Str("status", string(r.Status)).Str("upid", r.UPID).Str("reason", r.Reason).Msg("action finished")
+		if ev != nil {
+			ev.Str("status", string(r.Status)).Str("upid", r.UPID).Str("reason", r.Reason).Msg("action finished")
+		}
 	}
 	if err := j.d.Ack(ctx); err != nil {
 		// The final result is journalled: a redelivery just acknowledges.
