@@ -67,7 +67,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	}
 	var simCreds *simCredentials
 	if !f.sim && f.pve.URL == "" {
-		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
+		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / CONVERGE_PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
 		f.sim = true
 	}
 	if f.sim {

@@ -232,7 +232,7 @@ func (a *App) build(ctx context.Context) error {
 				ec.Policy = a.cfg.Planner.Planner.Policy
 			}
 			ec.Poison, ec.Metrics = poison, em
-			ec.Logger = a.log.With().Str("role", "executor").Logger()
+			ec.Logger = a.log // the executor names its role itself
 			ex, err := executor.New(ec, a.cfg.Proxmox, eb, eb.LeaseStore)
 			if err != nil {
 				return err
