@@ -183,15 +183,16 @@ func (e *upEnv) status(t *testing.T, ids ...int) statusOut {
 	for _, id := range ids {
 		args = append(args, strconv.Itoa(id))
 	}
-	out, code := runCLI(t, args...)
-	if code == 2 && strings.Contains(out, "no view of guest") {
+	// stdout alone: stderr carries the logs (JSON off a terminal).
+	out, errOut, code := runSplit(t, args...)
+	if code == 2 && strings.Contains(out+errOut, "no view of guest") {
 		return statusOut{} // not materialised yet: callers poll
 	}
 	if code != 0 {
-		t.Fatalf("status exited %d: %s", code, out)
+		t.Fatalf("status exited %d: %s%s", code, out, errOut)
 	}
 	var s statusOut
-	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &s); err != nil {
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("status output: %v\n%s", err, out)
 	}
 	return s

@@ -70,7 +70,12 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.RetryOnFailedConnect(false),
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(maxPingsOut),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				// Our own Close (every CLI command's end): not news.
+				log.Debug().Msg("nats connection closed")
+				return
+			}
 			log.Warn().Err(err).Msg("nats disconnected")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
