@@ -155,12 +155,12 @@ func (j *job) afterSuccess(ctx context.Context, r *events.Result) error {
 	case a.Op == events.OpMigrate && r.ErrorClass != events.ClassAlreadyDone:
 		target := j.ref
 		target.Node = a.Migrate.Target
-		if a.Migrate.HA {
-			// The HA manager's task ends before the guest moves: wait on
-			// the guest, not the task.
-			if err := j.awaitOn(ctx, target); err != nil {
-				return err
-			}
+		// The HA manager's task ends before the guest moves: wait on the
+		// guest, not the task. So does a plain migration of a guest HA
+		// took over since it was observed (Proxmox turns it into an HA
+		// request); after a real migration the guest is there at once.
+		if err := j.awaitOn(ctx, target); err != nil {
+			return err
 		}
 		j.ref = target
 		r.Node = target.Node

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -175,4 +176,39 @@ func TestHAGuestThroughHA(t *testing.T) {
 	}
 	p.converge(t, started, ss)
 	p.quiet(t, started, ss)
+}
+
+// A guest HA took over after it was last observed: the plain migration
+// converge plans becomes an HA request in Proxmox, whose task ends before
+// the guest moves. The executor waits for the guest, so it is migrated
+// once, not again by a plan from the old node.
+func TestMigrateOfGuestHATookOver(t *testing.T) {
+	p := startPipeline(t, pvesim.Options{Nodes: 2}, observer.Config{ConfigRefresh: -1})
+	const vmid = 426
+	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Node: "pve1", Running: true}); err != nil {
+		t.Fatal(err)
+	}
+	p.pass(t)
+	if err := p.sim.AddHAResource(vmid, "started"); err != nil { // not observed yet
+		t.Fatal(err)
+	}
+	node := "pve2"
+	seq := p.desire(t, &events.Desired{VMID: vmid, Node: &node})
+	until(30*time.Second, func() bool {
+		g, _ := p.sim.Guest(vmid)
+		return g.Node == "pve2" && g.Lock == ""
+	})
+	p.converge(t, vmid, seq)
+	if us := taskUsers(p.sim, vmid, "qmigrate"); len(us) != 1 {
+		t.Fatalf("migrations %v, want one", us)
+	}
+	n := 0
+	for _, r := range p.results(t, vmid) {
+		if r.Op == events.OpMigrate && r.Status.Final() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d migrate actions, want 1: %+v", n, p.results(t, vmid))
+	}
 }
