@@ -48,6 +48,10 @@ func DescribeDesired(d *events.Desired) string {
 	if d.Clone != nil {
 		p = append(p, "clone.from="+strconv.Itoa(d.Clone.From))
 	}
+	if d.Restart != nil {
+		p = append(p, "restart="+string(*d.Restart))
+	}
+	p = append(p, describeWhole(d)...)
 	if len(p) == 0 {
 		return "nothing managed"
 	}
@@ -219,4 +223,72 @@ func describeControl(c *events.Control) string {
 		return "released: converge leaves the guest alone until a new desired state arrives"
 	}
 	return c.Command
+}
+
+// describeWhole lists the whole-guest fields: node, disks, interfaces,
+// cloud-init keys, pool and protective snapshots.
+func describeWhole(d *events.Desired) []string {
+	var p []string
+	if d.Node != nil {
+		p = append(p, "node="+*d.Node)
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.Disks)) {
+		w := d.Disks[k]
+		s := fmt.Sprintf("disks.%s=%dG", k, w.SizeGiB)
+		if w.Storage != "" {
+			s += "@" + w.Storage
+		}
+		p = append(p, s)
+	}
+	for _, k := range slices.Sorted(maps.Keys(d.Net)) {
+		n := d.Net[k]
+		var f []string
+		for _, kv := range [][2]string{{"model", n.Model}, {"bridge", n.Bridge}, {"name", n.Name}, {"ip", n.IP}, {"gw", n.GW}} {
+			if kv[1] != "" {
+				f = append(f, kv[0]+"="+kv[1])
+			}
+		}
+		if n.Tag != nil {
+			f = append(f, "tag="+strconv.Itoa(*n.Tag))
+		}
+		if n.Firewall != nil {
+			f = append(f, "firewall="+strconv.FormatBool(*n.Firewall))
+		}
+		if n.Rate != nil {
+			f = append(f, "rate="+strconv.FormatFloat(*n.Rate, 'f', -1, 64))
+		}
+		if n.MTU != nil {
+			f = append(f, "mtu="+strconv.Itoa(*n.MTU))
+		}
+		p = append(p, "net."+k+"="+strings.Join(f, ","))
+	}
+	if c := d.CloudInit; c != nil {
+		var f []string
+		if c.User != nil {
+			f = append(f, "user="+*c.User)
+		}
+		if c.SSHKeys != nil {
+			f = append(f, fmt.Sprintf("ssh_keys=%d", len(*c.SSHKeys)))
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.IPConfig)) {
+			f = append(f, k+"="+c.IPConfig[k])
+		}
+		if c.Nameserver != nil {
+			f = append(f, "nameserver="+*c.Nameserver)
+		}
+		if c.SearchDomain != nil {
+			f = append(f, "searchdomain="+*c.SearchDomain)
+		}
+		if c.Custom != nil {
+			f = append(f, "custom="+*c.Custom)
+		}
+		p = append(p, "cloudinit("+strings.Join(f, " ")+")")
+	}
+	if d.Pool != nil {
+		p = append(p, "pool="+strconv.Quote(*d.Pool))
+	}
+	if len(d.SnapshotBefore) > 0 {
+		p = append(p, "snapshot_before="+strings.Join(d.SnapshotBefore, ","))
+	}
+	return p
 }

@@ -116,6 +116,10 @@ func (r *Router) handleControl(m *message.Message) error {
 		if r.h.Resync != nil {
 			r.h.Resync()
 		}
+	case events.CommandPause, events.CommandResume, events.CommandApprove, events.CommandRelease:
+		// Per-guest requests: the planner and executors read them from
+		// the journal (the fold); nothing to do here.
+		r.log.Debug().Str("command", c.Command).Str("publisher", c.Publisher).Msg("control request journalled")
 	default:
 		r.log.Warn().Str("command", c.Command).Msg("unknown control command ignored")
 	}

@@ -1,7 +1,10 @@
 package control_test
 
 import (
+	"bytes"
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,4 +97,56 @@ func TestResyncRoutedAndJournalled(t *testing.T) {
 		t.Fatal("another cluster's resync was routed")
 	default:
 	}
+}
+
+// Per-guest requests (approve, pause, resume, release) are the fold's to
+// act on: the router says nothing of them at warn (every approve logged
+// "unknown control command ignored"); an unknown command still warns.
+func TestPerGuestRequestsNotWarned(t *testing.T) {
+	b := bustest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var buf syncBuffer
+	got := make(chan struct{}, 1)
+	r, err := control.New("pve", control.Handlers{Resync: func() { got <- struct{}{} }}, zerolog.New(&buf).Level(zerolog.WarnLevel), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r.Run(ctx, b) }()
+	<-r.Running()
+	for _, cmd := range []string{events.CommandApprove, events.CommandPause, events.CommandResume, events.CommandRelease} {
+		if _, err := control.Publish(ctx, b, "pve", events.Control{Meta: events.NewMeta("alice", "", time.Now()), Command: cmd, VMIDs: []int{101}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A resync after them: once it is routed, so were they.
+	if _, err := control.PublishResync(ctx, b, "pve", "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-ctx.Done():
+		t.Fatal("resync never routed")
+	}
+	if s := buf.String(); strings.Contains(s, "unknown control command") {
+		t.Fatalf("per-guest requests warned about:\n%s", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the router's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,0 +1,22 @@
+package audit
+
+import (
+	"testing"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// History names every managed field of a desired state, the whole guest's
+// too: a desired state of only those read as "nothing managed".
+func TestDescribeDesiredWholeGuest(t *testing.T) {
+	node, pool, tag, user := "pve2", "prod", 10, "ops"
+	keys := []string{"ssh-ed25519 AAAA a@b"}
+	d := &events.Desired{VMID: 101, Node: &node, Pool: &pool, SnapshotBefore: []string{"restart"},
+		Disks:     map[string]events.DiskWant{"scsi0": {SizeGiB: 32}, "scsi1": {SizeGiB: 8, Storage: "local-lvm"}},
+		Net:       map[string]events.NetWant{"net0": {Bridge: "vmbr1", Tag: &tag}},
+		CloudInit: &events.CloudInit{User: &user, SSHKeys: &keys, IPConfig: map[string]string{"ipconfig0": "ip=dhcp"}}}
+	want := `node=pve2 disks.scsi0=32G disks.scsi1=8G@local-lvm net.net0=bridge=vmbr1,tag=10 cloudinit(user=ops ssh_keys=1 ipconfig0=ip=dhcp) pool="prod" snapshot_before=restart`
+	if got := DescribeDesired(d); got != want {
+		t.Fatalf("DescribeDesired:\n got %s\nwant %s", got, want)
+	}
+}
