@@ -95,7 +95,12 @@ func (j *job) setPool(ctx context.Context) error {
 			return err
 		}
 	}
-	return j.e.px.SetPool(ctx, p.To, j.a.VMID, false)
+	err := j.e.px.SetPool(ctx, p.To, j.a.VMID, false)
+	if err != nil && !p.Create && pve.Classify(err) == pve.ClassTerminal && strings.Contains(err.Error(), "does not exist") {
+		// Say how to get on.
+		return fmt.Errorf("%w (create pool %q in Proxmox, or run planners and executors with --create-pools)", err, p.To)
+	}
+	return err
 }
 
 // pruneSnapshots keeps the guest's newest keep converge snapshots

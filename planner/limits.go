@@ -20,7 +20,7 @@ type Limits struct {
 	NodeConcurrency int `json:"node_concurrency"`
 	// GuardWindow, GuardShare and GuardMin are the mass-change guard:
 	// within GuardWindow at most max(GuardShare × managed guests,
-	// GuardMin) guests may be shut down, stopped or rebooted; beyond that
+	// GuardMin) guests may be shut down, stopped, rebooted, migrated or destroyed; beyond that
 	// such actions are held until approved. When more than that many
 	// managed guests vanish from the observed inventory within the
 	// window, nothing disruptive proceeds until approved.
@@ -268,7 +268,7 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 // guardFull says why the guard holds a step.
 func (e *Engine) guardFull(used, threshold int, op events.Op, vmid int) string {
 	lim := e.cfg.Limits
-	return fmt.Sprintf("mass-change guard: %d guests already shut down, stopped or rebooted within %s (limit %d: the larger of %g%% of %d managed guests and %d); %s waits for approval (converge approve %d, or --all)",
+	return fmt.Sprintf("mass-change guard: %d guests already shut down, stopped, rebooted, migrated or destroyed within %s (limit %d: the larger of %g%% of %d managed guests and %d); %s waits for approval (converge approve %d, or --all)",
 		used, lim.GuardWindow, threshold, lim.GuardShare*100, e.managed(), lim.GuardMin, op, vmid)
 }
 

@@ -218,7 +218,7 @@ func describeControl(c *events.Control) string {
 	case events.CommandResume:
 		return "resumed (" + scope + ")"
 	case events.CommandApprove:
-		return "approved (" + scope + "): held shutdowns, stops and reboots may proceed"
+		return "approved (" + scope + "): held shutdowns, stops, reboots, migrations and destroys may proceed"
 	case events.CommandRelease:
 		return "released: converge leaves the guest alone until a new desired state arrives"
 	}
