@@ -90,7 +90,11 @@ func TestStartFailsOnRejectedToken(t *testing.T) {
 	if code != exitError {
 		t.Fatalf("exit status %d, want %d\n%s", code, exitError, out)
 	}
-	wantSays(t, out, "refuses converge's credentials", "--pve-token-id", "--pve-token-secret", "CONVERGE_PVE_TOKEN_SECRET", "--wait-for-proxmox")
+	wantSays(t, out, "refuses converge's credentials", "--pve-token-id", "--pve-token-secret", "CONVERGE_PVE_TOKEN_SECRET", "--wait-for-proxmox",
+		"privileges README.md lists", "Pointing converge at a real Proxmox")
+	if strings.Contains(out, "architecture.md") {
+		t.Errorf("the privileges are listed in README.md, not docs/architecture.md:\n%s", out)
+	}
 	if strings.Contains(out, "embedded NATS JetStream running") {
 		t.Errorf("NATS started before the check:\n%s", out)
 	}
