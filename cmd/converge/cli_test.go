@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/projector"
@@ -102,4 +105,25 @@ func TestCompletesEnumValues(t *testing.T) {
 			t.Errorf("%q: %v\n%s", args, err, out)
 		}
 	}
+}
+
+// pflag reads a backtick-quoted word in a flag's usage as the name of its
+// value ("--data converge up"): no usage has one.
+func TestNoBacktickInFlagUsage(t *testing.T) {
+	clearEnv(t)
+	root := newRoot()
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: usage has a backtick: %s", c.CommandPath(), f.Name, f.Usage)
+			}
+		}
+		c.Flags().VisitAll(check)
+		c.PersistentFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

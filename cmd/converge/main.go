@@ -121,10 +121,10 @@ func newRoot() *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text, json, or jsonl (one JSON object per line; history and replay only, the other commands print one document and refuse it)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, JSON otherwise)")
-	pf.StringVar(&g.natsURL, "nats", "", "NATS server URLs, comma-separated (env CONVERGE_NATS or CONVERGE_NATS_URL; `up` takes it from its command line only)")
+	pf.StringVar(&g.natsURL, "nats", "", "NATS server URLs, comma-separated (env CONVERGE_NATS or CONVERGE_NATS_URL; \"up\" takes it from its command line only)")
 	pf.StringVar(&g.cluster, "cluster", events.DefaultCluster, "Proxmox cluster id")
 	g.sign.register(root)
-	pf.StringVar(&g.data, "data", "converge-data", "data directory of `converge up` (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
+	pf.StringVar(&g.data, "data", "converge-data", "data directory of \"converge up\" (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
 	pf.StringVar(&g.natsUser, "nats-user", "", "NATS user")
 	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
 	g.natsPassword.Register(pf)
