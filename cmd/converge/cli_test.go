@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -126,4 +127,18 @@ func TestNoBacktickInFlagUsage(t *testing.T) {
 		}
 	}
 	walk(root)
+}
+
+// Durations are logged in seconds, as floats: "window":300, not 300000.
+func TestLogDurationsInSeconds(t *testing.T) {
+	g := &globals{logLevel: "info", logFormat: "json"}
+	if _, err := g.logger(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	l := zerolog.New(&b)
+	l.Info().Dur("window", 5*time.Minute).Dur("retry_in", 250*time.Millisecond).Msg("")
+	if out := b.String(); !strings.Contains(out, `"window":300`) || strings.Contains(out, "300000") || !strings.Contains(out, `"retry_in":0.25`) {
+		t.Fatalf("durations not in seconds: %s", out)
+	}
 }
