@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -36,7 +37,7 @@ func main() {
 	ctx, stop := interrupts(func() {
 		fmt.Fprintln(os.Stderr, "converge: second interrupt: exiting now, without draining")
 		os.Exit(exitInterrupted)
-	})
+	}, time.Now)
 	defer stop()
 	err := newRoot().ExecuteContext(ctx)
 	if err != nil {
@@ -45,28 +46,45 @@ func main() {
 	}
 }
 
+// duplicateSignal is how soon after the first interrupt a second one is
+// taken for the same: `timeout -s INT` and some supervisors deliver it
+// twice at once, while a person's second Ctrl-C comes later.
+const duplicateSignal = time.Second
+
 // interrupts is a context that ends at the first SIGINT or SIGTERM; a
-// second one calls force (a process draining its in-flight actions can be
-// told to go at once).
-func interrupts(force func()) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// second one, duplicateSignal or more later by now, calls force (a process
+// draining its in-flight actions can be told to go at once).
+func interrupts(force func(), now func() time.Time) (context.Context, func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := onInterrupts(ch, force, now)
+	return ctx, func() { signal.Stop(ch); stop() }
+}
+
+// onInterrupts is interrupts reading the signals from ch.
+func onInterrupts(ch <-chan os.Signal, force func(), now func() time.Time) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-done:
-			return
-		}
-		select {
-		case <-ch:
-			force()
-		case <-done:
+		var first time.Time
+		for {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+			t := now()
+			switch {
+			case first.IsZero():
+				first = t
+				cancel()
+			case t.Sub(first) >= duplicateSignal:
+				force()
+				return
+			}
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); close(done); cancel() }
+	return ctx, func() { close(done); cancel() }
 }
 
 // exitCode is an error with a specific process exit status.
