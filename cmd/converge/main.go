@@ -123,6 +123,17 @@ type globals struct {
 	// settings are the effective configuration and where each value
 	// came from (config.go).
 	settings []setting
+	// checks are the commands' own settings checks, run with the global
+	// ones before anything starts (validate.go).
+	checks map[*cobra.Command]func() error
+}
+
+// check registers cmd's settings check, run by validate.
+func (g *globals) check(cmd *cobra.Command, f func() error) {
+	if g.checks == nil {
+		g.checks = map[*cobra.Command]func() error{}
+	}
+	g.checks[cmd] = f
 }
 
 func newRoot() *cobra.Command {

@@ -133,23 +133,8 @@ func (f *roleFlags) policy() planner.Policy {
 
 // appConfig is the process configuration the flags describe.
 func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) (app.Config, error) {
-	// The library reads a zero limit as "the default": a 0 given on the
-	// command line must not silently become one.
-	switch l := f.limits; {
-	case l.GuardWindow <= 0:
-		return app.Config{}, fmt.Errorf("--guard-window must be > 0, got %v", l.GuardWindow)
-	case l.GuardShare <= 0 || l.GuardShare > 1:
-		return app.Config{}, fmt.Errorf("--guard-share must be within (0, 1], got %v (--guard-min alone sets a fixed threshold)", l.GuardShare)
-	case l.GuardMin < 1:
-		return app.Config{}, fmt.Errorf("--guard-min must be >= 1, got %d", l.GuardMin)
-	case l.NodeConcurrency == 0:
-		return app.Config{}, errors.New("--node-concurrency must be >= 1, or negative for no limit")
-	case l.CloneConcurrency == 0:
-		return app.Config{}, errors.New("--clone-concurrency must be >= 1, or negative for no limit")
-	case l.CreateRate == 0:
-		return app.Config{}, errors.New("--create-rate must be >= 1, or negative for no limit")
-	case l.MaxGuests < 0:
-		return app.Config{}, fmt.Errorf("--max-guests must be >= 0 (0: no cap), got %d", l.MaxGuests)
+	if err := f.validate(); err != nil {
+		return app.Config{}, usageError{err}
 	}
 	bc := g.busConfig("", log)
 	bc.MaxAge, bc.MaxBytes = f.retentionAge, f.retentionBytes
@@ -277,5 +262,6 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 		},
 	}
 	addRoleFlags(cmd, f, "")
+	g.check(cmd, f.validate)
 	return cmd
 }

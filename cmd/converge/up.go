@@ -54,6 +54,7 @@ credentials.`,
 	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server listens, for other processes and the nats CLI")
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
+	g.check(cmd, f.validate)
 	return cmd
 }
 

@@ -123,6 +123,9 @@ func (g *globals) validate(cmd *cobra.Command) error {
 	if err := events.ValidateCluster(g.cluster); err != nil {
 		return fmt.Errorf("%s: %w", flagRef("cluster"), err)
 	}
+	if check := g.checks[cmd]; check != nil {
+		return check()
+	}
 	return nil
 }
 
