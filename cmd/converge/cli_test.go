@@ -42,6 +42,16 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"wait"}, {"wait", "101", "--all"}, {"wait", "--all", "-f", "x.yaml"}, {"wait", "abc"},
 		{"status", "--state", "sleeping"}, {"status", "--no-such-flag"}, {"no-such-command"},
 		{"wait", "-f", "/nonexistent/guests.yaml"},
+		// Each command's own argument and flag checks, before it dials NATS.
+		{"desire", "101", "--power", "sideways"}, {"desire", "abc"}, {"desire", "101", "--disk", "scsi0=abc"},
+		{"desire", "101", "--clone-node", "pve2"}, {"desire", "-f", "/nonexistent/guests.yaml"},
+		{"desire", "-f", writeConfig(t, "- {vmid: 101, power: sideways}\n")},
+		{"desire", "101", "--cores", "2", "--sign-key", "/nonexistent/key.pem"},
+		{"history", "101", "--since", "banana"}, {"history", "abc"},
+		{"approve"}, {"approve", "abc"}, {"pause"}, {"release", "x"},
+		{"replay", "--until", "banana"}, {"keygen", "--id", "a/b"},
+		{"sim", "--token", "nosecret"}, {"nats-node"}, {"nats-node", "--store", t.TempDir(), "--routes", "nats://127.0.0.1:1"},
+		{"planner", "--nats", "nats://127.0.0.1:1", "--require-signed"},
 	} {
 		_, err := run(t, args...)
 		if code := codeOf(err); code != exitUsage {
