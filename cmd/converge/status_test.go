@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/projector"
 )
@@ -31,5 +32,32 @@ func TestStatusShowsHAManaged(t *testing.T) {
 	printStatus(&b, sums, cd, now)
 	if !strings.Contains(b.String(), "ha: managed (started)") || !strings.Contains(b.String(), "pool:prod") {
 		t.Fatalf("status:\n%s", b.String())
+	}
+}
+
+// A guest desired with whole-guest fields only is shown managed: its
+// DESIRED column names them, not "-" like an unmanaged guest's.
+func TestStatusDesiredWholeGuestFields(t *testing.T) {
+	node, pool := "pve2", "prod"
+	r := events.RestartAllowed
+	d := &events.Desired{VMID: 101, Node: &node, Pool: &pool, Restart: &r,
+		Disks: map[string]events.DiskWant{"scsi1": {SizeGiB: 8}, "scsi0": {SizeGiB: 32}},
+		Net: map[string]events.NetWant{"net0": {Bridge: "vmbr0"}}, CloudInit: &events.CloudInit{},
+		SnapshotBefore: []string{"restart"}}
+	want := "node=pve2 disks=scsi0:32G,scsi1:8G pool=prod net=net0 ci snap=restart restart=allowed"
+	if got := desiredSummary(d); got != want {
+		t.Fatalf("DESIRED %q, want %q", got, want)
+	}
+	var b strings.Builder
+	printStatus(&b, []views.Summary{{VMID: 101, State: "pending", Desired: d}}, nil, time.Now())
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("status does not show %q:\n%s", want, b.String())
+	}
+	cores, power := 2, events.Power("running")
+	if got := desiredSummary(&events.Desired{Power: &power, Cores: &cores}); got != "running 2c" {
+		t.Fatalf("%q", got)
+	}
+	if got := desiredSummary(nil); got != "-" {
+		t.Fatalf("%q", got)
 	}
 }
