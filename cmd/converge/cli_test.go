@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,33 @@ func TestLogDurationsInSeconds(t *testing.T) {
 	l.Info().Dur("window", 5*time.Minute).Dur("retry_in", 250*time.Millisecond).Msg("")
 	if out := b.String(); !strings.Contains(out, `"window":300`) || strings.Contains(out, "300000") || !strings.Contains(out, `"retry_in":0.25`) {
 		t.Fatalf("durations not in seconds: %s", out)
+	}
+}
+
+// NATS refusing the credentials says which were used and how to give
+// others: a wrong password said only "Authorization Violation".
+func TestNATSAuthHint(t *testing.T) {
+	refused := errors.New("bus: connect nats://127.0.0.1:4222: nats: Authorization Violation")
+	for _, c := range []struct {
+		g    globals
+		want []string
+	}{
+		{globals{natsUser: "ops", data: t.TempDir()}, []string{`user "ops"`, "--nats-password-file", "CONVERGE_NATS_PASSWORD", "--data"}},
+		{globals{natsCred: "/etc/x.creds", data: t.TempDir()}, []string{"/etc/x.creds", "--nats-creds"}},
+		{globals{data: "/nonexistent"}, []string{"no credentials", "--nats-user", "CONVERGE_NATS_USER", "--data DIR"}},
+	} {
+		err := c.g.natsAuthHint(refused)
+		if !errors.Is(err, refused) {
+			t.Fatalf("%v does not wrap the refusal", err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q does not say %q", err, w)
+			}
+		}
+	}
+	other := errors.New("nats: no servers available for connection")
+	if err := (&globals{}).natsAuthHint(other); err != other {
+		t.Fatalf("%v", err)
 	}
 }

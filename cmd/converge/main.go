@@ -230,8 +230,30 @@ func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
 		return nil, err
 	}
 	b, err := bus.Connect(ctx, g.busConfig(name, log))
-	if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization") {
-		return nil, fmt.Errorf("%w\nNATS refused the credentials: run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA), or give --nats-user and --nats-password-file, --nats-creds or --nats-nkey", err)
+	return b, g.natsAuthHint(err)
+}
+
+// natsAuthHint adds to NATS refusing the credentials which ones were
+// used and how to give others; other errors are returned as they are.
+func (g *globals) natsAuthHint(err error) error {
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		return err
 	}
-	return b, err
+	const how = "give --nats-user with --nats-password-file (or CONVERGE_NATS_USER and CONVERGE_NATS_PASSWORD_FILE / CONVERGE_NATS_PASSWORD), --nats-creds or --nats-nkey"
+	var used string
+	switch {
+	case g.natsCred != "":
+		used = "the credentials file " + g.natsCred + " (--nats-creds)"
+	case g.natsNKey != "":
+		used = "the nkey " + g.natsNKey + " (--nats-nkey)"
+	case g.natsUser != "":
+		used = fmt.Sprintf("user %q (--nats-user) and its password (--nats-password-file, CONVERGE_NATS_PASSWORD)", g.natsUser)
+	default:
+		if _, ok, _ := natsauth.Load(g.data); ok {
+			used = "the admin credentials of `converge up` under --data " + g.data + " (are they this NATS's?)"
+		} else {
+			used = "no credentials (none under --data " + g.data + ")"
+		}
+	}
+	return fmt.Errorf("%w\nNATS refused %s: check them, or %s, or run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA) to use the ones it wrote", err, used, how)
 }

@@ -258,7 +258,7 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 				cfg.Proxmox = px
 			}
 			log.Info().Str("role", role).Str("cluster", g.cluster).Msg("starting")
-			return app.Run(cmd.Context(), cfg)
+			return g.natsAuthHint(app.Run(cmd.Context(), cfg))
 		},
 	}
 	addRoleFlags(cmd, f, "")

@@ -166,7 +166,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		if errors.Is(err, cmd.Context().Err()) {
 			return nil
 		}
-		return err
+		return g.natsAuthHint(err)
 	}
 	printHint(cmd.OutOrStdout(), simCreds, a.HTTPAddr(), g.data)
 	if err := a.Wait(); err != nil && !errors.Is(err, cmd.Context().Err()) {
