@@ -136,6 +136,9 @@ func (g *globals) check(cmd *cobra.Command, f func() error) {
 	g.checks[cmd] = f
 }
 
+// defaultData is --data's default.
+const defaultData = "converge-data"
+
 func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
@@ -153,7 +156,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.natsURL, "nats", "", "NATS server URLs, comma-separated (env CONVERGE_NATS or CONVERGE_NATS_URL; \"up\" takes it from its command line only)")
 	pf.StringVar(&g.cluster, "cluster", events.DefaultCluster, "Proxmox cluster id")
 	g.sign.register(root)
-	pf.StringVar(&g.data, "data", "converge-data", "data directory of \"converge up\" (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
+	pf.StringVar(&g.data, "data", defaultData, "data directory of \"converge up\" (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
 	pf.StringVar(&g.natsUser, "nats-user", "", "NATS user")
 	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
 	g.natsPassword.Register(pf)

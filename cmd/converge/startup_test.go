@@ -327,3 +327,28 @@ func TestUpDrainsOnDoubleInterrupt(t *testing.T) {
 		t.Fatalf("exit %d, want 0 after draining\n%s", code, out.String())
 	}
 }
+
+// up's hint works as printed with a non-default NATS port and data
+// directory: its commands carry --nats and --data.
+func TestUpHintCarriesNATSAndData(t *testing.T) {
+	addr := freeAddr(t)
+	cmd, out, wait := startUp(t, "--nats-listen", addr)
+	var status string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "converge status") {
+			status = l
+		}
+	}
+	if !strings.Contains(status, "--nats nats://"+addr) || !strings.Contains(status, "--data ") {
+		t.Fatalf("hint %q does not carry --nats and --data\n%s", status, out.String())
+	}
+	got, code, _ := converge(t, time.Minute, strings.Fields(status)[1:]...)
+	if code != 0 || !strings.Contains(got, "VMID") {
+		t.Fatalf("%s: exit %d\n%s", status, code, got)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	wait()
+	if h := hintFlags("nats://"+defaultNATSListen, defaultData); h != "" {
+		t.Fatalf("defaults: %q", h)
+	}
+}
