@@ -120,7 +120,7 @@ observer pass. -o json prints the report's fields.`,
 	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
 	fl.IntVar(&o.Concurrency, "executor-concurrency", bench.DefaultConcurrency, "actions each executor runs at once")
 	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
-	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as `converge sim` in a process of its own (its CPU is then reported apart)")
+	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as \"converge sim\" in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	return cmd

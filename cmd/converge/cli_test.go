@@ -1,9 +1,14 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/views"
@@ -38,6 +43,16 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"wait"}, {"wait", "101", "--all"}, {"wait", "--all", "-f", "x.yaml"}, {"wait", "abc"},
 		{"status", "--state", "sleeping"}, {"status", "--no-such-flag"}, {"no-such-command"},
 		{"wait", "-f", "/nonexistent/guests.yaml"},
+		// Each command's own argument and flag checks, before it dials NATS.
+		{"desire", "101", "--power", "sideways"}, {"desire", "abc"}, {"desire", "101", "--disk", "scsi0=abc"},
+		{"desire", "101", "--clone-node", "pve2"}, {"desire", "-f", "/nonexistent/guests.yaml"},
+		{"desire", "-f", writeConfig(t, "- {vmid: 101, power: sideways}\n")},
+		{"desire", "101", "--cores", "2", "--sign-key", "/nonexistent/key.pem"},
+		{"history", "101", "--since", "banana"}, {"history", "abc"},
+		{"approve"}, {"approve", "abc"}, {"pause"}, {"release", "x"},
+		{"replay", "--until", "banana"}, {"keygen", "--id", "a/b"},
+		{"sim", "--token", "nosecret"}, {"nats-node"}, {"nats-node", "--store", t.TempDir(), "--routes", "nats://127.0.0.1:1"},
+		{"planner", "--nats", "nats://127.0.0.1:1", "--require-signed"},
 	} {
 		_, err := run(t, args...)
 		if code := codeOf(err); code != exitUsage {
@@ -101,5 +116,68 @@ func TestCompletesEnumValues(t *testing.T) {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("%q: %v\n%s", args, err, out)
 		}
+	}
+}
+
+// pflag reads a backtick-quoted word in a flag's usage as the name of its
+// value ("--data converge up"): no usage has one.
+func TestNoBacktickInFlagUsage(t *testing.T) {
+	clearEnv(t)
+	root := newRoot()
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		check := func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: usage has a backtick: %s", c.CommandPath(), f.Name, f.Usage)
+			}
+		}
+		c.Flags().VisitAll(check)
+		c.PersistentFlags().VisitAll(check)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// Durations are logged in seconds, as floats: "window":300, not 300000.
+func TestLogDurationsInSeconds(t *testing.T) {
+	g := &globals{logLevel: "info", logFormat: "json"}
+	if _, err := g.logger(); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	l := zerolog.New(&b)
+	l.Info().Dur("window", 5*time.Minute).Dur("retry_in", 250*time.Millisecond).Msg("")
+	if out := b.String(); !strings.Contains(out, `"window":300`) || strings.Contains(out, "300000") || !strings.Contains(out, `"retry_in":0.25`) {
+		t.Fatalf("durations not in seconds: %s", out)
+	}
+}
+
+// NATS refusing the credentials says which were used and how to give
+// others: a wrong password said only "Authorization Violation".
+func TestNATSAuthHint(t *testing.T) {
+	refused := errors.New("bus: connect nats://127.0.0.1:4222: nats: Authorization Violation")
+	for _, c := range []struct {
+		g    globals
+		want []string
+	}{
+		{globals{natsUser: "ops", data: t.TempDir()}, []string{`user "ops"`, "--nats-password-file", "CONVERGE_NATS_PASSWORD", "--data"}},
+		{globals{natsCred: "/etc/x.creds", data: t.TempDir()}, []string{"/etc/x.creds", "--nats-creds"}},
+		{globals{data: "/nonexistent"}, []string{"no credentials", "--nats-user", "CONVERGE_NATS_USER", "--data DIR"}},
+	} {
+		err := c.g.natsAuthHint(refused)
+		if !errors.Is(err, refused) {
+			t.Fatalf("%v does not wrap the refusal", err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q does not say %q", err, w)
+			}
+		}
+	}
+	other := errors.New("nats: no servers available for connection")
+	if err := (&globals{}).natsAuthHint(other); err != other {
+		t.Fatalf("%v", err)
 	}
 }

@@ -60,7 +60,13 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 				bodies = []desiredBody{b}
 			}
 			if err != nil {
-				return err
+				return usageError{err} // the caller's input: nothing was published
+			}
+			var key ed25519.PrivateKey
+			if f.signKey != "" {
+				if key, f.keyID, err = loadSigningKey(f.signKey, f.keyID); err != nil {
+					return usageError{err}
+				}
 			}
 			b, err := g.connect(cmd.Context(), "converge-desire")
 			if err != nil {
@@ -79,12 +85,6 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 				Seq  uint64 `json:"seq"`
 			}
 			var res []out
-			var key ed25519.PrivateKey
-			if f.signKey != "" {
-				if key, f.keyID, err = loadSigningKey(f.signKey, f.keyID); err != nil {
-					return err
-				}
-			}
 			for _, d := range bodies {
 				m, err := events.DesiredBodyMessage(d.vmid, d.body,
 					events.PublishOptions{Cluster: g.cluster, Publisher: pub, CorrelationID: f.correlation})

@@ -33,13 +33,13 @@ correlation_id, task_id, summary, …), for a log store or SIEM.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseVMIDs(args)
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			vmid := ids[0]
 			var from time.Time
 			if since != "" {
 				if from, err = audit.ParseTime(since, time.Now()); err != nil {
-					return fmt.Errorf("--since %q: %w", since, err)
+					return usageError{fmt.Errorf("--since %q: %w", since, err)}
 				}
 			}
 			ctx := cmd.Context()

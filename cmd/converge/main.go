@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -36,7 +37,7 @@ func main() {
 	ctx, stop := interrupts(func() {
 		fmt.Fprintln(os.Stderr, "converge: second interrupt: exiting now, without draining")
 		os.Exit(exitInterrupted)
-	})
+	}, time.Now)
 	defer stop()
 	err := newRoot().ExecuteContext(ctx)
 	if err != nil {
@@ -45,28 +46,45 @@ func main() {
 	}
 }
 
+// duplicateSignal is how soon after the first interrupt a second one is
+// taken for the same: `timeout -s INT` and some supervisors deliver it
+// twice at once, while a person's second Ctrl-C comes later.
+const duplicateSignal = time.Second
+
 // interrupts is a context that ends at the first SIGINT or SIGTERM; a
-// second one calls force (a process draining its in-flight actions can be
-// told to go at once).
-func interrupts(force func()) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// second one, duplicateSignal or more later by now, calls force (a process
+// draining its in-flight actions can be told to go at once).
+func interrupts(force func(), now func() time.Time) (context.Context, func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := onInterrupts(ch, force, now)
+	return ctx, func() { signal.Stop(ch); stop() }
+}
+
+// onInterrupts is interrupts reading the signals from ch.
+func onInterrupts(ch <-chan os.Signal, force func(), now func() time.Time) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-done:
-			return
-		}
-		select {
-		case <-ch:
-			force()
-		case <-done:
+		var first time.Time
+		for {
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+			t := now()
+			switch {
+			case first.IsZero():
+				first = t
+				cancel()
+			case t.Sub(first) >= duplicateSignal:
+				force()
+				return
+			}
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); close(done); cancel() }
+	return ctx, func() { close(done); cancel() }
 }
 
 // exitCode is an error with a specific process exit status.
@@ -105,7 +123,21 @@ type globals struct {
 	// settings are the effective configuration and where each value
 	// came from (config.go).
 	settings []setting
+	// checks are the commands' own settings checks, run with the global
+	// ones before anything starts (validate.go).
+	checks map[*cobra.Command]func() error
 }
+
+// check registers cmd's settings check, run by validate.
+func (g *globals) check(cmd *cobra.Command, f func() error) {
+	if g.checks == nil {
+		g.checks = map[*cobra.Command]func() error{}
+	}
+	g.checks[cmd] = f
+}
+
+// defaultData is --data's default.
+const defaultData = "converge-data"
 
 func newRoot() *cobra.Command {
 	g := &globals{}
@@ -121,10 +153,10 @@ func newRoot() *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "text", "output format: text, json, or jsonl (one JSON object per line; history and replay only, the other commands print one document and refuse it)")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	pf.StringVar(&g.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal, JSON otherwise)")
-	pf.StringVar(&g.natsURL, "nats", "", "NATS server URLs, comma-separated (env CONVERGE_NATS or CONVERGE_NATS_URL; `up` takes it from its command line only)")
+	pf.StringVar(&g.natsURL, "nats", "", "NATS server URLs, comma-separated (env CONVERGE_NATS or CONVERGE_NATS_URL; \"up\" takes it from its command line only)")
 	pf.StringVar(&g.cluster, "cluster", events.DefaultCluster, "Proxmox cluster id")
 	g.sign.register(root)
-	pf.StringVar(&g.data, "data", "converge-data", "data directory of `converge up` (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
+	pf.StringVar(&g.data, "data", defaultData, "data directory of \"converge up\" (its embedded journal, and the NATS and HTTP credentials it generates; other commands read the NATS ones from it)")
 	pf.StringVar(&g.natsUser, "nats-user", "", "NATS user")
 	g.natsPassword = secret.Flag{Name: "nats-password", Env: "CONVERGE_NATS_PASSWORD", Usage: "NATS password"}
 	g.natsPassword.Register(pf)
@@ -201,8 +233,30 @@ func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
 		return nil, err
 	}
 	b, err := bus.Connect(ctx, g.busConfig(name, log))
-	if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization") {
-		return nil, fmt.Errorf("%w\nNATS refused the credentials: run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA), or give --nats-user and --nats-password-file, --nats-creds or --nats-nkey", err)
+	return b, g.natsAuthHint(err)
+}
+
+// natsAuthHint adds to NATS refusing the credentials which ones were
+// used and how to give others; other errors are returned as they are.
+func (g *globals) natsAuthHint(err error) error {
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		return err
 	}
-	return b, err
+	const how = "give --nats-user with --nats-password-file (or CONVERGE_NATS_USER and CONVERGE_NATS_PASSWORD_FILE / CONVERGE_NATS_PASSWORD), --nats-creds or --nats-nkey"
+	var used string
+	switch {
+	case g.natsCred != "":
+		used = "the credentials file " + g.natsCred + " (--nats-creds)"
+	case g.natsNKey != "":
+		used = "the nkey " + g.natsNKey + " (--nats-nkey)"
+	case g.natsUser != "":
+		used = fmt.Sprintf("user %q (--nats-user) and its password (--nats-password-file, CONVERGE_NATS_PASSWORD)", g.natsUser)
+	default:
+		if _, ok, _ := natsauth.Load(g.data); ok {
+			used = "the admin credentials of `converge up` under --data " + g.data + " (are they this NATS's?)"
+		} else {
+			used = "no credentials (none under --data " + g.data + ")"
+		}
+	}
+	return fmt.Errorf("%w\nNATS refused %s: check them, or %s, or run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA) to use the ones it wrote", err, used, how)
 }

@@ -39,7 +39,7 @@ func newNATSNodeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if f.store == "" {
-				return errors.New("nats-node needs --store DIR (JetStream's files)")
+				return usageError{errors.New("nats-node needs --store DIR (JetStream's files)")}
 			}
 			dir, err := filepath.Abs(f.store)
 			if err != nil {
@@ -59,7 +59,7 @@ func newNATSNodeCmd(g *globals) *cobra.Command {
 				}
 				o.Cluster = &natsserver.ClusterOptions{Name: f.clusterName, Listen: f.clusterListen, Routes: routes}
 			case f.clusterListen != "" || f.routes != "":
-				return errors.New("--cluster-listen and --routes need --cluster-name")
+				return usageError{errors.New("--cluster-listen and --routes need --cluster-name")}
 			}
 			s, err := natsserver.Start(o)
 			if err != nil {

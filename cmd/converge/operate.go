@@ -41,12 +41,12 @@ func newOperateCmd(g *globals, command, short, long string, allowAll bool) *cobr
 			for _, a := range args {
 				id, err := strconv.Atoi(a)
 				if err != nil {
-					return fmt.Errorf("%q is not a vmid", a)
+					return usageError{fmt.Errorf("%q is not a vmid", a)}
 				}
 				c.VMIDs = append(c.VMIDs, id)
 			}
 			if err := c.Validate(); err != nil {
-				return err
+				return usageError{err}
 			}
 			b, err := g.connect(cmd.Context(), "converge-"+command)
 			if err != nil {

@@ -45,7 +45,7 @@ a terminal or the replay is longer than 100,000 events.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pt, err := audit.ParsePoint(until, time.Now())
 			if err != nil {
-				return fmt.Errorf("--until: %w", err)
+				return usageError{fmt.Errorf("--until: %w", err)}
 			}
 			ctx := cmd.Context()
 			b, err := g.connect(ctx, "converge-replay")

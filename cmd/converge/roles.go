@@ -111,14 +111,14 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.IntVar(&f.limits.NodeConcurrency, "node-concurrency", planner.DefaultNodeConcurrency, "most actions (Proxmox tasks) in flight per node, across all planners and executors (negative: no limit)")
 	fl.Float64Var(&f.nodeRate, "node-rate", executor.DefaultNodeRate, "most mutating Proxmox API calls per second per node, shared by all executors")
 	fl.DurationVar(&f.limits.GuardWindow, "guard-window", planner.DefaultGuardWindow, "the mass-change guard's window")
-	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped or rebooted within --guard-window; the rest are held until `converge approve`")
+	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped or rebooted within --guard-window; the rest are held until \"converge approve\"")
 	fl.IntVar(&f.limits.GuardMin, "guard-min", planner.DefaultGuardMin, "the mass-change guard's threshold is never below this many guests")
 	fl.IntVar(&f.limits.CloneConcurrency, "clone-concurrency", planner.DefaultCloneConcurrency, "most full clones at once onto one storage (negative: no limit); linked clones count against the node only")
 	fl.IntVar(&f.limits.CreateRate, "create-rate", planner.DefaultCreateRate, "most clones started per minute across the cluster (negative: no limit)")
 	fl.IntVar(&f.limits.MaxGuests, "max-guests", 0, "most managed guests that exist or are being created; beyond it creations wait (0: no cap)")
 	fl.BoolVar(&f.createPools, "create-pools", false, "create a desired resource pool that does not exist (otherwise moving a guest into it fails, saying so); give it to planners and executors alike")
 	fl.IntVar(&f.snapshotKeep, "snapshot-keep", 0, "keep at most this many protective snapshots (snapshot_before) per guest, pruning the oldest (0: keep all); give it to planners and executors alike")
-	fl.BoolVar(&f.allowDestroy, "allow-destroy", false, "destroy the guests converge created when their desired state says absent (any other guest only after `converge approve VMID`; never a protected one); give it to planners and executors alike")
+	fl.BoolVar(&f.allowDestroy, "allow-destroy", false, "destroy the guests converge created when their desired state says absent (any other guest only after \"converge approve VMID\"; never a protected one); give it to planners and executors alike")
 	fl.BoolVar(&f.observeOnly, "observe-only", false, "plan and report, never act")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", planner.DefaultShutdownTimeout, "graceful shutdown time before a guest is stopped hard")
 }
@@ -133,23 +133,8 @@ func (f *roleFlags) policy() planner.Policy {
 
 // appConfig is the process configuration the flags describe.
 func (f *roleFlags) appConfig(g *globals, roles app.Roles, log zerolog.Logger) (app.Config, error) {
-	// The library reads a zero limit as "the default": a 0 given on the
-	// command line must not silently become one.
-	switch l := f.limits; {
-	case l.GuardWindow <= 0:
-		return app.Config{}, fmt.Errorf("--guard-window must be > 0, got %v", l.GuardWindow)
-	case l.GuardShare <= 0 || l.GuardShare > 1:
-		return app.Config{}, fmt.Errorf("--guard-share must be within (0, 1], got %v (--guard-min alone sets a fixed threshold)", l.GuardShare)
-	case l.GuardMin < 1:
-		return app.Config{}, fmt.Errorf("--guard-min must be >= 1, got %d", l.GuardMin)
-	case l.NodeConcurrency == 0:
-		return app.Config{}, errors.New("--node-concurrency must be >= 1, or negative for no limit")
-	case l.CloneConcurrency == 0:
-		return app.Config{}, errors.New("--clone-concurrency must be >= 1, or negative for no limit")
-	case l.CreateRate == 0:
-		return app.Config{}, errors.New("--create-rate must be >= 1, or negative for no limit")
-	case l.MaxGuests < 0:
-		return app.Config{}, fmt.Errorf("--max-guests must be >= 0 (0: no cap), got %d", l.MaxGuests)
+	if err := f.validate(); err != nil {
+		return app.Config{}, usageError{err}
 	}
 	bc := g.busConfig("", log)
 	bc.MaxAge, bc.MaxBytes = f.retentionAge, f.retentionBytes
@@ -273,9 +258,10 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 				cfg.Proxmox = px
 			}
 			log.Info().Str("role", role).Str("cluster", g.cluster).Msg("starting")
-			return app.Run(cmd.Context(), cfg)
+			return g.natsAuthHint(app.Run(cmd.Context(), cfg))
 		},
 	}
 	addRoleFlags(cmd, f, "")
+	g.check(cmd, f.validate)
 	return cmd
 }

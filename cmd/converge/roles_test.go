@@ -127,11 +127,11 @@ func TestAPISignKey(t *testing.T) {
 // now, naming the flag.
 func TestZeroLimitFlagsRefused(t *testing.T) {
 	for _, c := range []struct{ flag, want string }{
-		{"--guard-min=0", "--guard-min must be >= 1"},
-		{"--guard-share=0", "--guard-share must be within (0, 1]"},
-		{"--guard-share=1.5", "--guard-share must be within (0, 1]"},
-		{"--guard-window=0s", "--guard-window must be > 0"},
-		{"--node-concurrency=0", "--node-concurrency must be >= 1"},
+		{"--guard-min=0", flagRef("guard-min") + " must be >= 1"},
+		{"--guard-share=0", flagRef("guard-share") + " must be within (0, 1]"},
+		{"--guard-share=1.5", flagRef("guard-share") + " must be within (0, 1]"},
+		{"--guard-window=0s", flagRef("guard-window") + " must be > 0"},
+		{"--node-concurrency=0", flagRef("node-concurrency") + " must be >= 1"},
 	} {
 		f := &roleFlags{}
 		cmd := &cobra.Command{Use: "x"}
@@ -151,5 +151,49 @@ func TestZeroLimitFlagsRefused(t *testing.T) {
 	}
 	if _, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop()); err != nil {
 		t.Errorf("no node limit and a share of 1: %v", err)
+	}
+}
+
+// Role settings the packages check deep in start-up are checked before
+// anything starts: up (which would start the simulator and NATS first)
+// and config print refuse them, exit 2, naming the flag and its variable.
+func TestRoleSettingsValidatedFirst(t *testing.T) {
+	for _, c := range []struct{ env, value, flag string }{
+		{"CONVERGE_GUARD_SHARE", "2", "guard-share"},
+		{"CONVERGE_RESTART", "sometimes", "restart"},
+		{"CONVERGE_RESTART_WINDOW", "Funday", "restart-window"},
+		{"CONVERGE_HTTP", "nonsense", "http"},
+		{"CONVERGE_ACK_WAIT", "1ms", "ack-wait"},
+		{"CONVERGE_LEASE_TTL", "1ms", "lease-ttl"},
+		{"CONVERGE_EXECUTOR_CONCURRENCY", "-1", "executor-concurrency"},
+		{"CONVERGE_SNAPSHOT_KEEP", "-1", "snapshot-keep"},
+		{"CONVERGE_SHUTDOWN_TIMEOUT", "10ms", "shutdown-timeout"},
+		{"CONVERGE_OBSERVE_INTERVAL", "-1s", "observe-interval"},
+		{"CONVERGE_VERIFY_RATE", "-1", "verify-rate"},
+		{"CONVERGE_OBSERVED_RETENTION", "5s", "observed-retention"},
+		{"CONVERGE_HTTP_TLS_CERT", "/x.pem", "http-tls-cert"},
+		{"CONVERGE_NATS_LISTEN", "4222", "nats-listen"},
+		{"CONVERGE_SIM_TOKEN", "nosecret", "sim-token"},
+	} {
+		for _, args := range [][]string{{"up", "--data", t.TempDir(), "--sim-listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"},
+			{"config", "print"}, {"executor", "--nats", "nats://127.0.0.1:1"}} {
+			if args[0] == "executor" && strings.HasPrefix(c.flag, "nats-") || strings.HasPrefix(c.flag, "sim-") && args[0] == "executor" {
+				continue
+			}
+			if c.flag == "nats-listen" && args[0] == "up" {
+				args = args[:len(args)-2]
+			}
+			t.Run(c.env+"/"+args[0], func(t *testing.T) {
+				clearEnv(t)
+				t.Setenv(c.env, c.value)
+				out, err := run(t, args...)
+				if code := codeOf(err); code != exitUsage || !strings.Contains(err.Error(), flagRef(c.flag)) {
+					t.Fatalf("exit %d: %v, want %d naming %s\n%s", code, err, exitUsage, flagRef(c.flag), out)
+				}
+				if strings.Contains(out, "simulator") {
+					t.Fatalf("the simulator started first:\n%s", out)
+				}
+			})
+		}
 	}
 }

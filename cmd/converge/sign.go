@@ -38,7 +38,7 @@ func (s *signFlags) register(cmd *cobra.Command) {
 func (s *signFlags) auth(extra map[string]ed25519.PublicKey) (*projector.Auth, error) {
 	keys, err := loadTrustedKeys(s.trustedKeys)
 	if err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	for id, k := range extra {
 		keys[id] = k
@@ -47,7 +47,7 @@ func (s *signFlags) auth(extra map[string]ed25519.PublicKey) (*projector.Auth, e
 		return nil, nil
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("--require-signed needs --trusted-keys (no key is trusted: every desired event would be rejected)")
+		return nil, usageError{errors.New("--require-signed needs --trusted-keys (no key is trusted: every desired event would be rejected)")}
 	}
 	return &projector.Auth{Keys: keys, Require: s.require, Window: s.window}, nil
 }
@@ -140,7 +140,7 @@ func newKeygenCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id == "" || strings.ContainsAny(id, " \t\r\n/") {
-				return fmt.Errorf("--id %q: want a name without blanks or slashes", id)
+				return usageError{fmt.Errorf("--id %q: want a name without blanks or slashes", id)}
 			}
 			keyPath, pubPath := filepath.Join(dir, id+".key"), filepath.Join(dir, id+".pub")
 			for _, p := range []string{keyPath, pubPath} {

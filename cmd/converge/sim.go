@@ -86,7 +86,7 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 	for _, t := range f.tokens {
 		id, secret, ok := strings.Cut(t, "=")
 		if !ok || id == "" || secret == "" {
-			return fmt.Errorf("--token %q: want ID=SECRET, e.g. root@pam!converge=s3cret", t)
+			return usageError{fmt.Errorf("--token %q: want ID=SECRET, e.g. root@pam!converge=s3cret", t)}
 		}
 		tokens[id] = secret
 	}

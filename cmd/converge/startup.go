@@ -47,7 +47,7 @@ func (f *roleFlags) checkProxmox(ctx context.Context, px *pve.Client, log zerolo
 		msg = fmt.Sprintf("Proxmox at %s presents a certificate converge does not trust (%v): pin it with --pve-fingerprint%s or give the CA that signed it with --pve-ca FILE (or %s / %s)",
 			f.pve.URL, err, presentedFingerprint(ctx, f.pve.URL), envName("pve-fingerprint"), envName("pve-ca"))
 	case pve.Classify(err) == pve.ClassUnauthorized:
-		msg = fmt.Sprintf("Proxmox at %s refuses converge's credentials (token %q): %v; check --pve-token-id and --pve-token-secret (or %s / %s), and that the token exists, is not expired, and has the privileges docs/architecture.md lists",
+		msg = fmt.Sprintf("Proxmox at %s refuses converge's credentials (token %q): %v; check --pve-token-id and --pve-token-secret (or %s / %s), and that the token exists, is not expired, and has the privileges README.md lists (\"Pointing converge at a real Proxmox\")",
 			f.pve.URL, f.pve.TokenID, err, envName("pve-token-id"), envName("pve-token-secret"))
 	default:
 		log.Warn().Err(err).Str("url", f.pve.URL).Msg("Proxmox does not answer at start: starting anyway; guests are blocked until it does")

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -90,7 +92,11 @@ func TestStartFailsOnRejectedToken(t *testing.T) {
 	if code != exitError {
 		t.Fatalf("exit status %d, want %d\n%s", code, exitError, out)
 	}
-	wantSays(t, out, "refuses converge's credentials", "--pve-token-id", "--pve-token-secret", "CONVERGE_PVE_TOKEN_SECRET", "--wait-for-proxmox")
+	wantSays(t, out, "refuses converge's credentials", "--pve-token-id", "--pve-token-secret", "CONVERGE_PVE_TOKEN_SECRET", "--wait-for-proxmox",
+		"privileges README.md lists", "Pointing converge at a real Proxmox")
+	if strings.Contains(out, "architecture.md") {
+		t.Errorf("the privileges are listed in README.md, not docs/architecture.md:\n%s", out)
+	}
 	if strings.Contains(out, "embedded NATS JetStream running") {
 		t.Errorf("NATS started before the check:\n%s", out)
 	}
@@ -190,8 +196,11 @@ func freeAddr(t *testing.T) string {
 // The first interrupt ends the context (the roles drain); the second
 // forces the exit.
 func TestSecondInterruptForces(t *testing.T) {
+	var clock atomic.Int64 // nanoseconds since start
+	start := time.Now()
+	now := func() time.Time { return start.Add(time.Duration(clock.Load())) }
 	forced := make(chan struct{})
-	ctx, stop := interrupts(func() { close(forced) })
+	ctx, stop := interrupts(func() { close(forced) }, now)
 	defer stop()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -202,8 +211,144 @@ func TestSecondInterruptForces(t *testing.T) {
 		t.Fatal("forced at the first interrupt")
 	default:
 	}
+	clock.Store(int64(2 * time.Second))
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	<-forced
+}
+
+// Two interrupts at once (timeout -s INT delivers it twice) are one: the
+// process drains; one a second or more after the first forces the exit.
+func TestDuplicateInterruptIgnored(t *testing.T) {
+	start := time.Now()
+	// The clock as each signal is handled, in order; only the handler reads it.
+	at := []time.Duration{0, 10 * time.Millisecond, 999 * time.Millisecond, 1500 * time.Millisecond}
+	handled := 0
+	now := func() time.Time { handled++; return start.Add(at[handled-1]) }
+	ch := make(chan os.Signal) // unbuffered: a send returns once the one before it is handled
+	forced := make(chan int, 1)
+	ctx, stop := onInterrupts(ch, func() { forced <- handled }, now)
+	defer stop()
+	ch <- syscall.SIGINT
+	<-ctx.Done()
+	ch <- syscall.SIGINT
+	ch <- syscall.SIGTERM
+	ch <- syscall.SIGINT
+	if n := <-forced; n != 4 {
+		t.Fatalf("forced at signal %d, want the 4th (1.5 s after the first); the 2nd and 3rd came within a second", n)
+	}
+}
+
+// startUp starts `converge up` on the simulator and waits for its hint;
+// the caller signals and waits for it through the returned functions.
+func startUp(t *testing.T, args ...string) (cmd *exec.Cmd, out *syncBuffer, wait func() int) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], upArgs(t, append([]string{"--sim", "--sim-listen", "127.0.0.1:0"}, args...)...)...)
+	cmd.Env = append(cleanEnv(), "CONVERGE_RUN_MAIN=1")
+	out = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	code := -1
+	go func() {
+		err := cmd.Wait()
+		code = 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		close(done)
+	}()
+	wait = func() int {
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("up did not exit\n%s", out.String())
+		}
+		return code
+	}
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "Try this next") {
+		select {
+		case <-done:
+			t.Fatalf("up exited %d\n%s", code, out.String())
+		case <-time.After(20 * time.Millisecond): // polling the output of another process
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("up never printed its hint\n%s", out.String())
+		}
+	}
+	return cmd, out, wait
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Two SIGINTs at once (timeout -s INT reaches the process twice) drain
+// like one: up exits 0 having stopped, not 130.
+func TestUpDrainsOnDoubleInterrupt(t *testing.T) {
+	cmd, out, wait := startUp(t)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	// The second as the drain starts (two sent at once may reach the
+	// process as one).
+	for !strings.Contains(out.String(), "observer stopped") && !strings.Contains(out.String(), "converge up: stopped") {
+		time.Sleep(time.Millisecond) // polling the output of another process
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if code := wait(); code != 0 || !strings.Contains(out.String(), "converge up: stopped") {
+		t.Fatalf("exit %d, want 0 after draining\n%s", code, out.String())
+	}
+}
+
+// up's hint works as printed with a non-default NATS port and data
+// directory: its commands carry --nats and --data.
+func TestUpHintCarriesNATSAndData(t *testing.T) {
+	addr := freeAddr(t)
+	cmd, out, wait := startUp(t, "--nats-listen", addr)
+	var status string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "converge status") {
+			status = l
+		}
+	}
+	if !strings.Contains(status, "--nats nats://"+addr) || !strings.Contains(status, "--data ") {
+		t.Fatalf("hint %q does not carry --nats and --data\n%s", status, out.String())
+	}
+	got, code, _ := converge(t, time.Minute, strings.Fields(status)[1:]...)
+	if code != 0 || !strings.Contains(got, "VMID") {
+		t.Fatalf("%s: exit %d\n%s", status, code, got)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	wait()
+	if h := hintFlags("nats://"+defaultNATSListen, defaultData); h != "" {
+		t.Fatalf("defaults: %q", h)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
@@ -184,29 +186,70 @@ func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now ti
 	fmt.Fprintln(tw, "VMID\tKIND\tNAME\tTAGS\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")
 	for _, s := range sums {
 		r := rowOf(s)
-		want := "-"
-		if d := s.Desired; d != nil {
-			var parts []string
-			if d.Power != nil {
-				parts = append(parts, string(*d.Power))
-			}
-			if d.Cores != nil {
-				parts = append(parts, fmt.Sprintf("%dc", *d.Cores))
-			}
-			if d.MemoryMiB != nil {
-				parts = append(parts, fmt.Sprintf("%dM", *d.MemoryMiB))
-			}
-			if d.Absent {
-				parts = append(parts, "absent")
-			}
-			if len(parts) > 0 {
-				want = strings.Join(parts, " ")
-			}
-		}
+		want := desiredSummary(s.Desired)
 		kind, name, tags := identity(s)
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.VMID, kind, name, tags, s.State, r.node, r.power, want, r.obs, r.last, age(now, s.UpdatedAt), r.reason)
 	}
 	_ = tw.Flush()
+}
+
+// desiredSummary is the DESIRED column: every field the desired state
+// manages, compactly ("running 2c 2048M node=pve2 disks=scsi0:32G
+// pool=prod net=net0 ci snap=restart"); "-" without one (name and tags
+// have their own columns).
+func desiredSummary(d *events.Desired) string {
+	if d == nil {
+		return "-"
+	}
+	var parts []string
+	if d.Power != nil {
+		parts = append(parts, string(*d.Power))
+	}
+	if d.Cores != nil {
+		parts = append(parts, fmt.Sprintf("%dc", *d.Cores))
+	}
+	if d.MemoryMiB != nil {
+		parts = append(parts, fmt.Sprintf("%dM", *d.MemoryMiB))
+	}
+	if d.Absent {
+		parts = append(parts, "absent")
+	}
+	if d.Clone != nil {
+		parts = append(parts, fmt.Sprintf("clone=%d", d.Clone.From))
+	}
+	if d.Node != nil {
+		parts = append(parts, "node="+dash(*d.Node))
+	}
+	if len(d.Disks) > 0 {
+		keys := slices.Sorted(maps.Keys(d.Disks))
+		disks := make([]string, len(keys))
+		for i, k := range keys {
+			disks[i] = fmt.Sprintf("%s:%dG", k, d.Disks[k].SizeGiB)
+		}
+		parts = append(parts, "disks="+strings.Join(disks, ","))
+	}
+	if d.Pool != nil {
+		parts = append(parts, "pool="+dash(*d.Pool))
+	}
+	if len(d.Net) > 0 {
+		parts = append(parts, "net="+strings.Join(slices.Sorted(maps.Keys(d.Net)), ","))
+	}
+	if d.CloudInit != nil {
+		parts = append(parts, "ci")
+	}
+	if d.OnBoot != nil {
+		parts = append(parts, fmt.Sprintf("onboot=%t", *d.OnBoot))
+	}
+	if len(d.SnapshotBefore) > 0 {
+		parts = append(parts, "snap="+strings.Join(d.SnapshotBefore, ","))
+	}
+	if d.Restart != nil {
+		parts = append(parts, "restart="+string(*d.Restart))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
 }
 
 // row is what the status and replay tables show of a guest's summary.

@@ -51,9 +51,10 @@ credentials.`,
 	fl.StringVar(&f.simListen, "sim-listen", "127.0.0.1:8006", "where the simulator listens")
 	fl.IntVar(&f.simGuests, "sim-guests", 12, "demo guests in the simulator")
 	fl.IntVar(&f.simNodes, "sim-nodes", 3, "nodes in the simulator")
-	fl.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS server listens, for other processes and the nats CLI")
+	fl.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "where the embedded NATS server listens, for other processes and the nats CLI")
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
+	g.check(cmd, f.validate)
 	return cmd
 }
 
@@ -165,9 +166,13 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		if errors.Is(err, cmd.Context().Err()) {
 			return nil
 		}
-		return err
+		return g.natsAuthHint(err)
 	}
-	printHint(cmd.OutOrStdout(), simCreds, a.HTTPAddr(), g.data)
+	natsURL := g.natsURL
+	if !external && f.natsListen != defaultNATSListen {
+		natsURL = "nats://" + f.natsListen
+	}
+	printHint(cmd.OutOrStdout(), simCreds, a.HTTPAddr(), g.data, hintFlags(natsURL, g.data))
 	if err := a.Wait(); err != nil && !errors.Is(err, cmd.Context().Err()) {
 		return err
 	}
@@ -178,17 +183,46 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 // simCredentials are the built-in simulator's, printed at start.
 type simCredentials struct{ url, tokenID, secret string }
 
-// printHint tells whoever started up what they can do next.
-func printHint(w io.Writer, sim *simCredentials, httpAddr, data string) {
+// defaultNATSListen is where up's embedded NATS listens, and so where the
+// CLI commands look for it, by default.
+const defaultNATSListen = "127.0.0.1:4222"
+
+// hintFlags are the flags the CLI commands in up's hint need to reach it:
+// --nats and --data when they are not the defaults ("" or " --nats … --data …").
+func hintFlags(natsURL, data string) string {
+	var out string
+	if natsURL != "" && natsURL != "nats://"+defaultNATSListen {
+		out += " --nats " + shellQuote(natsURL)
+	}
+	if data != "" && data != defaultData {
+		if abs, err := filepath.Abs(data); err == nil {
+			data = abs
+		}
+		out += " --data " + shellQuote(data)
+	}
+	return out
+}
+
+// shellQuote quotes s for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"$`\\;&|<>()*?[]#~!{}") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// printHint tells whoever started up what they can do next; flags are
+// what the commands need to reach it (hintFlags).
+func printHint(w io.Writer, sim *simCredentials, httpAddr, data, flags string) {
 	if sim != nil {
 		fmt.Fprintf(w, "\nProxmox VE simulator: %s\n  token id:     %s\n  token secret: %s\n", sim.url, sim.tokenID, sim.secret)
 		fmt.Fprintf(w, "  curl -H 'Authorization: PVEAPIToken=%s=%s' %s/nodes\n", sim.tokenID, sim.secret, strings.TrimSuffix(sim.url, "/"))
 	}
 	fmt.Fprintf(w, "\nTry this next, in another shell:\n")
-	fmt.Fprintf(w, "  converge desire 101 --power running --cores 2 --memory 2048\n  converge wait 101 --timeout 1m\n  converge status\n")
+	fmt.Fprintf(w, "  converge desire 101 --power running --cores 2 --memory 2048%s\n  converge wait 101 --timeout 1m%s\n  converge status%s\n", flags, flags, flags)
 	if httpAddr != "" {
 		fmt.Fprintf(w, "  TOKEN=$(awk '/token:/ {print $NF}' %s)\n  curl -H \"Authorization: Bearer $TOKEN\" http://%s/v1/guests/101\n",
-			filepath.Join(data, "http-tokens.yaml"), httpAddr)
+			shellQuote(filepath.Join(data, "http-tokens.yaml")), httpAddr)
 	}
 	fmt.Fprintln(w)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -122,6 +123,9 @@ func (g *globals) validate(cmd *cobra.Command) error {
 	if err := events.ValidateCluster(g.cluster); err != nil {
 		return fmt.Errorf("%s: %w", flagRef("cluster"), err)
 	}
+	if check := g.checks[cmd]; check != nil {
+		return check()
+	}
 	return nil
 }
 
@@ -136,6 +140,10 @@ func (g *globals) logger() (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("%s: %w", flagRef("log-level"), err)
 	}
 	zerolog.TimeFieldFormat = logTimeFormat
+	// Durations in seconds, with their fraction ("interval":10, "window":
+	// 300, "retry_in":0.25), not bare milliseconds.
+	zerolog.DurationFieldUnit = time.Second
+	zerolog.DurationFieldInteger = false
 	tty := term.IsTerminal(int(os.Stderr.Fd()))
 	console := g.logFormat == "console" || (g.logFormat != "json" && tty)
 	var l zerolog.Logger

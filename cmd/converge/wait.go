@@ -73,38 +73,15 @@ state, or bad arguments; 1 any other error.`,
 			if err != nil {
 				return err
 			}
-			state := map[int]views.GuestDoc{}
-			for {
-				select {
-				case <-ctx.Done():
-					return exitCode{exitNotDone, fmt.Errorf("timed out after %s; not converged: %s", timeout, left(ids, want, state))}
-				case d, ok := <-ch:
-					if !ok {
-						return exitCode{exitNotDone, errors.New("views watch ended; not converged: " + left(ids, want, state))}
-					}
-					id := d.View.VMID
-					if _, mine := want[id]; !mine || !current(d, want[id]) {
-						continue
-					}
-					state[id] = *d
-					if d.Status.Kind == planner.Error || d.Status.Kind == planner.Rejected {
-						return exitCode{exitGuestFailed, fmt.Errorf("guest %d is %s: %s", id, d.Status.Kind, d.Status.Reason)}
-					}
-					done := 0
-					for _, id := range ids {
-						if s, ok := state[id]; ok && s.Status.Kind.Done() {
-							done++
-						}
-					}
-					if done == len(ids) {
-						if g.output == "json" {
-							return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"converged": ids})
-						}
-						fmt.Fprintf(cmd.OutOrStdout(), "converged: %d guest(s)\n", len(ids))
-						return nil
-					}
-				}
+			converged, err := awaitConverged(ctx, ids, want, ch, timeout)
+			if err != nil {
+				return err
 			}
+			if g.output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"converged": converged})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "converged: %d guest(s)\n", len(converged))
+			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
@@ -112,6 +89,81 @@ state, or bad arguments; 1 any other error.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the guests of this desired-state file (the format of desire -f; '-' for stdin)")
 	return cmd
 }
+
+// failSettle is how long wait, having seen a guest fail, goes on reading
+// the views for the others it has not seen yet, to name every guest in
+// error at once rather than only the first.
+const failSettle = 250 * time.Millisecond
+
+// awaitConverged reads views from ch until every guest of ids is done
+// (returning ids), one is error or rejected (exit 4, naming every one
+// that is), ctx ends (exit 3, naming what is left) or ch closes.
+func awaitConverged(ctx context.Context, ids []int, want map[int]uint64, ch <-chan *views.GuestDoc, timeout time.Duration) ([]int, error) {
+	state := map[int]views.GuestDoc{}
+	var settle <-chan time.Time // set once a guest failed
+	for {
+		select {
+		case <-ctx.Done():
+			if settle != nil {
+				return nil, exitCode{exitGuestFailed, errors.New(failedGuests(ids, state))}
+			}
+			return nil, exitCode{exitNotDone, fmt.Errorf("timed out after %s; not converged: %s", timeout, left(ids, want, state))}
+		case <-settle:
+			return nil, exitCode{exitGuestFailed, errors.New(failedGuests(ids, state))}
+		case d, ok := <-ch:
+			if !ok {
+				if settle != nil {
+					return nil, exitCode{exitGuestFailed, errors.New(failedGuests(ids, state))}
+				}
+				return nil, exitCode{exitNotDone, errors.New("views watch ended; not converged: " + left(ids, want, state))}
+			}
+			id := d.View.VMID
+			if _, mine := want[id]; !mine || !current(d, want[id]) {
+				continue
+			}
+			state[id] = *d
+			if failed(d) && settle == nil {
+				settle = time.After(failSettle)
+			}
+			done, seen := 0, 0
+			for _, id := range ids {
+				if s, ok := state[id]; ok {
+					seen++
+					if s.Status.Kind.Done() {
+						done++
+					}
+				}
+			}
+			switch {
+			case settle != nil && seen == len(ids):
+				// Every guest has been seen: no other failure to wait for.
+				return nil, exitCode{exitGuestFailed, errors.New(failedGuests(ids, state))}
+			case settle == nil && done == len(ids):
+				return ids, nil
+			}
+		}
+	}
+}
+
+func failed(d *views.GuestDoc) bool {
+	return d.Status.Kind == planner.Error || d.Status.Kind == planner.Rejected
+}
+
+// failedGuests names every guest in error or rejected, each with its
+// reason (and last error, as status shows it).
+func failedGuests(ids []int, state map[int]views.GuestDoc) string {
+	var parts []string
+	for _, id := range ids {
+		if d, ok := state[id]; ok && failed(&d) {
+			parts = append(parts, fmt.Sprintf("guest %d is %s: %s", id, d.Status.Kind, reasonOf(d)))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reasonOf is a guest's status reason with its last error, as status
+// shows it.
+func reasonOf(d views.GuestDoc) string { return rowOf(views.Summarise(&d)).reason }
 
 // fileVMIDs are the vmids of a desired-state file, validated as desire -f
 // validates it.
@@ -217,7 +269,7 @@ func left(ids []int, want map[int]uint64, state map[int]views.GuestDoc) string {
 		case !ok:
 			parts = append(parts, fmt.Sprintf("%d (planner has not processed revision %d yet)", id, want[id]))
 		case !s.Status.Kind.Done():
-			parts = append(parts, fmt.Sprintf("%d %s: %s", id, s.Status.Kind, s.Status.Reason))
+			parts = append(parts, fmt.Sprintf("%d %s: %s", id, s.Status.Kind, reasonOf(s)))
 		}
 	}
 	sort.Strings(parts)
