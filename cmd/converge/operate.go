@@ -81,7 +81,7 @@ func newOperateCmd(g *globals, command, short, long string, allowAll bool) *cobr
 func newApproveCmd(g *globals) *cobra.Command {
 	return newOperateCmd(g, events.CommandApprove,
 		"Release disruptive actions the mass-change guard holds (journalled with who approved)",
-		"Approve the shutdowns, stops and reboots the mass-change guard holds for these guests (those planned from desired state\n"+
+		"Approve the shutdowns, stops, reboots, migrations and destroys the mass-change guard holds for these guests (those planned from desired state\n"+
 			"journalled before the approval), or with --all for every guest, which also lifts the hold an inventory loss put on everything.", true)
 }
 

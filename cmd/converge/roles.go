@@ -111,7 +111,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.IntVar(&f.limits.NodeConcurrency, "node-concurrency", planner.DefaultNodeConcurrency, "most actions (Proxmox tasks) in flight per node, across all planners and executors (negative: no limit)")
 	fl.Float64Var(&f.nodeRate, "node-rate", executor.DefaultNodeRate, "most mutating Proxmox API calls per second per node, shared by all executors")
 	fl.DurationVar(&f.limits.GuardWindow, "guard-window", planner.DefaultGuardWindow, "the mass-change guard's window")
-	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped or rebooted within --guard-window; the rest are held until \"converge approve\"")
+	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped, rebooted, migrated or destroyed within --guard-window; the rest are held until \"converge approve\"")
 	fl.IntVar(&f.limits.GuardMin, "guard-min", planner.DefaultGuardMin, "the mass-change guard's threshold is never below this many guests")
 	fl.IntVar(&f.limits.CloneConcurrency, "clone-concurrency", planner.DefaultCloneConcurrency, "most full clones at once onto one storage (negative: no limit); linked clones count against the node only")
 	fl.IntVar(&f.limits.CreateRate, "create-rate", planner.DefaultCreateRate, "most clones started per minute across the cluster (negative: no limit)")
