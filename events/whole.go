@@ -127,7 +127,7 @@ func (d *Desired) checkWhole() []FieldError {
 	}
 	if d.CloudInit != nil {
 		for _, k := range sortedKeys(d.CloudInit.IPConfig) {
-			if n, ok := strings.CutPrefix(k, "ipconfig"); !ok || !isIndex(n, 31) {
+			if !IsIndexed(k, "ipconfig", 31) {
 				p = append(p, FieldError{"cloudinit.ipconfig." + k, "keys are ipconfig0..ipconfig31, one per net interface"})
 			}
 		}
@@ -175,8 +175,18 @@ func IsCloudInitKey(key string) bool {
 	case "ciuser", "sshkeys", "nameserver", "searchdomain", "cicustom":
 		return true
 	}
-	n, ok := strings.CutPrefix(key, "ipconfig")
-	return ok && isIndex(n, 31)
+	return IsIndexed(key, "ipconfig", 31)
+}
+
+// HasCloudInitKey reports whether a config write sets a cloud-init key:
+// the drive is regenerated after it.
+func HasCloudInitKey(set map[string]string) bool {
+	for k := range set {
+		if IsCloudInitKey(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsIndexed reports whether key is prefix followed by an index 0..max

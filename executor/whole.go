@@ -20,7 +20,7 @@ import (
 // the cloud-init keys.
 func managedKey(kind events.GuestKind, key string) bool {
 	switch {
-	case managedKeys[key], strings.HasPrefix(key, "net") && events.IsIndexed(key, "net", 31):
+	case managedKeys[key], events.IsIndexed(key, "net", 31):
 		return true
 	case events.IsDiskKey(key, kind):
 		return true
@@ -169,7 +169,7 @@ func (j *job) afterSuccess(ctx context.Context, r *events.Result) error {
 		}
 		j.ref = target
 		r.Node = target.Node
-	case a.Op == events.OpSetConfig && a.Kind == events.QEMU && hasCloudInit(a.Set):
+	case a.Op == events.OpSetConfig && a.Kind == events.QEMU && events.HasCloudInitKey(a.Set):
 		if err := j.e.px.RegenerateCloudInit(ctx, j.ref); err != nil {
 			return fmt.Errorf("config written, cloud-init drive not regenerated: %w", err)
 		}
@@ -193,15 +193,6 @@ func (j *job) afterSuccess(ctx context.Context, r *events.Result) error {
 		}
 	}
 	return nil
-}
-
-func hasCloudInit(set map[string]string) bool {
-	for k := range set {
-		if events.IsCloudInitKey(k) {
-			return true
-		}
-	}
-	return false
 }
 
 // awaitOn waits until the guest is found on ref.Node and not locked by

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -278,7 +277,7 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 	if len(set) > 0 || len(del) > 0 || len(revert) > 0 {
 		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del, Revert: revert,
 			Reason: "config drift: " + strings.Join(changed, ", ")}
-		if o.Kind == events.QEMU && slices.ContainsFunc(slices.Collect(maps.Keys(set)), events.IsCloudInitKey) {
+		if o.Kind == events.QEMU && events.HasCloudInitKey(set) {
 			cfg.Reason += "; the cloud-init drive is regenerated and reaches the guest at its next boot"
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -62,16 +61,7 @@ func (f *roleFlags) checkProxmox(ctx context.Context, px *pve.Client, log zerolo
 
 // trustError reports a TLS verification failure, the fingerprint pin's
 // included.
-func trustError(err error) bool {
-	var (
-		cv *tls.CertificateVerificationError
-		ua x509.UnknownAuthorityError
-		hn x509.HostnameError
-		ci x509.CertificateInvalidError
-	)
-	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) ||
-		strings.Contains(err.Error(), "does not match the pinned fingerprint")
-}
+func trustError(err error) bool { return pve.IsTrustError(err) }
 
 // presentedFingerprint is " AA:BB:…" (the SHA-256 of the certificate the
 // server presents), for the message; "" if it cannot be read. Check it

@@ -119,13 +119,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// allStates are the guest states status shows (README, Guest states).
-var allStates = []planner.StatusKind{planner.Converged, planner.Absent, planner.Pending, planner.Acting, planner.Held,
-	planner.Paused, planner.Error, planner.Blocked, planner.Rejected, planner.Unmanaged}
-
 func stateNames() []string {
-	out := make([]string, len(allStates))
-	for i, s := range allStates {
+	out := make([]string, len(planner.StatusKinds))
+	for i, s := range planner.StatusKinds {
 		out[i] = string(s)
 	}
 	return out

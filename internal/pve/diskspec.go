@@ -34,8 +34,6 @@ type Disk struct {
 }
 
 var (
-	qemuDiskKeyRE = regexp.MustCompile(`^(?:ide[0-3]|sata[0-5]|scsi(?:[0-9]|[12][0-9]|30)|virtio(?:[0-9]|1[0-5])|efidisk0|tpmstate0)$`)
-	lxcDiskKeyRE  = regexp.MustCompile(`^(?:rootfs|mp(?:[0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5]))$`)
 	// storageVolRE is pve-storage's parse_volume_id.
 	storageVolRE = regexp.MustCompile(`(?i)^([a-z][a-z0-9._-]*[a-z0-9]):(.+)$`)
 	// cloudInitVolRE is qemu-server's drive_is_cloudinit.
@@ -68,13 +66,7 @@ var lxcMountBools = map[string]bool{
 // QEMU ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0; LXC
 // rootfs, mp0-255. unusedN is not a disk.
 func IsDiskKey(kind Kind, key string) bool {
-	switch kind {
-	case KindQEMU:
-		return qemuDiskKeyRE.MatchString(key)
-	case KindLXC:
-		return lxcDiskKeyRE.MatchString(key)
-	}
-	return false
+	return kind.Valid() && events.IsDiskKey(key, events.GuestKind(kind))
 }
 
 // diskKind is the kind of guest whose disk key is key.

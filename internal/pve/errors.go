@@ -271,6 +271,11 @@ func classify(op Op, err error) Class {
 }
 
 // isTrustError reports TLS verification failures, including our pin check.
+// IsTrustError reports whether err is Proxmox's certificate not being
+// trusted (unknown authority, wrong host name, invalid, or not the pinned
+// fingerprint).
+func IsTrustError(err error) bool { return isTrustError(err) }
+
 func isTrustError(err error) bool {
 	var (
 		cv   *tls.CertificateVerificationError

@@ -75,7 +75,7 @@ func classifyOpsMessage(op Op, m string) (Class, bool) {
 // running guest with pending changes. QEMU answers with a task from PVE 8
 // (zero TaskRef on PVE 7); LXC always with a task.
 func (c *Client) Resize(ctx context.Context, ref GuestRef, disk, size string) (TaskRef, error) {
-	if !resizeDiskRE.MatchString(disk) || !resizeSizeRE.MatchString(size) {
+	if !IsDiskKey(ref.Kind, disk) || !resizeSizeRE.MatchString(size) {
 		err := fmt.Errorf("resize of disk %q to %q: not a disk key and size PVE accepts", disk, size)
 		return TaskRef{}, &Error{Class: ClassTerminal, Op: OpResize, Ref: ref, Message: err.Error(), Err: err}
 	}
@@ -83,7 +83,6 @@ func (c *Client) Resize(ctx context.Context, ref GuestRef, disk, size string) (T
 }
 
 var (
-	resizeDiskRE = regexp.MustCompile(`^((ide|sata|scsi|virtio|mp)\d+|rootfs|efidisk0|tpmstate0)$`)
 	resizeSizeRE = regexp.MustCompile(`^\+?\d+(\.\d+)?[KMGT]?$`)
 )
 

@@ -1,7 +1,6 @@
 package pve
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
@@ -13,16 +12,14 @@ import (
 // events carry (events.GuestConfig), so that Proxmox's round trips never
 // read as drift.
 
-var (
-	netKeyRE      = regexp.MustCompile(`^net(\d|[12]\d|3[01])$`)
-	ipconfigKeyRE = regexp.MustCompile(`^ipconfig(\d|[12]\d|3[01])$`)
-)
+// isNetKey reports whether key is an interface key, net0-net31.
+func isNetKey(key string) bool { return events.IsIndexed(key, "net", 31) }
 
 // wholeKey reports whether key is one of the whole-guest keys of kind
 // that converge reads and writes beside the basic managed keys.
 func wholeKey(kind Kind, key string) bool {
 	switch {
-	case netKeyRE.MatchString(key), IsDiskKey(kind, key):
+	case isNetKey(key), IsDiskKey(kind, key):
 		return true
 	case kind == KindQEMU:
 		return events.IsCloudInitKey(key) || key == "hotplug" || key == "numa"
@@ -38,14 +35,14 @@ func normaliseWhole(kind Kind, key, v string) string {
 	var out string
 	var err error
 	switch {
-	case netKeyRE.MatchString(key):
+	case isNetKey(key):
 		var n NIC
 		if n, err = ParseNIC(kind, v); err == nil {
 			out = n.Format(kind)
 		}
 	case key == "sshkeys":
 		out, err = events.NormaliseSSHKeys(v)
-	case ipconfigKeyRE.MatchString(key):
+	case events.IsIndexed(key, "ipconfig", 31):
 		out, err = events.NormaliseIPConfig(v)
 	case key == "nameserver":
 		out, err = events.NormaliseNameserver(v)
@@ -82,7 +79,7 @@ func normaliseHotplug(v string) string {
 func (g *GuestConfig) nets() map[string]string {
 	var out map[string]string
 	for k, v := range g.Raw {
-		if netKeyRE.MatchString(k) {
+		if isNetKey(k) {
 			if out == nil {
 				out = map[string]string{}
 			}
