@@ -10,16 +10,13 @@ type ResizeOp struct {
 }
 
 // MigrateOp moves a guest to Target. Online is a live migration of a
-// running VM (WithLocalDisks when it has disks on local storage,
-// TargetStorage their storage there); Restart a container's restart
+// running VM (its local disks move along); Restart a container's restart
 // migration; HA a request to the HA manager, whose move is waited for.
 type MigrateOp struct {
-	Target         string `json:"target"`
-	Online         bool   `json:"online,omitempty"`
-	WithLocalDisks bool   `json:"with_local_disks,omitempty"`
-	TargetStorage  string `json:"target_storage,omitempty"`
-	Restart        bool   `json:"restart,omitempty"`
-	HA             bool   `json:"ha,omitempty"`
+	Target  string `json:"target"`
+	Online  bool   `json:"online,omitempty"`
+	Restart bool   `json:"restart,omitempty"`
+	HA      bool   `json:"ha,omitempty"`
 }
 
 // PoolOp moves a guest from pool From ("" none) to pool To ("" none);

@@ -72,6 +72,15 @@ func (d Disk) Storage() string {
 // GiB is the bytes in a GiB.
 const GiB = int64(1) << 30
 
+// SizeGiB is bytes in whole GiB, rounded up: the size to ask of
+// PUT …/resize ("32G") so that the disk is at least bytes big.
+func SizeGiB(bytes int64) int64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return (bytes-1)/GiB + 1
+}
+
 // Actions desired snapshot_before may name.
 const (
 	SnapshotRestart = "restart"

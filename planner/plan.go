@@ -118,10 +118,11 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		if dec, stop := checkExisting(v); stop {
 			return dec
 		}
-		if why := planDisks(d, o).refuse; why != "" {
-			return decide(Error, "%s", why)
+		dp := planDisks(d, o)
+		if dp.refuse != "" {
+			return decide(Error, "%s", dp.refuse)
 		}
-		steps, drift, waiting, reopen = diff(v, p, now)
+		steps, drift, waiting, reopen = diff(v, dp, p, now)
 		steps = withSnapshots(v, steps, p.SnapshotKeep)
 	}
 	if len(steps) == 0 {
@@ -230,7 +231,7 @@ func show(s string) string {
 // rewriting the applied value would also drop it (Proxmox removes a pending
 // value equal to the applied one), but would take a key converge does not
 // need to change through the hotplug path and plan a needless reboot.
-func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, waiting []string, reopen time.Time) {
+func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step, drift, waiting []string, reopen time.Time) {
 	d, o := v.Desired, v.Observed
 	set := map[string]string{}
 	var del, revert, changed, pendingReboot []string
@@ -259,7 +260,6 @@ func diff(v *projector.View, p Policy, now time.Time) (steps []Step, drift, wait
 			pendingReboot = append(pendingReboot, f.label)
 		}
 	}
-	dp := planDisks(d, o)
 	for k, val := range dp.add {
 		set[k], labels[k] = val, "disks."+k
 		changed = append(changed, "disks."+k)

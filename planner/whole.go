@@ -85,7 +85,7 @@ func planDisks(d *events.Desired, o *events.Observed) diskPlan {
 			return p
 		case ok && have.SizeBytes > want:
 			p.refuse = fmt.Sprintf("disks.%s: desired %d GiB is smaller than the disk's %s; Proxmox cannot shrink a disk and converge never tries (raise size_gib to at least %d or leave the disk out)",
-				k, w.SizeGiB, formatGiB(have.SizeBytes), (have.SizeBytes+events.GiB-1)/events.GiB)
+				k, w.SizeGiB, formatGiB(have.SizeBytes), events.SizeGiB(have.SizeBytes))
 			return p
 		case ok && have.SizeBytes < want:
 			p.drift = append(p.drift, fmt.Sprintf("disks.%s: want %d GiB, have %s", k, w.SizeGiB, formatGiB(have.SizeBytes)))

@@ -224,12 +224,5 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10) + unit
 }
 
-// SizeGiB is bytes in whole GiB, rounded up: the size to ask of
-// PUT .../resize ("32G") so that the disk is at least bytes big.
-func SizeGiB(bytes int64) int64 {
-	const gib = 1 << 30
-	if bytes <= 0 {
-		return 0
-	}
-	return (bytes-1)/gib + 1
-}
+// SizeGiB is events.SizeGiB: bytes in whole GiB, rounded up.
+func SizeGiB(bytes int64) int64 { return events.SizeGiB(bytes) }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"github.com/converge-pve/converge/events"
 )
@@ -232,32 +231,4 @@ func (n NIC) Format(kind Kind) string {
 	set("gw6", n.GW6)
 	set("type", n.Type)
 	return events.PrintPropString(nil, kv, "name")
-}
-
-// MergeNIC is desired completed by what Proxmox generated or holds to the
-// same effect: the observed MAC (and, for QEMU, model) when desired has
-// none, the observed MAC's spelling when both name the same MAC in another
-// case, the observed type (pve-container adds type=veth on every write)
-// and an observed explicit firewall=0 when desired has no firewall. Compare
-// and write Format of the result: Proxmox stores what it is sent in this
-// form, so a written NIC reads back equal and keeps its MAC.
-func MergeNIC(desired, observed NIC) NIC {
-	out := desired
-	out.Extra = maps.Clone(desired.Extra)
-	if !out.Firewall && out.Extra["firewall"] == "" && observed.Extra["firewall"] == "0" {
-		if out.Extra == nil {
-			out.Extra = map[string]string{}
-		}
-		out.Extra["firewall"] = "0"
-	}
-	if out.MAC == "" || strings.EqualFold(out.MAC, observed.MAC) {
-		out.MAC = observed.MAC
-	}
-	if out.Model == "" {
-		out.Model = observed.Model
-	}
-	if out.Type == "" {
-		out.Type = observed.Type
-	}
-	return out
 }

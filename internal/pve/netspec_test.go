@@ -117,39 +117,6 @@ func TestParseNICErrors(t *testing.T) {
 	}
 }
 
-// A desired NIC without a MAC, merged with what Proxmox returned, formats
-// as Proxmox stores it after the desired NIC is written over it.
-func TestMergeNIC(t *testing.T) {
-	for _, tc := range []struct {
-		kind                    Kind
-		desired, observed, want string
-	}{
-		{KindQEMU, "virtio,bridge=vmbr0,firewall=1", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0,firewall=1", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0,firewall=1"},
-		{KindQEMU, "virtio,bridge=vmbr1,tag=20", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr1,tag=20"},
-		// The same MAC in another case keeps the observed spelling.
-		{KindQEMU, "virtio=bc:24:11:2a:3b:4c,bridge=vmbr0", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0"},
-		// A different desired MAC wins; so does a desired model.
-		{KindQEMU, "e1000=BC:24:11:00:00:01", "virtio=BC:24:11:2A:3B:4C", "e1000=BC:24:11:00:00:01"},
-		// An observed firewall=0 is what an absent firewall means.
-		{KindQEMU, "virtio,bridge=vmbr0", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0,firewall=0", "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0,firewall=0"},
-		{KindLXC, "name=eth0,bridge=vmbr0,ip=dhcp", "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7B:1C,ip=dhcp,type=veth", "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7B:1C,ip=dhcp,type=veth"},
-		{KindLXC, "name=eth0,bridge=vmbr0,ip=10.0.0.5/24,gw=10.0.0.1", "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7B:1C,ip=dhcp,type=veth", "name=eth0,bridge=vmbr0,gw=10.0.0.1,hwaddr=BC:24:11:5E:7B:1C,ip=10.0.0.5/24,type=veth"},
-	} {
-		d, err1 := ParseNIC(tc.kind, tc.desired)
-		o, err2 := ParseNIC(tc.kind, tc.observed)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("%v %v", err1, err2)
-		}
-		m := MergeNIC(d, o)
-		if got := m.Format(tc.kind); got != tc.want {
-			t.Errorf("MergeNIC(%q, %q) formats %q, want %q", tc.desired, tc.observed, got, tc.want)
-		}
-		if !reflect.DeepEqual(d, mustNIC(t, tc.kind, tc.desired)) {
-			t.Errorf("MergeNIC changed its desired argument: %#v", d)
-		}
-	}
-}
-
 func mustNIC(t *testing.T, kind Kind, s string) NIC {
 	t.Helper()
 	n, err := ParseNIC(kind, s)
