@@ -55,6 +55,10 @@ func newLimiter() limiter {
 // setBusy records the nodes vmid has an action in flight on (none, or
 // only "": none); it returns the nodes that freed a slot.
 func (l *limiter) setBusy(vmid int, nodes ...string) (freed []string) {
+	if have := l.busyNode[vmid]; len(have) == 0 && (len(nodes) == 0 || len(nodes) == 1 && nodes[0] == "") ||
+		len(nodes) == 1 && len(have) == 1 && have[0] == nodes[0] {
+		return nil // unchanged: the common case of every folded event
+	}
 	var want []string
 	for _, n := range nodes {
 		if n != "" && !slices.Contains(want, n) {
