@@ -176,3 +176,10 @@ func duration(name string, d *time.Duration, def, least time.Duration) error {
 }
 
 var errNilDependency = errors.New("executor: New needs a Proxmox and a journal")
+
+// Failed actions are logged at warn, at most failLogRate lines a second
+// in bursts of failLogBurst (package lograte).
+const (
+	failLogRate  = 2
+	failLogBurst = 10
+)

@@ -16,6 +16,7 @@ import (
 	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
+	"github.com/converge-pve/converge/internal/lograte"
 )
 
 // Executor runs a cluster's actions against Proxmox. Create it with [New]
@@ -36,8 +37,9 @@ type Executor struct {
 	member string        // this instance's id in the executor group
 	sem    chan struct{} // bounds actions in progress in this process
 	rates  *nodeRates    // paces mutating calls per node
-	// failures rate-limits the log lines of failed actions.
-	failures *failureLog
+	// failures rate-limits the log lines of failed actions: an outage
+	// fails every action at once, and the journal keeps each failure.
+	failures *lograte.Limiter
 	// workers hands an action to an idle worker goroutine; stopWorkers
 	// ends the idle ones once Run is done.
 	workers     chan func()
@@ -97,7 +99,7 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 	e.owner = e.leases
 	cfg.Metrics.add(e)
 	e.rates = newNodeRates(cfg.NodeRate, func() int { return len(e.leases.Members()) })
-	e.failures = newFailureLog()
+	e.failures = lograte.New(failLogRate, failLogBurst)
 	return e, nil
 }
 

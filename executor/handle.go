@@ -154,7 +154,7 @@ func (j *job) run(ctx context.Context) {
 		j.e.cfg.Metrics.finished(j.a.Op, r, j.e.clk.Now().Sub(j.start))
 		ev := j.log.Info()
 		if r.Status == events.ResultFailed {
-			if ev = j.e.failures.event(&j.log, j.e.clk.Now()); ev != nil {
+			if ev = j.e.failures.Event(&j.log, zerolog.WarnLevel, j.e.clk.Now()); ev != nil {
 				ev = ev.Str("error", r.Error).Str("error_class", string(r.ErrorClass))
 			}
 		}

@@ -5,9 +5,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"golang.org/x/time/rate"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/lograte"
 	"github.com/converge-pve/converge/internal/views"
 	"github.com/converge-pve/converge/planner"
 )
@@ -19,22 +19,21 @@ import (
 // is given with the next line logged: a flood of invalid events, or a
 // replay of a journal full of them, costs a few lines a second.
 const (
-	rejectLogRate  = rate.Limit(1)
+	rejectLogRate  = 1
 	rejectLogBurst = 10
 )
 
 type rejections struct {
-	log        zerolog.Logger
-	lim        *rate.Limiter
-	logged     map[int]uint64 // guest → sequence of the rejection noted
-	suppressed int
-	total      prometheus.Counter
+	log    zerolog.Logger
+	lim    *lograte.Limiter
+	logged map[int]uint64 // guest → sequence of the rejection noted
+	total  prometheus.Counter
 }
 
 // newRejections returns the rejection log, and registers it and the views
 // writer's counters on r (nil: none).
 func newRejections(log zerolog.Logger, r prometheus.Registerer, w *views.Writer) *rejections {
-	rj := &rejections{log: log, lim: rate.NewLimiter(rejectLogRate, rejectLogBurst), logged: map[int]uint64{},
+	rj := &rejections{log: log, lim: lograte.New(rejectLogRate, rejectLogBurst), logged: map[int]uint64{},
 		total: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_rejected_events_total",
 			Help: "Rejected desired events of the guests this planner writes documents for."})}
 	if r != nil {
@@ -62,16 +61,12 @@ func (r *rejections) note(docs []planner.Doc, now time.Time) {
 		}
 		r.logged[v.VMID] = v.Rejected.Seq
 		r.total.Inc()
-		if !r.lim.AllowN(now, 1) {
-			r.suppressed++
+		ev := r.lim.Event(&r.log, zerolog.WarnLevel, now)
+		if ev == nil {
 			continue
 		}
-		ev := r.log.Warn().Int("vmid", v.VMID).Uint64("seq", v.Rejected.Seq).Str("publisher", events.TruncateReason(v.Rejected.Publisher)).
+		ev = ev.Int("vmid", v.VMID).Uint64("seq", v.Rejected.Seq).Str("publisher", events.TruncateReason(v.Rejected.Publisher)).
 			Str("reason", v.Rejected.Reason)
-		if r.suppressed > 0 {
-			ev = ev.Int("not_logged_before", r.suppressed)
-			r.suppressed = 0
-		}
 		ev.Msg("desired event rejected; nothing is planned from it")
 	}
 }
