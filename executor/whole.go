@@ -89,14 +89,16 @@ func (j *job) setPool(ctx context.Context) error {
 	if p.To == "" {
 		return j.e.px.SetPool(ctx, p.From, j.a.VMID, true)
 	}
-	if p.Create {
-		err := j.e.px.CreatePool(ctx, p.To, "created by converge")
-		if err != nil && pve.Classify(err) != pve.ClassAlreadyDone {
+	err := j.e.px.SetPool(ctx, p.To, j.a.VMID, false)
+	missing := err != nil && pve.Classify(err) == pve.ClassTerminal && strings.Contains(err.Error(), "does not exist")
+	switch {
+	case missing && p.Create:
+		// Created only when missing: one call for every other move.
+		if err := j.e.px.CreatePool(ctx, p.To, "created by converge"); err != nil && pve.Classify(err) != pve.ClassAlreadyDone {
 			return err
 		}
-	}
-	err := j.e.px.SetPool(ctx, p.To, j.a.VMID, false)
-	if err != nil && !p.Create && pve.Classify(err) == pve.ClassTerminal && strings.Contains(err.Error(), "does not exist") {
+		return j.e.px.SetPool(ctx, p.To, j.a.VMID, false)
+	case missing:
 		// Say how to get on.
 		return fmt.Errorf("%w (create pool %q in Proxmox, or run planners and executors with --create-pools)", err, p.To)
 	}

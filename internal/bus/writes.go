@@ -3,7 +3,7 @@ package bus
 import (
 	"errors"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -13,18 +13,22 @@ import (
 // account's) still answers a fenced probe with "wrong last sequence", as
 // it checks the fence before the storage: only real writes show it.
 type writeHealth struct {
-	mu   sync.Mutex
-	full error // the newest write's refusal for storage, nil once one succeeds
+	// full is the newest write's refusal for storage, nil once one is
+	// stored. Read on every write: atomic, and left alone when already nil.
+	full atomic.Pointer[error]
 }
 
 // note records a write's outcome.
 func (w *writeHealth) note(err error) {
-	if w == nil || err != nil && !storageRefusal(err) {
-		return // other failures (fences, timeouts) say nothing of storage
+	switch {
+	case w == nil:
+	case err == nil:
+		if w.full.Load() != nil {
+			w.full.Store(nil)
+		}
+	case storageRefusal(err): // other failures (fences, timeouts) say nothing of storage
+		w.full.Store(&err)
 	}
-	w.mu.Lock()
-	w.full = err
-	w.mu.Unlock()
 }
 
 // storageRefusal reports whether JetStream refused a write for want of
@@ -51,7 +55,8 @@ func (b *Bus) WriteRefused() error {
 	if b.writes == nil {
 		return nil
 	}
-	b.writes.mu.Lock()
-	defer b.writes.mu.Unlock()
-	return b.writes.full
+	if p := b.writes.full.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
