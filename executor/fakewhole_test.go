@@ -39,23 +39,21 @@ func (p *fakePVE) Migrate(ctx context.Context, ref pve.GuestRef, spec pve.Migrat
 
 // HAMigrate moves the guest at once (the simulator's HA stack acts later;
 // the executor waits on the guest either way).
-func (p *fakePVE) HAMigrate(_ context.Context, sid, node string) error {
+func (p *fakePVE) HAMigrate(_ context.Context, ref pve.GuestRef, node string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.calls = append(p.calls, fmt.Sprintf("ha-migrate %s %s", sid, node))
-	var vmid int
-	fmt.Sscanf(sid[3:], "%d", &vmid)
-	if g := p.guests[vmid]; g != nil {
+	p.calls = append(p.calls, fmt.Sprintf("ha-migrate %d %s", ref.VMID, node))
+	if g := p.guests[ref.VMID]; g != nil {
 		g.node = node
 	}
 	return nil
 }
 
 // HASetState records the request.
-func (p *fakePVE) HASetState(_ context.Context, sid, state string) error {
+func (p *fakePVE) HASetState(_ context.Context, ref pve.GuestRef, state string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.calls = append(p.calls, fmt.Sprintf("ha-state %s %s", sid, state))
+	p.calls = append(p.calls, fmt.Sprintf("ha-state %d %s", ref.VMID, state))
 	return nil
 }
 

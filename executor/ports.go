@@ -28,12 +28,12 @@ type Proxmox interface {
 // state, pools, snapshots and the cloud-init drive.
 type WholeGuest interface {
 	// Resize grows a disk to size ("32G"); Migrate moves a guest with a
-	// task; HAMigrate and HASetState ask the HA manager (sid "vm:100"),
+	// task; HAMigrate and HASetState ask the HA manager,
 	// which acts later.
 	Resize(ctx context.Context, ref pve.GuestRef, disk, size string) (pve.TaskRef, error)
 	Migrate(ctx context.Context, ref pve.GuestRef, spec pve.MigrateSpec) (pve.TaskRef, error)
-	HAMigrate(ctx context.Context, sid, node string) error
-	HASetState(ctx context.Context, sid, state string) error
+	HAMigrate(ctx context.Context, ref pve.GuestRef, node string) error
+	HASetState(ctx context.Context, ref pve.GuestRef, state string) error
 	// Snapshot takes a snapshot in a task; Snapshots lists a guest's,
 	// oldest first; DeleteSnapshot removes one in a task.
 	Snapshot(ctx context.Context, ref pve.GuestRef, name, description string) (pve.TaskRef, error)

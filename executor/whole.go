@@ -61,7 +61,7 @@ func (j *job) mutateWhole(ctx context.Context) (pve.TaskRef, error, bool) {
 	case events.OpMigrate:
 		m := a.Migrate
 		if m.HA {
-			return pve.TaskRef{}, px.HAMigrate(ctx, pve.HASID(j.ref), m.Target), true
+			return pve.TaskRef{}, px.HAMigrate(ctx, j.ref, m.Target), true
 		}
 		// with-local-disks lets local disks move along a live migration
 		// and changes nothing for shared ones, as Proxmox's own dialog
@@ -70,7 +70,7 @@ func (j *job) mutateWhole(ctx context.Context) (pve.TaskRef, error, bool) {
 			Restart: m.Restart, Timeout: j.e.cfg.Policy.ShutdownTimeout})
 		return t, err, true
 	case events.OpSetHAState:
-		return pve.TaskRef{}, px.HASetState(ctx, pve.HASID(j.ref), a.HAState), true
+		return pve.TaskRef{}, px.HASetState(ctx, j.ref, a.HAState), true
 	case events.OpSetPool:
 		return pve.TaskRef{}, j.setPool(ctx), true
 	case events.OpSnapshot:

@@ -157,7 +157,7 @@ func TestHAGuestThroughHA(t *testing.T) {
 
 	// Someone asks HA to stop it through the API: converge asks for
 	// started again, and HA starts it.
-	if err := pvesimtest.Client(t, p.sim).HASetState(pvesimtest.Context(t), "vm:425", "stopped"); err != nil {
+	if err := pvesimtest.Client(t, p.sim).HASetState(pvesimtest.Context(t), pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 425}, "stopped"); err != nil {
 		t.Fatal(err)
 	}
 	p.sim.RunHA()

@@ -93,6 +93,3 @@ func (c *Client) RemoveHA(ctx context.Context, ref GuestRef) error {
 	var raw json.RawMessage
 	return c.do(ctx, OpRemoveHA, ref, http.MethodDelete, "/cluster/ha/resources/"+haSID(ref), nil, &raw)
 }
-
-// HASID is the HA resource id of a guest: "vm:<vmid>" or "ct:<vmid>".
-func HASID(ref GuestRef) string { return haSID(ref) }

@@ -141,37 +141,34 @@ func (c *Client) Migrate(ctx context.Context, ref GuestRef, spec MigrateSpec) (T
 	return c.mutate(ctx, OpMigrate, ref, http.MethodPost, ref.path()+"/migrate", body)
 }
 
-var haSIDRE = regexp.MustCompile(`^(vm|ct):\d+$`)
-
 func (c *Client) haCall(ctx context.Context, op Op, method, path string, body map[string]any) error {
 	var raw json.RawMessage
 	return c.do(ctx, op, GuestRef{}, method, path, body, &raw)
 }
 
-// HAMigrate asks the HA stack to move an HA-managed guest ("vm:100",
-// "ct:101") to node. Proxmox only queues the request: the call returns
-// before the guest moves, so read the inventory to see it arrive.
-func (c *Client) HAMigrate(ctx context.Context, sid, node string) error {
-	if !haSIDRE.MatchString(sid) || !nodeNameRE.MatchString(node) {
-		err := fmt.Errorf("HA migrate of %q to %q: not an HA resource id and node name", sid, node)
-		return &Error{Class: ClassTerminal, Op: OpHAMigrate, Message: err.Error(), Err: err}
+// HAMigrate asks the HA stack to move an HA-managed guest to node.
+// Proxmox only queues the request: the call returns before the guest
+// moves, so read the inventory to see it arrive.
+func (c *Client) HAMigrate(ctx context.Context, ref GuestRef, node string) error {
+	if err := ref.Validate(); err != nil || !nodeNameRE.MatchString(node) {
+		err := fmt.Errorf("HA migrate of %s to %q: not a guest and node name", haSID(ref), node)
+		return &Error{Class: ClassTerminal, Op: OpHAMigrate, Ref: ref, Message: err.Error(), Err: err}
 	}
-	return c.haCall(ctx, OpHAMigrate, http.MethodPost, "/cluster/ha/resources/"+sid+"/migrate", map[string]any{"node": node})
+	return c.haCall(ctx, OpHAMigrate, http.MethodPost, "/cluster/ha/resources/"+haSID(ref)+"/migrate", map[string]any{"node": node})
 }
 
-// HASetState sets an HA resource's requested state (started, stopped,
-// disabled, ignored). The HA stack then starts or stops the guest a little
-// later; the call does not wait for it.
-func (c *Client) HASetState(ctx context.Context, sid, state string) error {
+// HASetState sets an HA-managed guest's requested state (started,
+// stopped, disabled, ignored). The HA stack then starts or stops the guest
+// a little later; the call does not wait for it.
+func (c *Client) HASetState(ctx context.Context, ref GuestRef, state string) error {
 	switch state {
 	case "started", "stopped", "disabled", "ignored", "enabled":
 	default:
 		err := fmt.Errorf("HA state %q is none of started, stopped, disabled, ignored", state)
-		return &Error{Class: ClassTerminal, Op: OpHASetState, Message: err.Error(), Err: err}
+		return &Error{Class: ClassTerminal, Op: OpHASetState, Ref: ref, Message: err.Error(), Err: err}
 	}
-	if !haSIDRE.MatchString(sid) {
-		err := fmt.Errorf("%q is not an HA resource id", sid)
-		return &Error{Class: ClassTerminal, Op: OpHASetState, Message: err.Error(), Err: err}
+	if err := ref.Validate(); err != nil {
+		return &Error{Class: ClassTerminal, Op: OpHASetState, Ref: ref, Message: err.Error(), Err: err}
 	}
-	return c.haCall(ctx, OpHASetState, http.MethodPut, "/cluster/ha/resources/"+sid, map[string]any{"state": state})
+	return c.haCall(ctx, OpHASetState, http.MethodPut, "/cluster/ha/resources/"+haSID(ref), map[string]any{"state": state})
 }

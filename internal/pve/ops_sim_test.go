@@ -97,10 +97,10 @@ func TestSimHAOps(t *testing.T) {
 	}
 	c := newClient(t, s)
 	ctx := tctx(t)
-	if err := c.HAMigrate(ctx, "vm:100", "pve2"); err != nil {
+	if err := c.HAMigrate(ctx, pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 100}, "pve2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.HASetState(ctx, "vm:100", "stopped"); err != nil {
+	if err := c.HASetState(ctx, pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 100}, "stopped"); err != nil {
 		t.Fatal(err)
 	}
 	if g, _ := s.Guest(100); g.Node != "pve1" || g.Status != "running" {
@@ -113,5 +113,5 @@ func TestSimHAOps(t *testing.T) {
 	if g, _ := s.Guest(100); g.Node != "pve2" {
 		t.Fatalf("after the HA round: %+v", g)
 	}
-	wantClass(t, c.HAMigrate(ctx, "vm:999", "pve2"), pve.ClassTerminal)
+	wantClass(t, c.HAMigrate(ctx, pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 999}, "pve2"), pve.ClassTerminal)
 }
