@@ -155,7 +155,8 @@
 // when a final result is journalled (not when one is found journalled:
 // a redelivery after a crash is not counted twice), the duration from the
 // delivery; converge_pve_reachable{role="executor"}, whether Proxmox
-// answered the executors' last call; and, read at scrape,
+// answered the last call made for them (their own, or their process's
+// inventory calls: Metrics.Answered); and, read at scrape,
 // converge_partitions_owned{role="executor"} and each owned partition
 // consumer's converge_consumer_pending and converge_consumer_ack_pending
 // (journal.Backlog).

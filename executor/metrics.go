@@ -74,8 +74,12 @@ func (m *Metrics) finished(op events.Op, r *events.Result, took time.Duration) {
 	m.duration.WithLabelValues(string(op)).Observe(max(took, 0).Seconds())
 }
 
-// answered records whether Proxmox answered an executor's call
-// (pve.WithAnswered).
+// Answered records whether Proxmox answered a call made for the
+// executors: their own (pve.WithAnswered), or the inventory calls of the
+// process they run in (its observer, its readiness probe), so that the
+// gauge follows an outage while no action runs.
+func (m *Metrics) Answered(ok bool) { m.answered(ok) }
+
 func (m *Metrics) answered(ok bool) {
 	if ok {
 		m.reachable.Store(1)

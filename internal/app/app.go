@@ -212,6 +212,9 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	em := a.registerShared()
+	if em != nil && a.pxw != nil {
+		a.pxw.hear(em.Answered)
+	}
 	if a.cfg.Roles.Executor {
 		for i := range a.cfg.Executors {
 			name := "executor"

@@ -254,6 +254,9 @@ type pxWatch struct {
 	at    time.Time
 	err   error
 	known bool
+	// onAnswer, if set, hears each outcome (the executors' reachability
+	// gauge).
+	onAnswer func(ok bool)
 }
 
 // Inventory implements observer.Proxmox, recording the outcome.
@@ -264,8 +267,19 @@ func (w *pxWatch) Inventory(ctx context.Context) ([]pve.Resource, error) {
 	}
 	w.mu.Lock()
 	w.at, w.err, w.known = w.clock.Now(), err, true
+	on := w.onAnswer
 	w.mu.Unlock()
+	if on != nil {
+		on(err == nil)
+	}
 	return rs, err
+}
+
+// hear sets onAnswer.
+func (w *pxWatch) hear(fn func(ok bool)) {
+	w.mu.Lock()
+	w.onAnswer = fn
+	w.mu.Unlock()
 }
 
 func (w *pxWatch) last() (time.Time, error, bool) {

@@ -3,9 +3,11 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,11 +63,19 @@ func TestReadyzJournalFullAndProxmoxUnreachable(t *testing.T) {
 	if c, _ := check(r, "proxmox"); code != http.StatusServiceUnavailable || c.OK || !strings.Contains(c.Reason, "unreachable") {
 		t.Fatalf("Proxmox unreachable: %d %+v", code, r)
 	}
+	// The executors' reachability follows the process's inventory calls,
+	// though no action runs (it stayed 1 through an outage).
+	if v := scrapeGauge(t, a, `converge_pve_reachable{role="executor"}`); v != 0 {
+		t.Fatalf(`converge_pve_reachable{role="executor"} = %v while Proxmox is unreachable`, v)
+	}
 	if err := sim.SetFaults(pvesim.Faults{}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Hour)
 	waitReady(t, a)
+	if v := scrapeGauge(t, a, `converge_pve_reachable{role="executor"}`); v != 1 {
+		t.Fatalf(`converge_pve_reachable{role="executor"} = %v once Proxmox is back`, v)
+	}
 
 	// Fill JetStream through the process's own connection.
 	body := []byte(fmt.Sprintf(`{"vmid":101,"description":%q}`, strings.Repeat("x", 60000)))
@@ -81,4 +91,29 @@ func TestReadyzJournalFullAndProxmoxUnreachable(t *testing.T) {
 	if c, _ := check(r, "journal"); code != http.StatusServiceUnavailable || c.OK || !strings.Contains(c.Reason, "the journal is full") {
 		t.Fatalf("journal full (%v): %d %+v", refused, code, r)
 	}
+}
+
+// scrapeGauge reads one series' value from the process's /metrics (-1
+// when it is not there).
+func scrapeGauge(t *testing.T, a *app.App, series string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + a.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return -1
 }
