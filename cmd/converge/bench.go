@@ -19,7 +19,7 @@ import (
 
 func newBenchCmd(g *globals) *cobra.Command {
 	o := bench.Options{}
-	var cpuProfile string
+	var cpuProfile, memProfile string
 	var simProcess bool
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -71,7 +71,16 @@ observer pass. -o json prints the report's fields.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if memProfile != "" {
+				// Every allocation sampled, so that per-action figures are exact.
+				runtime.MemProfileRate = 4096
+			}
 			rep, det, err := bench.Run(cmd.Context(), o)
+			if memProfile != "" && err == nil {
+				if err := writeHeapProfile(memProfile); err != nil {
+					return err
+				}
+			}
 			if tty {
 				fmt.Fprint(os.Stderr, "\r\033[K")
 			}
@@ -122,6 +131,19 @@ observer pass. -o json prints the report's fields.`,
 	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
 	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as \"converge sim\" in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	return cmd
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -95,6 +95,9 @@ func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]stri
 			keys = append(keys, k)
 		}
 	}
+	if len(keys) == 0 {
+		return nil // most config writes allocate nothing: skip the scan of every guest
+	}
 	driveOrder(keys)
 	used := s.usedDiskNames()
 	prefix := "vm"
