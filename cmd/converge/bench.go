@@ -100,8 +100,14 @@ observer pass. -o json prints the report's fields.`,
 				rep.Guests, rep.Changes, o.Executors, o.Partitions, where, runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), det.Elapsed.Round(time.Second))
 			fmt.Fprintf(tw, "raw JetStream\tpublish %.0f msgs/s\tconsume %.0f msgs/s\treplay %.0f msgs/s\t(%d msgs of %d B)\n",
 				rep.RawPublishMsgsPerS, rep.RawConsumeMsgsPerS, rep.RawReplayMsgsPerS, det.RawMessages, det.RawMessageBytes)
-			fmt.Fprintf(tw, "pipeline\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d actions, %d writes)\n",
-				rep.PipelineChangesPerS, rep.StreamWritesPerChange, rep.Efficiency, det.PipelineSeconds, det.Actions, det.StreamWrites)
+			fmt.Fprintf(tw, "pipeline\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d changes, %d actions, %d writes)\n",
+				rep.PipelineChangesPerS, rep.StreamWritesPerChange, rep.Efficiency, det.PipelineSeconds, rep.Changes, det.Actions, det.StreamWrites)
+			fmt.Fprintf(tw, "  per action\t%.0f actions/s\taction efficiency %.3f\t%.2f ms CPU\t%.2f Proxmox calls\t%.1f KB allocated\n",
+				rep.ActionsPerS, rep.ActionEfficiency, rep.CPUMsPerAction, rep.PveCallsPerAction, rep.BytesAllocatedPerAction/1000)
+			if rep.BurstChanges > 0 {
+				fmt.Fprintf(tw, "coalesced burst\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d changes, %d actions)\n",
+					rep.BurstChangesPerS, rep.BurstWritesPerChange, rep.BurstEfficiency, det.BurstSeconds, rep.BurstChanges, det.BurstActions)
+			}
 			fmt.Fprintf(tw, "latency (%d changes at %d/s)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\t(%d garbage collections in the run)\n",
 				det.LatencyChanges, o.Rate, rep.LatencyMs.P50, rep.LatencyMs.P90, rep.LatencyMs.P99, det.LatencyGCs)
 			fmt.Fprintf(tw, "  desired → action (planner)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
@@ -122,7 +128,8 @@ observer pass. -o json prints the report's fields.`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.Guests, "guests", bench.DefaultGuests, "guests in the simulator")
-	fl.IntVar(&o.Changes, "changes", bench.DefaultChanges, "desired changes in the throughput run")
+	fl.IntVar(&o.Changes, "changes", 0, "desired changes in the throughput run (default: one per guest, each an action)")
+	fl.IntVar(&o.BurstChanges, "burst-changes", 0, "changes of the coalesced burst run after it (default ten per guest; -1 skips it)")
 	fl.IntVar(&o.Rate, "rate", bench.DefaultRate, "changes per second of the latency run")
 	fl.IntVar(&o.LatencyN, "latency-changes", 0, "changes in the latency run (default min(5 s × rate, guests))")
 	fl.IntVar(&o.Partitions, "partitions", bus.DefaultPartitions, "vmid partitions of the journal")

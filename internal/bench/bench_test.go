@@ -17,16 +17,19 @@ func TestRunSmall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Changes: 200, Rate: 200, LatencyN: 20, Dir: t.TempDir()})
+	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Rate: 200, LatencyN: 20, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Guests != 40 || rep.Changes != 200 || det.RawMessages != 600 || det.LatencyChanges != 20 {
+	if rep.Guests != 40 || rep.Changes != 40 || rep.BurstChanges != 400 || det.RawMessages != 120 || det.LatencyChanges != 20 {
 		t.Fatalf("report %+v details %+v", rep, det)
 	}
 	for name, v := range map[string]float64{"pipeline": rep.PipelineChangesPerS, "raw publish": rep.RawPublishMsgsPerS,
 		"raw consume": rep.RawConsumeMsgsPerS, "raw replay": rep.RawReplayMsgsPerS, "replay": rep.ReplayEventsPerS,
-		"writes/change": rep.StreamWritesPerChange, "efficiency": rep.Efficiency, "p50": rep.LatencyMs.P50} {
+		"writes/change": rep.StreamWritesPerChange, "efficiency": rep.Efficiency, "p50": rep.LatencyMs.P50,
+		"actions/s": rep.ActionsPerS, "action efficiency": rep.ActionEfficiency, "CPU/action": rep.CPUMsPerAction,
+		"calls/action": rep.PveCallsPerAction, "bytes/action": rep.BytesAllocatedPerAction,
+		"burst": rep.BurstChangesPerS, "burst efficiency": rep.BurstEfficiency, "burst writes/change": rep.BurstWritesPerChange} {
 		if v <= 0 {
 			t.Errorf("%s = %v", name, v)
 		}
@@ -37,20 +40,26 @@ func TestRunSmall(t *testing.T) {
 	if rep.PveCallsPerIdlePass != 1 {
 		t.Errorf("idle pass made %v Proxmox calls, want 1", rep.PveCallsPerIdlePass)
 	}
-	if det.Actions < 40 {
-		t.Errorf("%d actions for 40 guests", det.Actions)
+	// One change per guest: every change is an action.
+	if det.Actions != rep.Changes {
+		t.Errorf("%d actions for %d changes, one per guest", det.Actions, rep.Changes)
+	}
+	if det.BurstActions < 1 || det.BurstActions > rep.BurstChanges {
+		t.Errorf("%d actions for a burst of %d changes", det.BurstActions, rep.BurstChanges)
 	}
 	// Every change of the latency run decodes, plans, journals and calls
 	// Proxmox: it cannot allocate nothing.
 	if det.LatencyAllocPerChange <= 0 {
 		t.Errorf("latency run allocated %d B per change", det.LatencyAllocPerChange)
 	}
-	// -o json carries exactly the fields of DESIGN.md §9.
+	// -o json carries exactly the fields of DESIGN.md §9 and issue 23.
 	b, _ := json.Marshal(rep)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	want := []string{"guests", "changes", "pipeline_changes_per_s", "raw_publish_msgs_per_s", "raw_consume_msgs_per_s",
-		"stream_writes_per_change", "efficiency", "latency_ms", "replay_events_per_s", "raw_replay_msgs_per_s", "pve_calls_per_idle_pass"}
+		"stream_writes_per_change", "efficiency", "latency_ms", "replay_events_per_s", "raw_replay_msgs_per_s", "pve_calls_per_idle_pass",
+		"actions_per_s", "action_efficiency", "cpu_ms_per_action", "pve_calls_per_action", "bytes_allocated_per_action",
+		"burst_changes", "burst_changes_per_s", "burst_stream_writes_per_change", "burst_efficiency"}
 	if len(m) != len(want) {
 		t.Fatalf("json fields %v", m)
 	}

@@ -12,7 +12,11 @@ import (
 // Options size a run. Zero fields take the defaults of the targets.
 type Options struct {
 	Guests     int // default 10000
-	Changes    int // default 100000
+	Changes    int // default Guests: one change per guest, each an action
+	// BurstChanges are published at once after the throughput run, ten per
+	// guest by default, most of them coalesced: a second, labelled figure.
+	// Negative skips it.
+	BurstChanges int
 	Rate       int // changes/s of the latency run, default 1000
 	LatencyN   int // changes in the latency run, default min(5 s × Rate, Guests)
 	Partitions int // default 16
@@ -36,10 +40,11 @@ type Options struct {
 
 // Defaults, each with its reason.
 const (
-	// DefaultGuests and DefaultChanges: an estate of ten thousand guests,
-	// ten changes each, coalesced while actions run (the targets).
-	DefaultGuests  = 10000
-	DefaultChanges = 100000
+	// DefaultGuests: an estate of ten thousand guests. The throughput run
+	// sends one change to each (every change an action); the burst
+	// DefaultBurstFactor per guest, coalesced while actions run.
+	DefaultGuests      = 10000
+	DefaultBurstFactor = 10
 	// DefaultRate is the latency run's offered load: far below the
 	// pipeline's throughput, so that latency is not queueing.
 	DefaultRate = 1000
@@ -53,7 +58,10 @@ func (o *Options) defaults() error {
 		o.Guests = DefaultGuests
 	}
 	if o.Changes == 0 {
-		o.Changes = DefaultChanges
+		o.Changes = o.Guests
+	}
+	if o.BurstChanges == 0 {
+		o.BurstChanges = DefaultBurstFactor * o.Guests
 	}
 	if o.Rate == 0 {
 		o.Rate = DefaultRate

@@ -37,26 +37,78 @@ func (r *run) lastSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// pipeline publishes every change at once and times full convergence.
+// flow is what one throughput run measured.
+type flow struct {
+	changes, actions int
+	writes           uint64
+	elapsed          time.Duration
+	cpu              time.Duration // the process's CPU (every in-process role, server, simulator)
+	alloc            uint64        // bytes the process allocated
+	calls            int64         // Proxmox calls the simulator answered
+}
+
+// pipeline is the throughput run: one change per guest (Options.Changes,
+// default Guests), so that every change is an action; then, labelled
+// apart, the coalesced burst.
 func (r *run) pipeline(ctx context.Context) error {
-	before, err := r.lastSeq(ctx)
+	f, err := r.flow(ctx, r.o.Changes, "bench change ")
 	if err != nil {
 		return err
 	}
+	r.det.PipelineSeconds = f.elapsed.Seconds()
+	r.det.StreamWrites = f.writes
+	r.det.Actions = f.actions
+	r.rep.PipelineChangesPerS = rate(f.changes, f.elapsed)
+	r.rep.StreamWritesPerChange = float64(f.writes) / float64(f.changes)
+	if f.actions > 0 {
+		n := float64(f.actions)
+		r.rep.ActionsPerS = rate(f.actions, f.elapsed)
+		r.rep.CPUMsPerAction = float64(f.cpu.Microseconds()) / 1000 / n
+		r.rep.PveCallsPerAction = float64(f.calls) / n
+		r.rep.BytesAllocatedPerAction = float64(f.alloc) / n
+	}
+	if r.o.BurstChanges <= 0 {
+		return nil
+	}
+	b, err := r.flow(ctx, r.o.BurstChanges, "burst change ")
+	if err != nil {
+		return err
+	}
+	r.rep.BurstChanges = b.changes
+	r.rep.BurstChangesPerS = rate(b.changes, b.elapsed)
+	r.rep.BurstWritesPerChange = float64(b.writes) / float64(b.changes)
+	r.det.BurstSeconds, r.det.BurstActions = b.elapsed.Seconds(), b.actions
+	return nil
+}
+
+// flow publishes n changes at once, round-robin over the guests, each a
+// new description, and times full convergence.
+func (r *run) flow(ctx context.Context, n int, label string) (flow, error) {
+	f := flow{changes: n}
+	before, err := r.lastSeq(ctx)
+	if err != nil {
+		return f, err
+	}
 	actionsBefore := r.countActions()
 	js := r.b.JS
-	futures := make([]jetstream.PubAckFuture, r.o.Changes)
+	futures := make([]jetstream.PubAckFuture, n)
 	settle()
+	calls0, err := r.sim.Calls(ctx)
+	if err != nil {
+		return f, err
+	}
+	_, alloc0 := gcCounters()
+	cpu0 := processCPU()
 	t0 := time.Now()
-	for i := 0; i < r.o.Changes; i++ {
+	for i := 0; i < n; i++ {
 		vmid := 100 + i%r.o.Guests
-		f, err := publishAsync(ctx, js, events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, "bench change "+strconv.Itoa(i)))
+		f, err := publishAsync(ctx, js, events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, label+strconv.Itoa(i)))
 		if err != nil {
-			return err
+			return flow{}, err
 		}
 		futures[i] = f
 		if i%5000 == 0 {
-			r.o.Progress("publishing changes", i, r.o.Changes)
+			r.o.Progress("publishing changes", i, n)
 		}
 	}
 	for i, f := range futures {
@@ -64,16 +116,16 @@ func (r *run) pipeline(ctx context.Context) error {
 		case ack := <-f.Ok():
 			atomic.StoreUint64(&r.target[i%r.o.Guests], max(atomic.LoadUint64(&r.target[i%r.o.Guests]), ack.Sequence))
 		case err := <-f.Err():
-			return fmt.Errorf("bench: publish change %d: %w", i, err)
+			return flow{}, fmt.Errorf("bench: publish change %d: %w", i, err)
 		case <-ctx.Done():
-			return ctx.Err()
+			return flow{}, ctx.Err()
 		}
 	}
 	// The targets are final now and a guest's revision only grows: a guest
 	// found converged stays so, and each poll checks only the others. The
 	// polls are slow and cheap (scanning every guest every 10 ms took 4 %
 	// of the CPU the pipeline is measured on); the end is advancedAt.
-	touched := min(r.o.Changes, r.o.Guests)
+	touched := min(n, r.o.Guests)
 	waiting := make([]int, touched)
 	for i := range waiting {
 		waiting[i] = i
@@ -86,27 +138,34 @@ func (r *run) pipeline(ctx context.Context) error {
 			}
 		}
 		waiting = left
-		n := touched - len(waiting)
-		r.o.Progress("converging", n, touched)
-		return n, touched, n == touched
+		c := touched - len(waiting)
+		r.o.Progress("converging", c, touched)
+		return c, touched, c == touched
 	})
 	if err != nil {
-		return err
+		return f, err
 	}
-	elapsed := time.Unix(0, r.advancedAt.Load()).Sub(t0)
-	if elapsed <= 0 { // nothing advanced: every guest was there already
-		elapsed = time.Since(t0)
+	// CPU, allocations and calls up to the moment it was seen converged:
+	// the poll's lag adds an idle tail, not work.
+	f.cpu = processCPU() - cpu0
+	_, alloc1 := gcCounters()
+	f.alloc = alloc1 - alloc0
+	calls1, err := r.sim.Calls(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.calls = calls1 - calls0
+	f.elapsed = time.Unix(0, r.advancedAt.Load()).Sub(t0)
+	if f.elapsed <= 0 { // nothing advanced: every guest was there already
+		f.elapsed = time.Since(t0)
 	}
 	after, err := r.lastSeq(ctx)
 	if err != nil {
-		return err
+		return f, err
 	}
-	r.det.PipelineSeconds = elapsed.Seconds()
-	r.det.StreamWrites = after - before
-	r.det.Actions = r.countActions() - actionsBefore
-	r.rep.PipelineChangesPerS = rate(r.o.Changes, elapsed)
-	r.rep.StreamWritesPerChange = float64(after-before) / float64(r.o.Changes)
-	return nil
+	f.writes = after - before
+	f.actions = r.countActions() - actionsBefore
+	return f, nil
 }
 
 func (r *run) countActions() int {
