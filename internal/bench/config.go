@@ -11,16 +11,16 @@ import (
 
 // Options size a run. Zero fields take the defaults of the targets.
 type Options struct {
-	Guests     int // default 10000
-	Changes    int // default Guests: one change per guest, each an action
+	Guests  int // default 10000
+	Changes int // default Guests: one change per guest, each an action
 	// BurstChanges are published at once after the throughput run, ten per
 	// guest by default, most of them coalesced: a second, labelled figure.
 	// Negative skips it.
 	BurstChanges int
-	Rate       int // changes/s of the latency run, default 1000
-	LatencyN   int // changes in the latency run, default min(5 s × Rate, Guests)
-	Partitions int // default 16
-	Executors  int // default 1
+	Rate         int // changes/s of the latency run, default 1000
+	LatencyN     int // changes in the latency run, default min(5 s × Rate, Guests)
+	Partitions   int // default 16
+	Executors    int // default 1
 	// Concurrency of each executor (default 256).
 	Concurrency int
 	// TaskLatency is how long each simulated Proxmox task runs (default 0):
