@@ -80,6 +80,10 @@ type Observed struct {
 	// observation supersedes the one carried by the event at sequence S
 	// only if AfterSeq >= S, so a read that may have started before an
 	// executor's read-back never rolls the view back, whatever the clocks.
+	// An executor's read-back carries it only when derived rather than
+	// read (the outcome known from the action and its basis; Digest is
+	// then "", unknown): it is current as of AfterSeq, and an observation
+	// journalled after that wins over it.
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 }
 

@@ -89,13 +89,21 @@
 //     started since the action was planned (in whole seconds), was issued by
 //     a predecessor that died before journalling it: continue at step 6 with
 //     it. If the lookup fails, the pre-check below decides instead.
-//  5. Pre-check and mutate. For start, stop, shutdown and reboot the guest's
-//     status is read first: already in the wanted state is "succeeded" with
-//     the reason "already running"/"already stopped" and no mutation; a
-//     Proxmox lock (other than "suspended") is "failed" with error class
-//     "locked", which the planner waits out. set_config carries the planned
+//  5. Pre-check and mutate. For a reboot, and for a redelivered start,
+//     stop or shutdown (its mutation may have been made before a crash),
+//     the guest's status is read first: already in the wanted state is
+//     "succeeded" with the reason "already running"/"already stopped" and
+//     no mutation; a Proxmox lock (other than "suspended") is "skipped"
+//     with error class "locked", which the planner waits out. A first
+//     delivery of a verified start, stop or shutdown trusts its basis (the
+//     newest reading, by the fence) and saves the call: Proxmox answers a
+//     start of a running guest with "already running" (already-done) and
+//     refuses a locked one ("locked"). set_config carries the planned
 //     config digest instead: a stale write is refused by Proxmox (class
-//     "conflict"). Then the mutation is issued exactly once (shutdown with
+//     "conflict"); one planned from a derived read-back (below) has none,
+//     so the config is read first, and the write is skipped as superseded
+//     if what converge manages changed since, or else made with the digest
+//     just read. Then the mutation is issued exactly once (shutdown with
 //     forceStop after Action.Timeout). A failure is classified by
 //     internal/pve: "already-done" is success with Proxmox's message as the
 //     reason; an indeterminate failure (the request may have taken effect) is
@@ -115,7 +123,16 @@
 //     regardless.
 //  7. Read back the guest (status and config) into an events.Observed
 //     (source "executor", ReadAt taken before the reads) embedded in the
-//     final result; it is left out if the read fails.
+//     final result; it is left out if the read fails. Where the outcome is
+//     known, it is derived instead (readback.go): after a synchronous
+//     config write of keys Proxmox applies at once (name, description,
+//     tags, onboot; cores and memory of a stopped guest) from a basis with
+//     nothing pending, the basis with the written values and digest ""
+//     (unknown); after a start, stop or shutdown of a guest with nothing
+//     pending, the status read and the basis's config. A derived
+//     observation carries AfterSeq, the newest journal sequence read
+//     before acting, and the projector adopts it only if nothing
+//     journalled after that supersedes it.
 //  8. Journal the final result (Nats-Msg-Id "res-<action id>-final", so a
 //     redone action does not journal twice within the dedupe window), wait
 //     for the stream's acknowledgement, and only then acknowledge the action

@@ -21,6 +21,8 @@ type fakePVE struct {
 	guests map[int]*fakeGuest
 	tasks  []*fakeTask
 	calls  []string // mutations received, in order
+	// reads are the guest reads (status, config) since the last takeCalls.
+	reads []string
 	// Scripted outcomes of the next call of an operation.
 	fail    map[pve.Op]*pve.Error
 	outcome map[pve.Op]string // the task's exit status (default OK)
@@ -164,6 +166,7 @@ func (p *fakePVE) GuestStatus(_ context.Context, ref pve.GuestRef) (*pve.GuestSt
 	if err != nil {
 		return nil, err
 	}
+	p.reads = append(p.reads, fmt.Sprintf("status %d", ref.VMID))
 	return &pve.GuestStatus{Status: g.status, Lock: g.lock}, nil
 }
 
@@ -174,6 +177,7 @@ func (p *fakePVE) GuestConfig(_ context.Context, ref pve.GuestRef) (*pve.GuestCo
 	if err != nil {
 		return nil, err
 	}
+	p.reads = append(p.reads, fmt.Sprintf("config %d", ref.VMID))
 	c := g.cfg
 	c.Ref, c.Digest, c.Lock, c.Tags = ref, g.digest, g.lock, []string{}
 	return &c, nil
@@ -226,7 +230,10 @@ func (p *fakePVE) takeCalls() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.calls
-	p.calls = nil
+	for _, r := range p.reads {
+		c = append(c, "read "+r)
+	}
+	p.calls, p.reads = nil, nil
 	return c
 }
 

@@ -30,7 +30,13 @@ type job struct {
 	// basis is the reading the action was planned from (verified), nil
 	// when unverified.
 	basis *events.Observed
-	hb    *heartbeat
+	// knownSeq is the newest journal sequence read before acting: a
+	// derived read-back is current as of it (readback.go).
+	knownSeq uint64
+	// digest is the config digest read right before a write planned from
+	// a derived read-back (digestCheck), "" otherwise.
+	digest string
+	hb     *heartbeat
 	log   zerolog.Logger
 	// start is when the delivery arrived (converge_action_duration_seconds).
 	start time.Time
@@ -186,6 +192,7 @@ func (j *job) execute(ctx context.Context) outcome {
 		return abandon
 	}
 	j.resultSeq = rec.lastResult
+	j.knownSeq = max(j.seq, seqOf(lasts.action), seqOf(lasts.result), seqOf(lasts.desired), seqOf(lasts.observed), rec.lastResult)
 	switch {
 	case rec.final != nil:
 		j.log.Info().Str("status", string(rec.final.Status)).Msg("action already finished; acknowledging")

@@ -161,6 +161,10 @@ func (h *xharness) deliver(args []string) (string, error) {
 	h.e.Handle(ctx, info.Partition, d)
 	var b strings.Builder
 	for _, c := range h.px.takeCalls() {
+		if r, ok := strings.CutPrefix(c, "read "); ok {
+			fmt.Fprintf(&b, "pve-read %s\n", r) // not "proxmox": reads are not mutations
+			continue
+		}
 		fmt.Fprintf(&b, "proxmox %s\n", c)
 	}
 	for _, en := range h.j.Entries()[before:] {
@@ -199,6 +203,9 @@ func describeResult(en journal.Entry) string {
 		s += " observed=" + r.Observed.Status
 		if r.Observed.Pool != "" {
 			s += " pool=" + r.Observed.Pool
+		}
+		if r.Observed.AfterSeq > 0 {
+			s += fmt.Sprintf(" derived@%d digest=%q", r.Observed.AfterSeq, r.Observed.Digest)
 		}
 		if r.Observed.Node != "pve1" {
 			s += " on " + r.Observed.Node // read back elsewhere (a migration)

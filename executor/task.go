@@ -32,6 +32,19 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 		return j.snapshotCheck(ctx)
 	default:
 		// set_config carries the digest: Proxmox refuses a stale write.
+		// Planned from a derived read-back, it has none: read it.
+		if j.a.Op == events.OpSetConfig && j.a.Digest == "" {
+			return j.digestCheck(ctx)
+		}
+		return abandon, false
+	}
+	if j.delivered == 1 && j.basis != nil && j.basis.Lock == "" && j.basis.Status != want && j.a.Op != events.OpReboot {
+		// First delivery of a verified action: the basis is the newest
+		// reading of the guest (the fence said so), and Proxmox answers a
+		// start of a running guest or a stop of a stopped one with an
+		// error classified already-done, a lock with "locked". Only a
+		// redelivery, which may follow a mutation already made, reads
+		// first.
 		return abandon, false
 	}
 	st, err := j.e.px.GuestStatus(ctx, j.ref)
@@ -65,7 +78,11 @@ func (j *job) mutate(ctx context.Context) (pve.TaskRef, error) {
 	case events.OpReboot:
 		return px.Reboot(ctx, j.ref, a.Timeout)
 	case events.OpSetConfig:
-		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Revert: a.Revert, Digest: a.Digest})
+		digest := a.Digest
+		if digest == "" {
+			digest = j.digest // read by digestCheck
+		}
+		return px.UpdateConfig(ctx, j.ref, pve.ConfigChange{Set: a.Set, Delete: a.Delete, Revert: a.Revert, Digest: digest})
 	case events.OpClone:
 		c := a.Clone
 		full := c.Full
@@ -167,6 +184,23 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 			r = j.failed(err, pve.Classify(err))
 			r.UPID, r.Node = upid, node
 		}
+	}
+	if o := j.derivedConfig(r); o != nil {
+		r.Observed = o
+		j.carryInventory(o, r)
+		return outcome{result: r}
+	}
+	if o, err := j.derivedPower(ctx, r); o != nil || err != nil {
+		if ctx.Err() != nil {
+			return abandon
+		}
+		if err == nil {
+			r.Observed = o
+			j.carryInventory(o, r)
+			return outcome{result: r}
+		}
+		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
+		return outcome{result: r}
 	}
 	readAt := j.e.clk.Now()
 	st, err := j.e.px.GuestStatus(ctx, j.ref)

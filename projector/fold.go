@@ -349,7 +349,11 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	// cluster's executor gone astray) must not rewrite what converge
 	// believes the guest is.
 	ours := (v.InFlight != nil && v.InFlight.ID == r.ActionID) || (v.LastAction != nil && v.LastAction.ID == r.ActionID)
-	if r.Observed != nil && ours {
+	// A read-back the executor derived from the action's basis instead of
+	// reading (AfterSeq set: current as of that journal sequence) gives way
+	// to an observation journalled after it, as observations do.
+	derivedStale := r.Observed != nil && r.Observed.AfterSeq > 0 && !Supersedes(r.Observed, v.Observed, v.ObservedSeq)
+	if r.Observed != nil && ours && !derivedStale {
 		if why := refuse(r.Observed, ev); why != "" {
 			v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: r.Publisher, At: ev.Time}
 		} else {

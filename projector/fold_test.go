@@ -549,3 +549,53 @@ func TestUndecodableEventCreatesNoView(t *testing.T) {
 		}
 	}
 }
+
+// A read-back the executor derived from the action's basis (AfterSeq: the
+// journal it had read before acting) is adopted over that basis, but gives
+// way to an observation journalled after what it knew: a guest stopped by
+// hand while a description was written must not read as running.
+func TestDerivedReadBackGivesWayToLaterObservation(t *testing.T) {
+	p := projector.New("pve")
+	basis := observed(101, at(10), "running")
+	basis.AfterSeq = 9
+	applyAll(t, p, desiredEv(5, 101, `{"vmid":101,"description":"x"}`, nil), observedEv(10, basis),
+		actionEv(11, action(101, "a1", 5, events.OpSetConfig)))
+	v := p.Views[101]
+	derived := func(afterSeq uint64) *events.Observed {
+		o := observed(101, at(20), "running")
+		o.Source, o.Digest, o.AfterSeq, o.Config.Description = events.SourceExecutor, "", afterSeq, "x"
+		return o
+	}
+	// Nothing journalled since: adopted.
+	r := result(101, "a1", events.ResultSucceeded, "", at(12))
+	r.Observed = derived(11)
+	applyAll(t, p, resultEv(12, r))
+	if v.Observed.Config.Description != "x" || v.ObservedSeq != 12 {
+		t.Fatalf("derived read-back not adopted: %+v seq %d", v.Observed.Config, v.ObservedSeq)
+	}
+	// The observer saw the guest stopped (seq 14) while the next write ran
+	// (known up to 13): its read-back does not hide that.
+	applyAll(t, p, desiredEv(13, 101, `{"vmid":101,"description":"y"}`, nil), actionEv(14, action(101, "a2", 13, events.OpSetConfig)))
+	stopped := observed(101, at(15), "stopped")
+	stopped.AfterSeq = 14
+	applyAll(t, p, observedEv(15, stopped))
+	r2 := result(101, "a2", events.ResultSucceeded, "", at(16))
+	r2.Observed = derived(14)
+	r2.Observed.Config.Description = "y"
+	applyAll(t, p, resultEv(16, r2))
+	if v.Observed.Status != "stopped" || v.ObservedSeq != 15 {
+		t.Errorf("derived read-back hid a later observation: %s seq %d", v.Observed.Status, v.ObservedSeq)
+	}
+	if v.InFlight != nil || v.LastResultSeq != 16 {
+		t.Errorf("the result itself must still count: in flight %v, last result %d", v.InFlight, v.LastResultSeq)
+	}
+	// A read-back actually read (no AfterSeq) is the newest read, as before.
+	applyAll(t, p, actionEv(17, action(101, "a3", 13, events.OpSetConfig)))
+	r3 := result(101, "a3", events.ResultSucceeded, "", at(18))
+	r3.Observed = observed(101, at(18), "running")
+	r3.Observed.Source = events.SourceExecutor
+	applyAll(t, p, resultEv(18, r3))
+	if v.ObservedSeq != 18 {
+		t.Errorf("a read read-back was not adopted: seq %d", v.ObservedSeq)
+	}
+}

@@ -1,0 +1,190 @@
+package executor
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// Fewer Proxmox calls per action (issue 23): every call is load on
+// pveproxy's few workers. Where the outcome of a successful action is
+// known from the action and its verified basis, the read-back is derived
+// instead of read:
+//
+//   - a config write Proxmox completed synchronously (a PUT, or a POST
+//     done within background_delay) of keys it applies at once: the
+//     basis's config with the written values, normalised as a read-back
+//     would be; the digest is then unknown ("");
+//   - a start, stop or shutdown of a guest with nothing pending: the
+//     guest's status is read (the power state is the truth that matters),
+//     its config is the basis's, unchanged by the task.
+//
+// A derived observation carries AfterSeq, the newest journal sequence the
+// executor had read before acting: the projector adopts it only if no
+// observation journalled after that supersedes it (an observer's read of a
+// change made meanwhile wins, and the planner re-plans from it). The next
+// config write of a guest whose digest is unknown reads the config first
+// (digestCheck): the write stays fenced by Proxmox's digest.
+
+// fastKeys are the keys qemu-server applies at once even to a running VM
+// ($fast_plug_option: name, description, tags, onboot…); pve-container
+// too, but for the hostname, which a running container takes through its
+// pending changes.
+func fastKey(kind events.GuestKind, k string) bool {
+	switch k {
+	case "description", "tags", "onboot":
+		return true
+	case "name":
+		return kind == events.QEMU
+	}
+	return false
+}
+
+// coldKeys are the further keys a stopped guest takes at once.
+func coldKey(k string) bool { return k == "name" || k == "cores" || k == "memory" }
+
+// derivedConfig is the observation after a synchronous config write, nil
+// when it cannot be derived (then the guest is read back).
+func (j *job) derivedConfig(r *events.Result) *events.Observed {
+	a, b := j.a, j.basis
+	if a.Op != events.OpSetConfig || r.Status != events.ResultSucceeded || r.UPID != "" || r.ErrorClass != "" ||
+		b == nil || !b.Exists || b.Lock != "" || len(b.Pending) > 0 || len(a.Revert) > 0 || len(a.Set)+len(a.Delete) == 0 {
+		return nil
+	}
+	c := b.Config
+	c.Tags = append([]string(nil), c.Tags...)
+	apply := func(k, v string) bool {
+		if !fastKey(a.Kind, k) && (b.Status != "stopped" || !coldKey(k)) {
+			return false
+		}
+		switch k {
+		case "name":
+			c.Name = v
+		case "description":
+			c.Description = events.NormaliseDescription(v)
+		case "tags":
+			c.Tags = events.NormaliseTags(events.ParseTags(v))
+		case "onboot":
+			c.OnBoot = v == "1"
+		case "cores":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return false
+			}
+			c.Cores = n
+		case "memory":
+			mib, err := pve.ParseMemoryMiB(v)
+			if err != nil {
+				return false
+			}
+			c.MemoryMiB = mib
+		}
+		return true
+	}
+	for k, v := range a.Set {
+		if v == "" || !apply(k, v) {
+			return nil // a deletion reads as Proxmox's default: read it
+		}
+	}
+	if len(a.Delete) > 0 {
+		return nil
+	}
+	o := j.derivedFrom(b)
+	o.Config, o.Digest = c, ""
+	return o
+}
+
+// derivedPower is the observation after a successful start, stop or
+// shutdown task of a guest with nothing pending: status as read, config
+// from the basis. nil when it cannot be derived.
+func (j *job) derivedPower(ctx context.Context, r *events.Result) (*events.Observed, error) {
+	a, b := j.a, j.basis
+	switch a.Op {
+	case events.OpStart, events.OpStop, events.OpShutdown:
+	default:
+		return nil, nil
+	}
+	if r.Status != events.ResultSucceeded || b == nil || !b.Exists || len(b.Pending) > 0 || b.Lock != "" || b.Node != j.ref.Node {
+		return nil, nil
+	}
+	st, err := j.e.px.GuestStatus(ctx, j.ref)
+	if err != nil {
+		return nil, err
+	}
+	o := j.derivedFrom(b)
+	o.Status = st.Status
+	if st.Lock != "" {
+		return nil, nil // a lock taken meanwhile rewrote the config: read it
+	}
+	return o, nil
+}
+
+// derivedFrom starts a derived observation from the basis.
+func (j *job) derivedFrom(b *events.Observed) *events.Observed {
+	now := j.e.clk.Now()
+	o := *b
+	o.Meta = events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, now)
+	o.ReadAt = now.UTC()
+	o.Source = events.SourceExecutor
+	o.Pending = nil
+	o.AfterSeq = j.knownSeq
+	if o.Config.Disks != nil {
+		o.Config.Disks = maps.Clone(o.Config.Disks)
+	}
+	o.Config.Net, o.Config.CloudInit = maps.Clone(o.Config.Net), maps.Clone(o.Config.CloudInit)
+	return &o
+}
+
+// digestCheck runs before a config write planned from a derived read-back
+// (digest unknown): the config is read, and the write goes ahead with its
+// digest only if what converge manages is still what the plan saw;
+// otherwise the action is skipped and the read-back makes the planner
+// re-plan.
+func (j *job) digestCheck(ctx context.Context) (outcome, bool) {
+	cfg, err := j.e.px.GuestConfig(ctx, j.ref)
+	switch {
+	case ctx.Err() != nil:
+		return abandon, true
+	case err != nil:
+		return j.finish(ctx, j.failed(err, pve.Classify(err))), true
+	}
+	if b := j.basis; b != nil {
+		if why := configMoved(b, cfg); why != "" {
+			r := j.result(events.ResultSkipped)
+			r.Reason = events.TruncateReason("superseded: the guest's " + why + " changed since the plan")
+			return j.finish(ctx, r), true
+		}
+	}
+	j.digest = cfg.Digest
+	return abandon, false
+}
+
+// configMoved names what converge manages that differs between the basis
+// and a fresh config read, "" when nothing does.
+func configMoved(b *events.Observed, cfg *pve.GuestConfig) string {
+	now := cfg.Managed()
+	var moved []string
+	if !maps.Equal(b.Pending, cfg.ManagedPending()) {
+		moved = append(moved, "pending changes")
+	}
+	if cfg.Lock != "" {
+		moved = append(moved, "lock")
+	}
+	if !sameConfig(b.Config, now) {
+		moved = append(moved, "config")
+	}
+	return strings.Join(moved, ", ")
+}
+
+// sameConfig compares what converge manages of two configs (nil and empty
+// alike).
+func sameConfig(a, b events.GuestConfig) bool {
+	return a.Name == b.Name && a.Description == b.Description && a.Cores == b.Cores && a.MemoryMiB == b.MemoryMiB &&
+		a.OnBoot == b.OnBoot && a.Hotplug == b.Hotplug && a.NUMA == b.NUMA && slices.Equal(a.Tags, b.Tags) &&
+		maps.Equal(a.Disks, b.Disks) && maps.Equal(a.Net, b.Net) && maps.Equal(a.CloudInit, b.CloudInit)
+}
