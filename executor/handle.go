@@ -37,7 +37,7 @@ type job struct {
 	// a derived read-back (digestCheck), "" otherwise.
 	digest string
 	hb     *heartbeat
-	log   zerolog.Logger
+	log    zerolog.Logger
 	// start is when the delivery arrived (converge_action_duration_seconds).
 	start time.Time
 }
