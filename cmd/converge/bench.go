@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -110,6 +111,10 @@ observer pass. -o json prints the report's fields.`,
 			}
 			fmt.Fprintf(tw, "latency (%d changes at %d/s)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\t(%d garbage collections in the run)\n",
 				det.LatencyChanges, o.Rate, rep.LatencyMs.P50, rep.LatencyMs.P90, rep.LatencyMs.P99, det.LatencyGCs)
+			for _, n := range o.LatencyAt {
+				l := rep.LatencyMsByGuests[strconv.Itoa(n)]
+				fmt.Fprintf(tw, "  at %d guests\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n", n, l.P50, l.P90, l.P99)
+			}
 			fmt.Fprintf(tw, "  desired → action (planner)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
 				det.LatencyPlanner.P50, det.LatencyPlanner.P90, det.LatencyPlanner.P99)
 			fmt.Fprintf(tw, "  action → mutation (executor)\tp50 %.2f ms\tp90 %.2f ms\tp99 %.2f ms\n",
@@ -131,6 +136,7 @@ observer pass. -o json prints the report's fields.`,
 	fl.IntVar(&o.Changes, "changes", 0, "desired changes in the throughput run (default: one per guest, each an action)")
 	fl.IntVar(&o.BurstChanges, "burst-changes", 0, "changes of the coalesced burst run after it (default ten per guest; -1 skips it)")
 	fl.IntVar(&o.Rate, "rate", bench.DefaultRate, "changes per second of the latency run")
+	fl.IntSliceVar(&o.LatencyAt, "latency-at", nil, "also run the latency run with the simulator grown to these guest counts (e.g. 100000)")
 	fl.IntVar(&o.LatencyN, "latency-changes", 0, "changes in the latency run (default min(5 s × rate, guests))")
 	fl.IntVar(&o.Partitions, "partitions", bus.DefaultPartitions, "vmid partitions of the journal")
 	fl.IntVar(&o.Executors, "executors", 1, "executor instances")

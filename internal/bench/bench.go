@@ -32,9 +32,12 @@ type Report struct {
 	StreamWritesPerChange float64 `json:"stream_writes_per_change"`
 	Efficiency            float64 `json:"efficiency"`
 	LatencyMs             Latency `json:"latency_ms"`
-	ReplayEventsPerS      float64 `json:"replay_events_per_s"`
-	RawReplayMsgsPerS     float64 `json:"raw_replay_msgs_per_s"`
-	PveCallsPerIdlePass   float64 `json:"pve_calls_per_idle_pass"`
+	// LatencyMsByGuests is the latency run at Guests and at each larger
+	// estate of Options.LatencyAt, keyed by the guest count.
+	LatencyMsByGuests   map[string]Latency `json:"latency_ms_by_guests"`
+	ReplayEventsPerS    float64            `json:"replay_events_per_s"`
+	RawReplayMsgsPerS   float64            `json:"raw_replay_msgs_per_s"`
+	PveCallsPerIdlePass float64            `json:"pve_calls_per_idle_pass"`
 
 	// Every change an action (the throughput run).
 	ActionsPerS             float64 `json:"actions_per_s"`
@@ -104,7 +107,7 @@ func Run(ctx context.Context, o Options) (*Report, *Details, error) {
 		dir = d
 	}
 	r := &run{o: o, log: o.Logger, fail: cancel, rep: &Report{Guests: o.Guests, Changes: o.Changes}, det: &Details{},
-		converged: make([]uint64, o.Guests), target: make([]uint64, o.Guests), mutated: make([]int64, o.Guests)}
+		converged: make([]uint64, o.maxGuests()), target: make([]uint64, o.maxGuests()), mutated: make([]int64, o.maxGuests())}
 	if err := r.setup(ctx, dir); err != nil {
 		return nil, nil, err
 	}

@@ -17,7 +17,7 @@ func TestRunSmall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Rate: 200, LatencyN: 20, Dir: t.TempDir()})
+	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Rate: 200, LatencyN: 20, LatencyAt: []int{60}, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,10 @@ func TestRunSmall(t *testing.T) {
 	}
 	if rep.LatencyMs.P50 > rep.LatencyMs.P90 || rep.LatencyMs.P90 > rep.LatencyMs.P99 {
 		t.Errorf("percentiles out of order: %+v", rep.LatencyMs)
+	}
+	// The latency run again with the simulator grown to 60 guests.
+	if l := rep.LatencyMsByGuests; len(l) != 2 || l["40"] != rep.LatencyMs || l["60"].P50 <= 0 || l["60"].P50 > l["60"].P99 {
+		t.Errorf("latency by guests %+v", l)
 	}
 	if rep.PveCallsPerIdlePass != 1 {
 		t.Errorf("idle pass made %v Proxmox calls, want 1", rep.PveCallsPerIdlePass)
@@ -59,7 +63,7 @@ func TestRunSmall(t *testing.T) {
 	want := []string{"guests", "changes", "pipeline_changes_per_s", "raw_publish_msgs_per_s", "raw_consume_msgs_per_s",
 		"stream_writes_per_change", "efficiency", "latency_ms", "replay_events_per_s", "raw_replay_msgs_per_s", "pve_calls_per_idle_pass",
 		"actions_per_s", "action_efficiency", "cpu_ms_per_action", "pve_calls_per_action", "bytes_allocated_per_action",
-		"burst_changes", "burst_changes_per_s", "burst_stream_writes_per_change", "burst_efficiency"}
+		"burst_changes", "burst_changes_per_s", "burst_stream_writes_per_change", "burst_efficiency", "latency_ms_by_guests"}
 	if len(m) != len(want) {
 		t.Fatalf("json fields %v", m)
 	}

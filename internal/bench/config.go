@@ -19,8 +19,11 @@ type Options struct {
 	BurstChanges int
 	Rate         int // changes/s of the latency run, default 1000
 	LatencyN     int // changes in the latency run, default min(5 s × Rate, Guests)
-	Partitions   int // default 16
-	Executors    int // default 1
+	// LatencyAt are larger estates to run the latency run at again, in
+	// increasing order: the simulator (in-process) grows to each.
+	LatencyAt  []int
+	Partitions int // default 16
+	Executors  int // default 1
 	// Concurrency of each executor (default 256).
 	Concurrency int
 	// TaskLatency is how long each simulated Proxmox task runs (default 0):
@@ -90,8 +93,25 @@ func (o *Options) defaults() error {
 	case o.Executors < 1 || o.Executors > 64:
 		return fmt.Errorf("bench: executors must be within 1..64, got %d", o.Executors)
 	}
+	for i, n := range o.LatencyAt {
+		if n <= o.Guests || n > 1000000 || (i > 0 && n <= o.LatencyAt[i-1]) {
+			return fmt.Errorf("bench: latency-at must be increasing guest counts above guests (%d) and at most 1000000, got %v", o.Guests, o.LatencyAt)
+		}
+	}
+	if len(o.LatencyAt) > 0 && len(o.SimCommand) > 0 {
+		return fmt.Errorf("bench: latency-at grows the simulator in-process: not with the simulator in its own process")
+	}
 	if o.Progress == nil {
 		o.Progress = func(string, int, int) {}
 	}
 	return nil
+}
+
+// maxGuests is the largest estate of the run.
+func (o *Options) maxGuests() int {
+	n := o.Guests
+	for _, m := range o.LatencyAt {
+		n = max(n, m)
+	}
+	return n
 }

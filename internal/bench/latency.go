@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"runtime/metrics"
 	"sort"
@@ -17,8 +18,51 @@ import (
 )
 
 // latency publishes changes at a fixed rate, each to a different guest,
-// and measures desired accepted → mutation received by the simulator.
+// and measures desired accepted → mutation received by the simulator; then
+// again at each larger estate of Options.LatencyAt, the simulator grown to
+// it (Report.LatencyMsByGuests).
 func (r *run) latency(ctx context.Context) error {
+	if err := r.latencyAt(ctx, "latency "); err != nil {
+		return err
+	}
+	r.rep.LatencyMsByGuests = map[string]Latency{strconv.Itoa(r.o.Guests): r.rep.LatencyMs}
+	main, det := r.rep.LatencyMs, *r.det
+	for _, n := range r.o.LatencyAt {
+		if err := r.grow(ctx, n); err != nil {
+			return err
+		}
+		if err := r.latencyAt(ctx, "latency at "+strconv.Itoa(n)+" guests "); err != nil {
+			return err
+		}
+		r.rep.LatencyMsByGuests[strconv.Itoa(n)] = r.rep.LatencyMs
+	}
+	// The report's own figures stay those at Options.Guests.
+	r.rep.LatencyMs, *r.det = main, det
+	return nil
+}
+
+// grow adds demo guests up to n and waits until the planner has observed
+// every one.
+func (r *run) grow(ctx context.Context, n int) error {
+	g, ok := r.sim.(inProcess)
+	if !ok {
+		return fmt.Errorf("bench: --latency-at needs the simulator in-process")
+	}
+	have := r.o.Guests
+	for _, m := range r.o.LatencyAt {
+		if m < n {
+			have = max(have, m)
+		}
+	}
+	g.GrowDemo(have, n)
+	return waitFor(ctx, 10*time.Minute, "first observation of the grown estate", func() (int, int, bool) {
+		c := int(r.observed.Load())
+		r.o.Progress("observing guests", c, n)
+		return c, n, c >= n
+	})
+}
+
+func (r *run) latencyAt(ctx context.Context, label string) error {
 	// A settled system: the throughput run's last view documents written.
 	err := waitFor(ctx, 5*time.Minute, "views written", func() (int, int, bool) {
 		n := r.app.Planner().ViewsBehind()
@@ -66,7 +110,7 @@ func (r *run) latency(ctx context.Context) error {
 			time.Sleep(d) // pacing the offered load, not synchronising
 		}
 		vmid := 100 + i
-		ack, err := r.b.Publish(ctx, events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, "latency "+strconv.Itoa(i)), nil)
+		ack, err := r.b.Publish(ctx, events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, label+strconv.Itoa(i)), nil)
 		if err != nil {
 			return err
 		}

@@ -133,7 +133,24 @@ func (s *Sim) addGuest(spec GuestSpec) error {
 
 // seedDemo creates Options.Guests demo guests and, if asked, two templates.
 func (s *Sim) seedDemo() {
-	for i := 0; i < s.opts.Guests; i++ {
+	s.growDemo(0, s.opts.Guests)
+	if s.opts.DemoTemplates {
+		_ = s.addGuest(GuestSpec{VMID: 9000, Kind: QEMU, Name: "debian-12-cloud", Template: true, Cores: 2, MemoryMiB: 2048, Tags: []string{"template"}})
+		_ = s.addGuest(GuestSpec{VMID: 9001, Kind: LXC, Name: "debian-12-ct", Template: true, Tags: []string{"template"}})
+	}
+}
+
+// GrowDemo adds the demo guests vmid 100+from .. 100+to-1 that Options.Guests
+// = to would have created (an estate grown while running: the bench's
+// latency run at a larger scale). Existing vmids are skipped.
+func (s *Sim) GrowDemo(from, to int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.growDemo(from, to)
+}
+
+func (s *Sim) growDemo(from, to int) {
+	for i := from; i < to; i++ {
 		id := 100 + i
 		spec := GuestSpec{VMID: id, Node: s.nodes[i%len(s.nodes)].name, Cores: 1 + i%2,
 			MemoryMiB: 512 << (i % 3), Running: i%2 == 0, Tags: []string{"demo"}}
@@ -143,10 +160,6 @@ func (s *Sim) seedDemo() {
 			spec.Kind, spec.Name = QEMU, fmt.Sprintf("vm-%d", id)
 		}
 		_ = s.addGuest(spec)
-	}
-	if s.opts.DemoTemplates {
-		_ = s.addGuest(GuestSpec{VMID: 9000, Kind: QEMU, Name: "debian-12-cloud", Template: true, Cores: 2, MemoryMiB: 2048, Tags: []string{"template"}})
-		_ = s.addGuest(GuestSpec{VMID: 9001, Kind: LXC, Name: "debian-12-ct", Template: true, Tags: []string{"template"}})
 	}
 }
 
