@@ -37,6 +37,7 @@ type Executor struct {
 	member string        // this instance's id in the executor group
 	sem    chan struct{} // bounds actions in progress in this process
 	rates  *nodeRates    // paces mutating calls per node
+	pace   taskPace      // how long each node's tasks run (first poll)
 	// failures rate-limits the log lines of failed actions: an outage
 	// fails every action at once, and the journal keeps each failure.
 	failures *lograte.Limiter

@@ -36,8 +36,11 @@ type job struct {
 	// digest is the config digest read right before a write planned from
 	// a derived read-back (digestCheck), "" otherwise.
 	digest string
-	hb     *heartbeat
-	log    zerolog.Logger
+	// fresh is set while waiting on a task this job started (not one
+	// resumed from the journal): its wait learns the task's length.
+	fresh bool
+	hb    *heartbeat
+	log   zerolog.Logger
 	// start is when the delivery arrived (converge_action_duration_seconds).
 	start time.Time
 }

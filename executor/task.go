@@ -120,6 +120,7 @@ func (j *job) started(ctx context.Context, t pve.TaskRef) outcome {
 	} else {
 		j.log.Info().Str("upid", t.UPID).Msg("task journalled")
 	}
+	j.fresh = true
 	return j.wait(ctx, t)
 }
 
@@ -131,12 +132,21 @@ const maxWaitRetry = 30 * time.Second
 // how the action ended.
 func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 	opts := pve.WaitOptions{OnPoll: j.hb.touch, MaxInterval: min(time.Second, j.e.cfg.AckWait/3)}
+	if j.fresh {
+		// A task this job just started: its first poll at its expected end.
+		opts.Expect = min(j.e.pace.expect(t.Node, j.a.Op), j.e.cfg.AckWait/3)
+	}
 	retry := 250 * time.Millisecond
 	for {
+		began := j.e.clk.Now()
 		res, err := j.e.px.WaitTask(ctx, t, opts)
 		if ctx.Err() != nil {
 			return abandon // no outcome claimed; the redelivery resumes
 		}
+		if ended := new(*pve.Error); j.fresh && (err == nil || (errors.As(err, ended) && (*ended).UPID != "")) {
+			j.e.pace.observe(t.Node, j.a.Op, opts.Expect, j.e.clk.Now().Sub(began), res.Polls)
+		}
+		opts.Expect, j.fresh = 0, false // a retry polls from the start
 		var pe *pve.Error
 		switch {
 		case err == nil:

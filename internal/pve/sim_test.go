@@ -272,6 +272,15 @@ func TestSimFaultClasses(t *testing.T) {
 	}
 }
 
+func mustStart(t *testing.T, c *pve.Client, vm pve.GuestRef) pve.TaskRef {
+	t.Helper()
+	tr, err := c.Start(tctx(t), vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
 // TestSimWaitTask covers the waiter against real task latency: heartbeats
 // while it runs, and a cancelled wait that claims no outcome.
 func TestSimWaitTask(t *testing.T) {
@@ -284,8 +293,20 @@ func TestSimWaitTask(t *testing.T) {
 	}
 	polls := 0
 	res, err := c.WaitTask(tctx(t), tr, pve.WaitOptions{Interval: time.Millisecond, OnPoll: func() { polls++ }})
-	if err != nil || !res.OK || polls < 1 {
+	if err != nil || !res.OK || polls < 1 || res.Polls != polls+1 {
 		t.Fatalf("res %+v err %v polls %d", res, err, polls)
+	}
+	// A task expected to take longer than it does is read once, at the
+	// end of the expected time.
+	tr, err = c.Stop(tctx(t), vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err = c.WaitTask(tctx(t), tr, pve.WaitOptions{Interval: time.Millisecond, Expect: 300 * time.Millisecond}); err != nil || !res.OK || res.Polls != 1 {
+		t.Fatalf("expected wait: res %+v err %v", res, err)
+	}
+	if _, err := c.WaitTask(tctx(t), mustStart(t, c, vm), pve.WaitOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	_ = s.UpdateFaults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Hour) })
 	tr, err = c.Stop(tctx(t), vm)

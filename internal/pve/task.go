@@ -123,6 +123,12 @@ type WaitOptions struct {
 	// tolerated before giving up (default 5). The task keeps running on
 	// Proxmox either way.
 	MaxPollErrors int
+	// Expect is how long the task is expected to run (0: unknown). The
+	// first poll waits that long, and polling then starts again at
+	// Interval: a task of a known length is found finished in about one
+	// poll, within a few Intervals of its end, where doubling from the
+	// start took up to twice its length and several polls.
+	Expect time.Duration
 }
 
 func (o WaitOptions) withDefaults() WaitOptions {
@@ -151,6 +157,8 @@ type TaskResult struct {
 	OK         bool   // OK or WARNINGS
 	Warnings   int
 	Log        []string // trailing log lines, filled on failure or warnings
+	// Polls is how many status reads it took (0 for a zero TaskRef).
+	Polls int
 }
 
 // taskLogFetch is how many log lines are fetched to keep the tail: the error
@@ -191,7 +199,13 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 	path := "/nodes/" + node + "/tasks/" + t.UPID
 	interval := opts.Interval
 	pollErrs := 0
+	if opts.Expect > 0 {
+		if err := Sleep(ctx, opts.Expect); err != nil {
+			return res, fmt.Errorf("pve: waiting for task %s: %w", t.UPID, err)
+		}
+	}
 	for {
+		res.Polls++
 		st, err := c.taskStatus(ctx, path, u)
 		switch {
 		case err != nil && ctx.Err() != nil:

@@ -1,0 +1,66 @@
+package executor
+
+import (
+	"sync"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// taskPace learns how long each node's tasks of each operation run, so
+// that waiting on a task polls about once, at its end
+// (pve.WaitOptions.Expect), instead of doubling pauses from 20 ms that
+// found a 1 s start some 300 ms late after seven polls. Each status poll
+// is a request to the node's pveproxy, and each late one an idle slot of
+// the node's concurrency.
+//
+// The estimate is kept near the short end of what a task of the kind
+// takes: found finished at its first poll, the next wait expects 10 % less
+// (it may have ended earlier); found later, it moves half-way to the time
+// that took. A task longer than expected costs polls from Interval again;
+// one far shorter than expected waits for it, so the estimate comes down
+// fast and never exceeds maxExpect.
+type taskPace struct {
+	mu sync.Mutex
+	m  map[paceKey]time.Duration
+}
+
+type paceKey struct {
+	node string
+	op   events.Op
+}
+
+// maxExpect bounds the first pause before a task's first poll.
+const maxExpect = 10 * time.Second
+
+func (p *taskPace) expect(node string, op events.Op) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[paceKey{node, op}]
+}
+
+// observe records a wait that expected expected and found the task ended
+// after took, at its polls-th poll.
+func (p *taskPace) observe(node string, op events.Op, expected, took time.Duration, polls int) {
+	if polls < 1 || took < 0 {
+		return
+	}
+	var e time.Duration
+	switch {
+	case expected <= 0:
+		// Doubling pauses: the task ended within the last, about the
+		// second half of the wait.
+		e = took / 2
+	case polls == 1:
+		e = expected * 9 / 10
+	default:
+		e = expected + (took-expected)/2
+	}
+	e = min(max(e, 0), maxExpect)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[paceKey]time.Duration{}
+	}
+	p.m[paceKey{node, op}] = e
+}

@@ -1,0 +1,47 @@
+package executor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// The expected length of a node's tasks settles near what they take:
+// down 10 % when found finished at the first poll, half-way up when not,
+// never above maxExpect, and per node and operation.
+func TestTaskPaceLearns(t *testing.T) {
+	var p taskPace
+	const op = events.OpStart
+	if e := p.expect("pve1", op); e != 0 {
+		t.Fatalf("unknown task expected to take %s", e)
+	}
+	// First wait, doubling pauses from 20 ms: found after 1.26 s.
+	p.observe("pve1", op, 0, 1260*time.Millisecond, 7)
+	if e := p.expect("pve1", op); e != 630*time.Millisecond {
+		t.Fatalf("after a doubling wait: %s", e)
+	}
+	// Tasks of 1 s: the estimate climbs to them, then hovers just under.
+	task := time.Second
+	for range 20 {
+		e := p.expect("pve1", op)
+		if e >= task {
+			p.observe("pve1", op, e, e, 1)
+		} else {
+			p.observe("pve1", op, e, task+20*time.Millisecond, 2)
+		}
+	}
+	if e := p.expect("pve1", op); e < 850*time.Millisecond || e > task+20*time.Millisecond {
+		t.Errorf("after 20 tasks of 1 s, expected %s", e)
+	}
+	if e := p.expect("pve2", op); e != 0 {
+		t.Errorf("another node's tasks learnt: %s", e)
+	}
+	if e := p.expect("pve1", events.OpShutdown); e != 0 {
+		t.Errorf("another operation's tasks learnt: %s", e)
+	}
+	p.observe("pve1", events.OpShutdown, 0, 10*time.Minute, 30)
+	if e := p.expect("pve1", events.OpShutdown); e != maxExpect {
+		t.Errorf("a 10 min task: expected %s, want the cap %s", e, maxExpect)
+	}
+}
