@@ -91,6 +91,7 @@ func TestWaitTaskOutcomes(t *testing.T) {
 			opts.OnPoll = func() { polls.Add(1) }
 			res, err := c.WaitTask(bg, TaskRef{UPID: id, Node: "pve"}, opts)
 			tc.wantRes.UPID = id
+			tc.wantRes.Polls = tc.running + 1 // the polls that found it running, then the one that found it ended
 			if !reflect.DeepEqual(res, tc.wantRes) {
 				t.Errorf("result\n got  %+v\n want %+v", res, tc.wantRes)
 			}
