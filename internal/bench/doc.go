@@ -14,9 +14,14 @@
 //
 // A change is one desired event, published by an async JetStream client,
 // that differs from the guest's previous desired state (its description),
-// so converging it takes one Proxmox config write. Changes are spread
-// round-robin over the guests; when several changes of one guest arrive
-// while an action for it runs, the planner acts on the newest only
-// (desired state is level-triggered), and throughput counts every
+// so converging it takes one Proxmox config write. The throughput run
+// sends one change per guest by default, so that every change is an
+// action, and reports what an action costs (CPU, Proxmox calls, bytes
+// allocated, all in the same run). The coalesced burst follows, labelled
+// apart: ten changes per guest spread round-robin; when several changes of
+// one guest arrive while an action for it runs, the planner acts on the
+// newest only (desired state is level-triggered), and it counts every
 // published change once all guests have converged to their last one.
+// Options.LatencyAt repeats the latency run with the simulator grown to
+// larger estates.
 package bench
