@@ -79,6 +79,13 @@ func (p *proxmoxBench) run(cmd *cobra.Command, g *globals, base bench.Options, m
 		o.Guests = base.Guests
 	}
 	o.Dir, o.Progress, o.Logger = base.Dir, base.Progress, base.Logger
+	// An explicit 0 is none (bench.ProxmoxOptions takes 0 for its default).
+	for name, d := range map[string]*time.Duration{"api-latency": &o.APILatency, "power-task": &o.PowerTask,
+		"config-task": &o.ConfigTask, "baseline-poll": &o.BaselinePoll} {
+		if *d == 0 && cmd.Flags().Changed(name) {
+			*d = -1
+		}
+	}
 	rep, det, err := bench.RunProxmox(cmd.Context(), o)
 	if memProfile != "" && err == nil {
 		if err := writeHeapProfile(memProfile); err != nil {

@@ -25,6 +25,7 @@ type ProxmoxOptions struct {
 	// executor.DefaultNodeRate, 10; negative: none), and the ideal's.
 	NodeRate float64
 	// APILatency is added to every Proxmox API call (default 15ms).
+	// Negative, here and for the other durations: none.
 	APILatency time.Duration
 	// PowerTask is how long power tasks run (qmstart, qmstop, qmshutdown,
 	// qmreboot; default 1s); ConfigTask how long qmconfig tasks run, and
@@ -67,8 +68,11 @@ func (o *ProxmoxOptions) defaults() error {
 		v   *time.Duration
 		def time.Duration
 	}{{&o.APILatency, DefaultAPILatency}, {&o.PowerTask, DefaultPowerTask}, {&o.ConfigTask, DefaultConfigTask}, {&o.BaselinePoll, DefaultBaselinePoll}} {
-		if *d.v == 0 {
+		switch {
+		case *d.v == 0:
 			*d.v = d.def
+		case *d.v < 0:
+			*d.v = 0
 		}
 	}
 	switch {
@@ -80,8 +84,6 @@ func (o *ProxmoxOptions) defaults() error {
 		return fmt.Errorf("bench: node concurrency must be >= 1, got %d", o.NodeConcurrency)
 	case o.BaselineParallelism < 1:
 		return fmt.Errorf("bench: baseline parallelism must be >= 1, got %d", o.BaselineParallelism)
-	case o.APILatency < 0 || o.PowerTask < 0 || o.ConfigTask < 0 || o.BaselinePoll < 0:
-		return fmt.Errorf("bench: latencies must be >= 0")
 	}
 	if o.NodeRate == 0 {
 		o.NodeRate = executor.DefaultNodeRate
@@ -174,11 +176,15 @@ func RunProxmox(ctx context.Context, o ProxmoxOptions) (*ProxmoxReport, *Proxmox
 	if err != nil {
 		return nil, nil, err
 	}
-	rep.MakespanRatio = rep.MakespanS / rep.IdealMakespanS
+	if rep.IdealMakespanS > 0 {
+		rep.MakespanRatio = rep.MakespanS / rep.IdealMakespanS
+	}
 	if err := runBaseline(ctx, o, rep); err != nil {
 		return nil, nil, err
 	}
-	rep.BaselineSpeedup = rep.BaselineMakespanS / rep.MakespanS
+	if rep.MakespanS > 0 {
+		rep.BaselineSpeedup = rep.BaselineMakespanS / rep.MakespanS
+	}
 	det.Elapsed = time.Since(start)
 	return rep, det, nil
 }
