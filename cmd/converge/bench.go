@@ -22,6 +22,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	o := bench.Options{}
 	var cpuProfile, memProfile string
 	var simProcess bool
+	var prox proxmoxBench
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the pipeline against the raw JetStream limit, in one run",
@@ -29,9 +30,13 @@ func newBenchCmd(g *globals) *cobra.Command {
 the raw bus (async publish, durable consume, ordered replay of as many
 messages of the same size as the pipeline writes), then the pipeline at
 saturation and at a fixed rate, a replay into fresh views and an idle
-observer pass. -o json prints the report's fields.`,
+observer pass. -o json prints the report's fields. --profile proxmox
+measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := prox.check(cmd); err != nil {
+				return err
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err
@@ -75,6 +80,9 @@ observer pass. -o json prints the report's fields.`,
 			if memProfile != "" {
 				// Every allocation sampled, so that per-action figures are exact.
 				runtime.MemProfileRate = 4096
+			}
+			if prox.profile == profileProxmox {
+				return prox.run(cmd, g, o, memProfile, tty)
 			}
 			rep, det, err := bench.Run(cmd.Context(), o)
 			if memProfile != "" && err == nil {
@@ -146,6 +154,7 @@ observer pass. -o json prints the report's fields.`,
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
+	prox.addFlags(fl)
 	return cmd
 }
 

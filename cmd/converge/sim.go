@@ -23,6 +23,7 @@ type simFlags struct {
 	templates    bool
 	latency      time.Duration
 	taskLatency  time.Duration
+	typeLatency  []string
 	failRate     float64
 	failMessage  string
 	warnRate     float64
@@ -54,6 +55,7 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.BoolVar(&f.templates, "templates", true, "also create a QEMU and an LXC template (9000, 9001) when --guests > 0")
 	fl.DurationVar(&f.latency, "latency", 0, "latency added to every API call")
 	fl.DurationVar(&f.taskLatency, "task-latency", 0, "how long every Proxmox task runs")
+	fl.StringArrayVar(&f.typeLatency, "task-latency-type", nil, "how long tasks of one type run, as TYPE=DURATION, e.g. qmstart=1s (repeatable; overrides --task-latency for that type)")
 	fl.Float64Var(&f.failRate, "fail-rate", 0, "probability (0..1) that a mutating call fails transiently")
 	fl.StringVar(&f.failMessage, "fail-message", "", "the text of those failures (default: the flock timeout, which clients wait out as a lock)")
 	fl.Float64Var(&f.warnRate, "warn-rate", 0, "probability (0..1) that a task ends with warnings")
@@ -93,6 +95,10 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 	if len(tokens) == 0 {
 		tokens["root@pam!converge"] = randomSecret()
 	}
+	byType, err := pvesim.ParseTaskLatencies(f.typeLatency)
+	if err != nil {
+		return usageError{fmt.Errorf("--task-latency-type %w", err)}
+	}
 	ml, err := openMutationLog(f.mutationLog, cmd.OutOrStdout())
 	if err != nil {
 		return err
@@ -103,7 +109,7 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 		Password: f.password, Tokens: tokens, TLS: f.tls, Version: f.pveVersion, Seed: f.seed,
 		Logger: log, OnMutation: ml.write,
 		Faults: pvesim.Faults{
-			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency),
+			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency), TaskLatencyByType: byType,
 			FailRate: f.failRate, FailMessage: f.failMessage, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),
 		},
 	})

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,53 @@ func TestSimCommandRejectsBadToken(t *testing.T) {
 	root.SetOut(io.Discard)
 	err := root.ExecuteContext(context.Background())
 	if err == nil || err.Error() != `--token "nosecret": want ID=SECRET, e.g. root@pam!converge=s3cret` {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestSimCommandTaskLatencyType: --task-latency-type sets a latency per
+// task type, which the fault endpoint shows; a type the simulator does not
+// run is a usage error.
+func TestSimCommandTaskLatencyType(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pr, pw := io.Pipe()
+	root := newRoot()
+	root.SetArgs([]string{"sim", "--listen", "127.0.0.1:0", "--task-latency", "50ms", "--task-latency-type", "qmstart=1s",
+		"--task-latency-type", "qmconfig=200ms", "-o", "json", "--log-level", "error"})
+	root.SetOut(pw)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var info struct {
+		ControlURL string `json:"control_url"`
+	}
+	if err := json.NewDecoder(pr).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Get(info.ControlURL + "/faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TaskLatency string            `json:"task_latency"`
+		ByType      map[string]string `json:"task_latency_by_type"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&f)
+	res.Body.Close()
+	if err != nil || f.TaskLatency != "50ms" || len(f.ByType) != 2 || f.ByType["qmstart"] != "1s" || f.ByType["qmconfig"] != "200ms" {
+		t.Fatalf("faults %+v %v", f, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("sim exited with %v", err)
+	}
+
+	root = newRoot()
+	root.SetArgs([]string{"sim", "--listen", "127.0.0.1:0", "--task-latency-type", "start=1s"})
+	root.SetOut(io.Discard)
+	err = root.ExecuteContext(context.Background())
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `--task-latency-type "start=1s"`) {
 		t.Fatalf("got %v", err)
 	}
 }

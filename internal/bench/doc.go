@@ -24,4 +24,20 @@
 // published change once all guests have converged to their last one.
 // Options.LatencyAt repeats the latency run with the simulator grown to
 // larger estates.
+//
+// # The Proxmox profile
+//
+// [RunProxmox] (`converge bench --profile proxmox`) measures instead a
+// Proxmox-shaped workload: a simulator with ProxmoxOptions.Nodes nodes
+// (10), 15 ms per API call, 1 s per power task and 0.2 s per config task
+// (pvesim's per-task-type latency), and converge assembled as `converge up`
+// assembles it (its defaults, the node limit ProxmoxOptions.NodeConcurrency,
+// 4). Every guest starts stopped and gets one desired change that takes a
+// config write (a QEMU POST …/config: a qmconfig task) and then a start.
+// makespan_s runs from the first publish until the planner has seen every
+// guest running with its new config (checked against the simulator after);
+// ideal_makespan_s is [IdealMakespan], a lower bound no client can beat
+// within the node limits; baseline_makespan_s is the same work, on a fresh
+// simulator in the same state, by a Terraform-like client (baseline.go).
+// Nothing in the profile is asserted against a speed.
 package bench

@@ -32,11 +32,11 @@
 //
 // # Faults
 //
-// [Faults] (latency per call and per task, failure and warning rates,
-// unreachability, /cluster/resources lag) can be set at start through
-// [Options], changed while running with [Sim.SetFaults], [Sim.LockGuest] and
-// [Sim.SetUnreachable], or over HTTP under /_sim/ (outside /api2/json, no
-// auth): see docs/simulator.md.
+// [Faults] (latency per call, per task and per task type, failure and
+// warning rates, unreachability, /cluster/resources lag) can be set at
+// start through [Options], changed while running with [Sim.SetFaults],
+// [Sim.LockGuest] and [Sim.SetUnreachable], or over HTTP under /_sim/
+// (outside /api2/json, no auth): see docs/simulator.md.
 //
 // # Concurrency
 //

@@ -33,6 +33,14 @@ type Faults struct {
 	// TaskLatency is how long every task runs before it takes effect. Zero
 	// completes tasks before their UPID is returned.
 	TaskLatency Duration `json:"task_latency"`
+	// TaskLatencyByType overrides TaskLatency for the task types it names
+	// (Proxmox's: qmstart, qmstop, qmshutdown, qmconfig, vzstart, …; see
+	// [TaskTypes]), zero included: {"qmstart": "1s", "qmconfig": "200ms"}
+	// runs power-on tasks for a second and config tasks for 0.2 s. A QEMU
+	// config write through the synchronous PUT runs the qmconfig worker
+	// inside the call, as qemu-server does, and so answers after
+	// TaskLatencyFor("qmconfig").
+	TaskLatencyByType map[string]Duration `json:"task_latency_by_type,omitempty"`
 	// FailRate is the probability (0..1) that a mutating call fails with a
 	// transient Proxmox error: a failed task for asynchronous calls, a 500 for
 	// synchronous ones. The error is the flock timeout real clusters produce
@@ -76,16 +84,20 @@ func (f Faults) validate() error {
 	case f.StorageCloneLimit < 0:
 		return fmt.Errorf("pvesim: Faults.StorageCloneLimit must be >= 0, got %d", f.StorageCloneLimit)
 	}
-	return nil
+	return f.validateByType()
 }
 
-// Faults returns the faults now in force. It takes no lock: every request
-// reads them, and must not queue behind a long one for it.
-func (s *Sim) Faults() Faults {
+// Faults returns the faults now in force (a copy the caller may change).
+// It takes no lock: every request reads them, and must not queue behind a
+// long one for it.
+func (s *Sim) Faults() Faults { return s.faultsNow().clone() }
+
+// faultsNow is the faults in force, to read only: its map is shared.
+func (s *Sim) faultsNow() *Faults {
 	if f := s.faultSnap.Load(); f != nil {
-		return *f
+		return f
 	}
-	return Faults{}
+	return &Faults{}
 }
 
 // publishFaults makes the faults readable without the lock. Caller holds mu.
@@ -100,7 +112,7 @@ func (s *Sim) SetFaults(f Faults) error {
 		return err
 	}
 	s.mu.Lock()
-	s.faults = f
+	s.faults = f.clone() // the caller keeps its map
 	s.publishFaults()
 	s.mu.Unlock()
 	return nil
@@ -110,7 +122,7 @@ func (s *Sim) SetFaults(f Faults) error {
 func (s *Sim) UpdateFaults(fn func(*Faults)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.faults
+	f := s.faults.clone() // readers hold the map in force
 	fn(&f)
 	if err := f.validate(); err != nil {
 		return err
@@ -133,7 +145,7 @@ func (s *Sim) SetUnreachable(d time.Duration) {
 }
 
 func (s *Sim) unreachable() bool {
-	f := s.Faults()
+	f := s.faultsNow()
 	return !f.UnreachableUntil.IsZero() && time.Now().Before(f.UnreachableUntil)
 }
 

@@ -241,6 +241,11 @@ func knownKey(kind Kind, k string) bool {
 }
 
 // putConfig is the synchronous update (QEMU and LXC): null on success.
+// qemu-server's runs the qmconfig worker inside the call (update_vm_api
+// with sync), so it answers once that worker's time
+// (Faults.TaskLatencyFor("qmconfig")) has passed, and the change takes
+// effect then; pve-container has no config task, and its update is
+// immediate here.
 func (s *Sim) putConfig(q *req, g *guest) (any, error) {
 	ch, err := s.parseConfigChange(q, g)
 	if err != nil {
@@ -248,6 +253,15 @@ func (s *Sim) putConfig(q *req, g *guest) (any, error) {
 	}
 	if s.roll(s.faults.FailRate) {
 		return nil, fail500("%s", s.failMessage(g.kind, g.vmid))
+	}
+	if d := s.faults.TaskLatencyFor("qmconfig"); g.kind == QEMU && d > 0 {
+		return inlineWork{d: d, then: func() (any, error) {
+			if err := s.gone(g); err != nil {
+				return nil, fail500("%s", err)
+			}
+			g.apply(ch)
+			return nil, nil
+		}}, nil
 	}
 	g.apply(ch)
 	return nil, nil

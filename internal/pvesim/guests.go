@@ -17,6 +17,15 @@ type awaitTask struct {
 	then  func(finished bool) (any, error)
 }
 
+// inlineWork asks the handler wrapper to wait (without the lock) for d,
+// then call then (with the lock): work Proxmox does inside the API call,
+// such as qemu-server's synchronous config update, which runs the qmconfig
+// worker in the request instead of forking a task.
+type inlineWork struct {
+	d    time.Duration
+	then func() (any, error)
+}
+
 // kindHandler resolves the node for per-kind collection endpoints.
 func (s *Sim) kindHandler(kind Kind, fn func(q *req, kind Kind, n *node) (any, error)) apiFunc {
 	return func(q *req) (any, error) {
@@ -51,8 +60,33 @@ func (s *Sim) guestHandler(kind Kind, fn guestFunc) apiFunc {
 			defer s.mu.Unlock()
 			return aw.then(finished)
 		}
+		if iw, ok := res.(inlineWork); ok && err == nil {
+			return s.runInline(q, iw)
+		}
 		return res, err
 	}
+}
+
+// runInline waits out inline work, then does it. A client that goes away
+// meanwhile gets no answer, but the work is still done when it is due, as
+// pvedaemon finishes a request whose client disconnected.
+func (s *Sim) runInline(q *req, iw inlineWork) (any, error) {
+	due := time.Now().Add(iw.d)
+	timer := time.NewTimer(iw.d)
+	select {
+	case <-timer.C:
+	case <-q.r.Context().Done():
+		timer.Stop()
+		time.AfterFunc(time.Until(due), func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_, _ = iw.then()
+		})
+		return nil, q.r.Context().Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return iw.then()
 }
 
 func (s *Sim) resolveGuest(q *req, kind Kind, fn guestFunc) (any, error) {

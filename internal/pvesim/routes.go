@@ -42,7 +42,7 @@ func (s *Sim) routes() http.Handler {
 				s.opts.OnMutation(Mutation{Method: r.Method, Path: r.URL.Path, VMID: vmidFromPath(r.URL.Path), At: time.Now()})
 			}
 		}
-		if d := time.Duration(s.Faults().Latency); d > 0 {
+		if d := time.Duration(s.faultsNow().Latency); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -79,7 +79,7 @@ func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
 	mux.HandleFunc(method+" /api2/json"+path, func(w http.ResponseWriter, r *http.Request) {
 		user, err := s.authenticate(r)
 		if err != nil {
-			if d := time.Duration(s.Faults().AuthFailDelay); d > 0 {
+			if d := time.Duration(s.faultsNow().AuthFailDelay); d > 0 {
 				time.Sleep(d)
 			}
 			writeError(w, err.(*apiError))
@@ -109,7 +109,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, user string, fn apiF
 	}
 	if ae, ok := err.(*apiError); ok {
 		if ae.status == 401 {
-			if d := time.Duration(s.Faults().AuthFailDelay); d > 0 {
+			if d := time.Duration(s.faultsNow().AuthFailDelay); d > 0 {
 				time.Sleep(d)
 			}
 		}

@@ -103,7 +103,7 @@ func (s *Sim) startLoggedTask(node, typ string, kind Kind, vmid int, user string
 	s.tasks = append(s.tasks, t)
 	s.taskIdx[t.upid] = t
 	s.trimTasks()
-	if d := time.Duration(s.faults.TaskLatency); d > 0 {
+	if d := s.faults.TaskLatencyFor(typ); d > 0 {
 		t.timer = time.AfterFunc(d, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/executor"
+	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/planner"
+)
+
+// ProxmoxOptions size a Proxmox-shaped run (`converge bench --profile
+// proxmox`). Zero fields take the defaults of the issue's profile.
+type ProxmoxOptions struct {
+	Guests int // default 1000, spread evenly over the nodes
+	Nodes  int // default 10
+	// NodeConcurrency is converge's per-node limit (default
+	// planner.DefaultNodeConcurrency, 4), and the ideal schedule's.
+	NodeConcurrency int
+	// NodeRate is converge's mutating calls a second per node (default
+	// executor.DefaultNodeRate, 10; negative: none), and the ideal's.
+	NodeRate float64
+	// APILatency is added to every Proxmox API call (default 15ms).
+	// Negative, here and for the other durations: none.
+	APILatency time.Duration
+	// PowerTask is how long power tasks run (qmstart, qmstop, qmshutdown,
+	// qmreboot; default 1s); ConfigTask how long qmconfig tasks run, and
+	// a synchronous QEMU config write (default 200ms).
+	PowerTask, ConfigTask time.Duration
+	// BaselineParallelism (default 10) and BaselinePoll (default 1s) are
+	// the Terraform-like baseline's: terraform apply's -parallelism and
+	// the providers' task polling interval.
+	BaselineParallelism int
+	BaselinePoll        time.Duration
+	// Dir holds the journal; default a temp dir removed afterwards.
+	Dir      string
+	Progress func(phase string, done, total int)
+	Logger   zerolog.Logger
+}
+
+// Proxmox profile defaults (issue 23): a mid-sized cluster, calls and
+// tasks as long as a real Proxmox's, the planner's default node limit.
+const (
+	DefaultProxmoxGuests    = 1000
+	DefaultProxmoxNodes     = 10
+	DefaultAPILatency       = 15 * time.Millisecond
+	DefaultPowerTask        = time.Second
+	DefaultConfigTask       = 200 * time.Millisecond
+	DefaultBaselineParallel = 10          // terraform apply's default -parallelism
+	DefaultBaselinePoll     = time.Second // bpg's and Telmate's task polling
+)
+
+func (o *ProxmoxOptions) defaults() error {
+	orDefault := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	orDefault(&o.Guests, DefaultProxmoxGuests)
+	orDefault(&o.Nodes, DefaultProxmoxNodes)
+	orDefault(&o.NodeConcurrency, planner.DefaultNodeConcurrency)
+	orDefault(&o.BaselineParallelism, DefaultBaselineParallel)
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&o.APILatency, DefaultAPILatency}, {&o.PowerTask, DefaultPowerTask}, {&o.ConfigTask, DefaultConfigTask}, {&o.BaselinePoll, DefaultBaselinePoll}} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			*d.v = 0
+		}
+	}
+	switch {
+	case o.Guests < 1 || o.Guests > 100000:
+		return fmt.Errorf("bench: guests must be within 1..100000, got %d", o.Guests)
+	case o.Nodes < 1 || o.Nodes > 1000:
+		return fmt.Errorf("bench: nodes must be within 1..1000, got %d", o.Nodes)
+	case o.NodeConcurrency < 1:
+		return fmt.Errorf("bench: node concurrency must be >= 1, got %d", o.NodeConcurrency)
+	case o.BaselineParallelism < 1:
+		return fmt.Errorf("bench: baseline parallelism must be >= 1, got %d", o.BaselineParallelism)
+	}
+	if o.NodeRate == 0 {
+		o.NodeRate = executor.DefaultNodeRate
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, int, int) {}
+	}
+	return nil
+}
+
+// ProxmoxReport is the Proxmox profile's report (`-o json`).
+type ProxmoxReport struct {
+	Profile         string  `json:"profile"` // "proxmox"
+	Guests          int     `json:"guests"`
+	Nodes           int     `json:"nodes"`
+	NodeConcurrency int     `json:"node_concurrency"`
+	NodeRate        float64 `json:"node_rate"` // negative: none
+	APILatencyMs    float64 `json:"api_latency_ms"`
+	PowerTaskS      float64 `json:"power_task_s"`
+	ConfigTaskS     float64 `json:"config_task_s"`
+	// MakespanS: from the first desired event's publish until every guest
+	// converged (the planner saw it running with its new config).
+	MakespanS float64 `json:"makespan_s"`
+	// IdealMakespanS: IdealMakespan; MakespanRatio = makespan ÷ ideal.
+	IdealMakespanS float64 `json:"ideal_makespan_s"`
+	MakespanRatio  float64 `json:"makespan_ratio"`
+	// Actions converge journalled; Tasks Proxmox ran and PveCalls the API
+	// calls it received during converge's run (the observer's included).
+	Actions  int   `json:"actions"`
+	Tasks    int   `json:"tasks"`
+	PveCalls int64 `json:"pve_calls"`
+	// The same work by a Terraform-like client (baseline.go):
+	// BaselineParallelism guests at a time, tasks polled every
+	// BaselinePollS; BaselineSpeedup = baseline ÷ makespan.
+	BaselineMakespanS   float64 `json:"baseline_makespan_s"`
+	BaselineSpeedup     float64 `json:"baseline_speedup"`
+	BaselineParallelism int     `json:"baseline_parallelism"`
+	BaselinePollS       float64 `json:"baseline_poll_s"`
+	BaselineTasks       int     `json:"baseline_tasks"`
+	BaselinePveCalls    int64   `json:"baseline_pve_calls"`
+}
+
+// ProxmoxDetails say where converge's time went (the text report).
+type ProxmoxDetails struct {
+	// Handoff: from a guest's config task's end to its start task's start
+	// (the write's answer, read-back, result, planning, the next action,
+	// its pre-check and pacing). Tail: from a guest's start task's end to
+	// its convergence (status polls, read-back, result, planning). Head:
+	// from the first publish to a guest's config task's start.
+	Handoff, Tail, Head Latency
+	// SlotUse is the share of the nodes' slots (NodeConcurrency ×
+	// makespan) that the ideal's per-action time filled.
+	SlotUse float64
+	// MaxInFlight is the most tasks that ran at once on one node.
+	MaxInFlight int
+	// ToConfig and ToStart: from a task's end to the start of the task
+	// that takes its slot on the node, a config write or a start (see
+	// turnaround). ConfigWriteRate: config tasks started a second per node
+	// while any were (the node rate caps it).
+	ToConfig, ToStart Latency
+	ConfigWriteRate   float64
+	// TaskTypes counts converge's tasks by type.
+	TaskTypes map[string]int
+	Elapsed   time.Duration
+}
+
+// RunProxmox runs the Proxmox profile: converge against the simulator,
+// then the baseline against a fresh simulator in the same state.
+func RunProxmox(ctx context.Context, o ProxmoxOptions) (*ProxmoxReport, *ProxmoxDetails, error) {
+	if err := o.defaults(); err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "converge-bench-")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	rep := &ProxmoxReport{Profile: "proxmox", Guests: o.Guests, Nodes: o.Nodes, NodeConcurrency: o.NodeConcurrency,
+		NodeRate: o.NodeRate, APILatencyMs: ms(o.APILatency), PowerTaskS: o.PowerTask.Seconds(),
+		ConfigTaskS: o.ConfigTask.Seconds(), BaselineParallelism: o.BaselineParallelism, BaselinePollS: o.BaselinePoll.Seconds()}
+	ideal := IdealMakespan(IdealInput{GuestsPerNode: spread(o.Guests, o.Nodes), Slots: o.NodeConcurrency, NodeRate: rep.NodeRate,
+		APILatency: o.APILatency, ConfigTask: o.ConfigTask, PowerTask: o.PowerTask})
+	rep.IdealMakespanS = ideal.Seconds()
+	det, err := runConverge(ctx, o, dir, rep)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rep.IdealMakespanS > 0 {
+		rep.MakespanRatio = rep.MakespanS / rep.IdealMakespanS
+	}
+	if err := runBaseline(ctx, o, rep); err != nil {
+		return nil, nil, err
+	}
+	if rep.MakespanS > 0 {
+		rep.BaselineSpeedup = rep.BaselineMakespanS / rep.MakespanS
+	}
+	det.Elapsed = time.Since(start)
+	return rep, det, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Every guest's desired change: power it on with a new config. Guests
+// start stopped with one core; the planner writes the config first (so
+// the guest boots with it: cores never hotplug), then starts it.
+const (
+	proxmoxCores       = 2
+	proxmoxDescription = "bench: proxmox profile"
+)
+
+// proxmoxSim starts a simulator with the profile's nodes, guests (QEMU,
+// stopped, one core, guest i on node i mod nodes) and latencies.
+func proxmoxSim(o ProxmoxOptions) (*pvesim.Sim, error) {
+	power := pvesim.Duration(o.PowerTask)
+	sim, err := pvesim.New(pvesim.Options{Nodes: o.Nodes, Tokens: map[string]string{tokenID: tokenSecret}, Seed: 1,
+		Faults: pvesim.Faults{Latency: pvesim.Duration(o.APILatency), TaskLatencyByType: map[string]pvesim.Duration{
+			"qmstart": power, "qmstop": power, "qmshutdown": power, "qmreboot": power,
+			"qmconfig": pvesim.Duration(o.ConfigTask)}}})
+	if err != nil {
+		return nil, err
+	}
+	nodes := sim.NodeNames()
+	for i := 0; i < o.Guests; i++ {
+		vmid := 100 + i
+		if err := sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Node: nodes[i%len(nodes)], Name: fmt.Sprintf("vm-%d", vmid),
+			Cores: 1, MemoryMiB: 1024}); err != nil {
+			return nil, err
+		}
+	}
+	if err := sim.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	return sim, nil
+}
+
+// checkDone verifies, from the simulator, that every guest is running
+// with the desired config.
+func checkDone(sim *pvesim.Sim, guests int, who string) error {
+	bad := 0
+	var first string
+	for i := 0; i < guests; i++ {
+		g, ok := sim.Guest(100 + i)
+		if ok && g.Status == "running" && g.Config["cores"] == fmt.Sprint(proxmoxCores) && len(g.Pending) == 0 &&
+			g.Config["description"] == proxmoxDescription {
+			continue
+		}
+		if bad++; first == "" {
+			first = fmt.Sprintf("%d: %s, config %v, pending %v", 100+i, g.Status, g.Config, g.Pending)
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("bench: after %s's run %d guests are not running with the new config (first %s)", who, bad, first)
+	}
+	return nil
+}
