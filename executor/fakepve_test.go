@@ -28,6 +28,9 @@ type fakePVE struct {
 	outcome map[pve.Op]string // the task's exit status (default OK)
 	sync    map[pve.Op]bool   // completes without a task
 	crash   map[pve.Op]bool   // the caller dies once Proxmox accepted it
+	// during runs once when the operation reaches Proxmox, before it takes
+	// effect (an observer's pass reading the guest meanwhile).
+	during map[pve.Op]func(vmid int)
 	// cancel ends the current handler's context (crash).
 	cancel context.CancelFunc
 	n      int
@@ -57,7 +60,7 @@ var (
 
 func newFakePVE(now func() time.Time) *fakePVE {
 	return &fakePVE{now: now, guests: map[int]*fakeGuest{}, fail: map[pve.Op]*pve.Error{}, outcome: map[pve.Op]string{},
-		sync: map[pve.Op]bool{}, crash: map[pve.Op]bool{}}
+		sync: map[pve.Op]bool{}, crash: map[pve.Op]bool{}, during: map[pve.Op]func(int){}}
 }
 
 func (p *fakePVE) guest(ref pve.GuestRef) (*fakeGuest, error) {
@@ -86,6 +89,10 @@ func (p *fakePVE) mutate(ctx context.Context, op pve.Op, ref pve.GuestRef, apply
 	g, err := p.guest(ref)
 	if err != nil {
 		return pve.TaskRef{}, err
+	}
+	if f := p.during[op]; f != nil {
+		delete(p.during, op)
+		f(ref.VMID)
 	}
 	exit := p.outcome[op]
 	delete(p.outcome, op)

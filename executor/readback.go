@@ -99,6 +99,17 @@ func (j *job) derivedConfig(r *events.Result) *events.Observed {
 	return o
 }
 
+// raced reports whether an observation of the guest was journalled after
+// what the executor had read before acting (or the journal cannot say): a
+// derived read-back would give way to it in the projector, and the planner
+// would re-plan from a reading older than the action's outcome. The guest
+// is then read back instead. One direct get on the journal, no Proxmox
+// call.
+func (j *job) raced(ctx context.Context) bool {
+	ms, err := j.e.j.Lasts(ctx, j.e.cfg.Cluster, j.a.VMID, events.KindObserved)
+	return err != nil || len(ms) != 1 || (ms[0] != nil && ms[0].Seq > j.knownSeq)
+}
+
 // derivedPower is the observation after a successful start, stop or
 // shutdown task of a guest with nothing pending: status as read, config
 // from the basis. nil when it cannot be derived.
@@ -109,7 +120,7 @@ func (j *job) derivedPower(ctx context.Context, r *events.Result) (*events.Obser
 	default:
 		return nil, nil
 	}
-	if r.Status != events.ResultSucceeded || b == nil || !b.Exists || len(b.Pending) > 0 || b.Lock != "" || b.Node != j.ref.Node {
+	if r.Status != events.ResultSucceeded || b == nil || !b.Exists || len(b.Pending) > 0 || b.Lock != "" || b.Node != j.ref.Node || j.raced(ctx) {
 		return nil, nil
 	}
 	st, err := j.e.px.GuestStatus(ctx, j.ref)

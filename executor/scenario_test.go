@@ -88,7 +88,7 @@ func (h *xharness) cmds() map[string]script.Cmd {
 		"started":   scenario.Cmd("journal a started result as an executor would", "VMID ACTIONID OP UPID", h.started),
 		"rawaction": scenario.Cmd("journal an action body as given", "VMID BODY", h.rawAction),
 		"deliver":   scenario.Cmd("hand the N-th delivery of the entry at SEQ to Handle", "SEQ [N]", h.deliver),
-		"proxmox":   scenario.Cmd("script the next call of an operation", "fail OP CLASS MESSAGE | task OP EXIT | sync OP | crash OP", h.proxmox),
+		"proxmox":   scenario.Cmd("script the next call of an operation", "fail OP CLASS MESSAGE | task OP EXIT | sync OP | crash OP | observed OP", h.proxmox),
 		"lease":     scenario.Cmd("lose or win the action's partition", "lose|win", h.lease),
 		"journal":   scenario.Cmd("make appends fail after N more succeed, or heal", "fail-after N | ok", h.journal),
 		"advance":   scenario.Cmd("advance the clock", "DURATION", h.advance),
@@ -231,6 +231,10 @@ func (h *xharness) proxmox(args []string) (string, error) {
 		h.px.sync[op] = true
 	case "crash":
 		h.px.crash[op] = true
+	case "observed":
+		// An observer's read of the guest, made while the call runs,
+		// journalled before its result.
+		h.px.during[op] = func(vmid int) { _, _ = h.observe([]string{strconv.Itoa(vmid), "status=" + h.px.guests[vmid].status}) }
 	default:
 		return "", fmt.Errorf("unknown verb %q", args[0])
 	}

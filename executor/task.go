@@ -195,7 +195,7 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 			r.UPID, r.Node = upid, node
 		}
 	}
-	if o := j.derivedConfig(r); o != nil {
+	if o := j.derivedConfig(r); o != nil && !j.raced(ctx) {
 		r.Observed = o
 		j.carryInventory(o, r)
 		return outcome{result: r}
