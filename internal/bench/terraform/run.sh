@@ -5,7 +5,7 @@
 #
 #   internal/bench/terraform/run.sh [N...]      (default: 20 100)
 #
-# Environment: RUNS (1) runs per N; LATENCY (20ms) per API call; TASK_LATENCY
+# Environment: TOOLS ("terraform converge") which sides to run; RUNS (1) runs per N; LATENCY (20ms) per API call; TASK_LATENCY
 # (1s) per Proxmox task; PARALLELISM (10) Terraform's -parallelism;
 # CONVERGE_FLAGS extra flags for `converge up`; OUT (/tmp/tf-bench) work
 # directory; CONVERGE (/tmp/tf-converge) and PROVIDER_DIR (/tmp/tf-plugins)
@@ -229,14 +229,27 @@ converge_run() { # N RUN
 	"${cli[@]}" history "$(jq -r 'keys[0]' "$dir/before.json")" >"$dir/history-first.txt" 2>&1 || true
 	"${cli[@]}" history "$(jq -r '[to_entries[] | select(.value.started)][0].key' "$dir/before.json")" \
 		>"$dir/history-running.txt" 2>&1 || true
+	# The history of every guest that got more than one config write.
+	local id
+	for id in $(jq -r --argjson a "$t0" --argjson b "$t1" 'select(.at_unix_ns >= $a and .at_unix_ns <= $b
+			and .method == "POST" and (.path | endswith("/config"))) | .vmid' "$dir/mutations.jsonl" |
+		sort | uniq -d); do
+		"${cli[@]}" history "$id" >"$dir/history-$id.txt" 2>&1 || true
+	done
 	cleanup
 }
 
+TOOLS=${TOOLS:-terraform converge}
 for n in "${sizes[@]}"; do
 	[ $((n % 4)) = 0 ] || die "N must be a multiple of 4 (half the VMs running)"
 	for run in $(seq "$RUNS"); do
-		terraform_run "$n" "$run"
-		converge_run "$n" "$run"
+		for tool in $TOOLS; do
+			case $tool in
+			terraform) terraform_run "$n" "$run" ;;
+			converge) converge_run "$n" "$run" ;;
+			*) die "unknown tool $tool" ;;
+			esac
+		done
 	done
 done
 
