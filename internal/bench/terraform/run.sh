@@ -5,9 +5,12 @@
 #
 #   internal/bench/terraform/run.sh [N...]      (default: 20 100)
 #
-# Environment: TOOLS ("terraform converge") which sides to run; RUNS (1) runs per N; LATENCY (20ms) per API call; TASK_LATENCY
-# (1s) per Proxmox task; PARALLELISM (10) Terraform's -parallelism;
-# CONVERGE_FLAGS extra flags for `converge up`; OUT (/tmp/tf-bench) work
+# Environment: TOOLS ("terraform converge") which sides to run; RUNS (1) runs
+# per N; LATENCY (20ms) per API call; TASK_LATENCY (1s) per Proxmox task;
+# PARALLELISM (10) Terraform's -parallelism; VARIANTS the converge
+# configurations, "label=flags for converge up" separated by ";" (default:
+# "defaults=;matched=--node-concurrency 5 --node-rate 1000;unthrottled=
+# --node-concurrency -1 --node-rate 1000"); OUT (/tmp/tf-bench) work
 # directory; CONVERGE (/tmp/tf-converge) and PROVIDER_DIR (/tmp/tf-plugins)
 # where the binaries are (built if missing; BPG_TAG, v0.80.0, the provider's
 # tag); BPG_REPO the provider's git repository.
@@ -19,7 +22,7 @@ RUNS=${RUNS:-1}
 LATENCY=${LATENCY:-20ms}
 TASK_LATENCY=${TASK_LATENCY:-1s}
 PARALLELISM=${PARALLELISM:-10}
-CONVERGE_FLAGS=${CONVERGE_FLAGS:-}
+VARIANTS=${VARIANTS:-defaults=;matched=--node-concurrency 5 --node-rate 1000;unthrottled=--node-concurrency -1 --node-rate 1000}
 OUT=${OUT:-/tmp/tf-bench}
 CONVERGE=${CONVERGE:-/tmp/tf-converge}
 PROVIDER_DIR=${PROVIDER_DIR:-/tmp/tf-plugins}
@@ -174,8 +177,8 @@ terraform_run() { # N RUN
 	cleanup
 }
 
-converge_run() { # N RUN
-	local n=$1 run=$2 dir="$OUT/cv-$1-$2"
+converge_run() { # N RUN LABEL FLAGS
+	local n=$1 run=$2 label=$3 flags=$4 dir="$OUT/cv-$3-$1-$2"
 	rm -rf "$dir" && mkdir -p "$dir"
 	start_sim $((n * 3 / 2)) "$dir" "$LATENCY" "$TASK_LATENCY"
 	vms_json "$n" >"$dir/before.json"
@@ -189,7 +192,7 @@ converge_run() { # N RUN
 	"$CONVERGE" up --data "$dir/data" --pve-url "https://127.0.0.1:$SIM_PORT" \
 		--pve-token-id "$TOKEN_ID" --pve-token-secret-file "$OUT/token-secret" --pve-fingerprint "$fp" \
 		--nats-listen "127.0.0.1:$NATS_PORT" --http "127.0.0.1:$HTTP_PORT" --log-format json \
-		--restart allowed --guard-share 1 $CONVERGE_FLAGS >"$dir/up.log" 2>&1 &
+		--restart allowed --guard-share 1 $flags >"$dir/up.log" 2>&1 &
 	up_pid=$!
 	local cli=("$CONVERGE" --data "$dir/data" --nats "nats://127.0.0.1:$NATS_PORT")
 	for _ in $(seq 300); do
@@ -216,7 +219,7 @@ converge_run() { # N RUN
 	t1=$(now_ns)
 	s1=$(stats)
 	check_done "$n" "$dir/before.json" || die "converge: change not in effect"
-	record "$n" converge "$run" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/1e9}')" "$s0" "$s1" \
+	record "$n" "converge/$label" "$run" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/1e9}')" "$s0" "$s1" \
 		"$(breakdown "$dir/mutations.jsonl" "$t0" "$t1")"
 	# Idle background of the observer (inventory and verification reads) for
 	# comparison: calls over 10 s with nothing to do.
@@ -246,27 +249,34 @@ for n in "${sizes[@]}"; do
 		for tool in $TOOLS; do
 			case $tool in
 			terraform) terraform_run "$n" "$run" ;;
-			converge) converge_run "$n" "$run" ;;
+			converge)
+				IFS=';' read -ra vs <<<"$VARIANTS"
+				for v in "${vs[@]}"; do
+					converge_run "$n" "$run" "${v%%=*}" "${v#*=}"
+				done
+				;;
 			*) die "unknown tool $tool" ;;
 			esac
 		done
 	done
 done
 
-# The table: medians over the runs.
-awk -F'\t' 'NR > 1 { k = $1 SUBSEP $2; t[k] = t[k] " " $4; cpv[k] = $8; tpv[k] = $9; ns[$1] = 1 }
+# The table: medians over the runs, each converge variant against Terraform.
+awk -F'\t' 'NR > 1 { k = $1 SUBSEP $2; t[k] = t[k] " " $4; cpv[k] = $8; tpv[k] = $9; r[k]++; tools[$2] = 1; ns[$1] = 1 }
 END {
-	printf "%5s %12s %12s %8s %14s %14s %14s %14s\n", "N", "terraform_s", "converge_s", "speedup",
-		"tf_calls/VM", "cv_calls/VM", "tf_tasks/VM", "cv_tasks/VM"
-	for (n in ns) {
-		a = med(t[n SUBSEP "terraform"]); b = med(t[n SUBSEP "converge"])
-		printf "%5s %12.2f %12.2f %7.2fx %14s %14s %14s %14s\n", n, a, b, (b > 0 ? a / b : 0),
-			cpv[n SUBSEP "terraform"], cpv[n SUBSEP "converge"], tpv[n SUBSEP "terraform"], tpv[n SUBSEP "converge"]
+	printf "%5s  %-22s %5s %10s %9s %10s %10s\n", "N", "tool", "runs", "median_s", "speedup", "calls/VM", "tasks/VM"
+	for (n in ns) for (tool in tools) {
+		k = n SUBSEP tool
+		if (!(k in r)) continue
+		tf = (n SUBSEP "terraform") in r ? med(t[n SUBSEP "terraform"]) : 0
+		m = med(t[k])
+		printf "%5s  %-22s %5d %10.2f %9s %10s %10s\n", n, tool, r[k], m,
+			(tool == "terraform" || tf == 0 ? "-" : sprintf("%.2fx", tf / m)), cpv[k], tpv[k]
 	}
 }
 function med(s,   v, k, i, j, x) {
 	k = split(s, v, " ")
-	for (i = 2; i <= k; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+	for (i = 2; i <= k; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] + 0 > x + 0; j--) v[j + 1] = v[j]; v[j + 1] = x }
 	return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-}' "$results" | sort -n
+}' "$results" | (IFS= read -r h; echo "$h"; sort -k1,1n -k2,2) | tee "$OUT/table.txt"
 log "per-run figures: $results; logs under $OUT"
