@@ -81,13 +81,13 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 	}
 	a := events.Action{Op: step.Op, Clone: step.Clone, Kind: step.Kind}
 	if key := templateSlot(&a); key != "" {
-		if ok, _, ahead := e.tlim.admitNode(key, v.VMID, 1); !ok {
+		if ok, _, ahead := e.tlim.admitNode(key, v.VMID, 1, false); !ok {
 			return wait("storage", fmt.Sprintf("waiting for template %d: a container template is cloned once at a time (Proxmox locks it), %d guests ahead", step.Clone.From, ahead), time.Time{})
 		}
 		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: 1})
 	}
 	if key := storageSlot(&a); key != "" && lim.CloneConcurrency > 0 {
-		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, lim.CloneConcurrency)
+		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, lim.CloneConcurrency, false)
 		if !ok {
 			return wait("storage", fmt.Sprintf("waiting for storage %s: %d of %d full clones running (--clone-concurrency), %d guests ahead", key, inUse, lim.CloneConcurrency, ahead), time.Time{})
 		}

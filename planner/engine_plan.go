@@ -30,9 +30,15 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 			e.lim.created = append(e.lim.created, disruption{vmid: v.VMID, at: streamTime(ev, now)})
 		}
 		e.dirty[v.VMID] = true
-		e.syncBusy(v, now)
-		if e.caughtUp && !deferPlan {
+		switch {
+		case e.caughtUp && !deferPlan && continuing(v):
+			// Planned before the line, for the slot its last step freed.
+			e.syncBusyThen(v, now, func() { e.planGuest(v, now) })
+		case e.caughtUp && !deferPlan:
+			e.syncBusy(v, now)
 			e.planGuest(v, now)
+		default:
+			e.syncBusy(v, now)
 		}
 		return v.VMID, true
 	case len(ch.Guests) > 0:
@@ -90,27 +96,34 @@ func (e *Engine) unawait(vmid int) {
 // syncBusy records the node slot vmid's action takes (in flight as
 // folded, or handed out), and plans the guests waiting for a node that
 // one was freed on.
-func (e *Engine) syncBusy(v *projector.View, now time.Time) {
+func (e *Engine) syncBusy(v *projector.View, now time.Time) { e.syncBusyThen(v, now, nil) }
+
+// syncBusyThen is syncBusy, calling first (if set) once the slots are
+// freed and before the waiting guests are planned.
+func (e *Engine) syncBusyThen(v *projector.View, now time.Time, first func()) {
 	var nodes, storage, tpl []string
 	if a := v.InFlight; a != nil {
 		nodes, storage, tpl = actionNodes(a.Node, a.Op, a.Migrate), []string{storageSlot(a)}, []string{templateSlot(a)}
 	} else if _, ok := e.awaiting[v.VMID]; ok {
 		nodes, storage, tpl = e.lim.busyNode[v.VMID], e.slim.busyNode[v.VMID], e.tlim.busyNode[v.VMID]
 	}
-	for _, freed := range e.lim.setBusy(v.VMID, nodes...) {
-		if e.caughtUp {
-			e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
-		}
+	freedNodes := e.lim.setBusy(v.VMID, nodes...)
+	freedStorage := e.slim.setBusy(v.VMID, storage...)
+	freedTpl := e.tlim.setBusy(v.VMID, tpl...)
+	if first != nil {
+		first()
 	}
-	for _, freed := range e.slim.setBusy(v.VMID, storage...) {
-		if e.caughtUp {
-			e.planHeads(&e.slim, freed, e.cfg.Limits.CloneConcurrency, now)
-		}
+	if !e.caughtUp {
+		return
 	}
-	for _, freed := range e.tlim.setBusy(v.VMID, tpl...) {
-		if e.caughtUp {
-			e.planHeads(&e.tlim, freed, 1, now)
-		}
+	for _, freed := range freedNodes {
+		e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
+	}
+	for _, freed := range freedStorage {
+		e.planHeads(&e.slim, freed, e.cfg.Limits.CloneConcurrency, now)
+	}
+	for _, freed := range freedTpl {
+		e.planHeads(&e.tlim, freed, 1, now)
 	}
 }
 

@@ -134,12 +134,16 @@ func (l *limiter) heads(node string, n int) []int {
 }
 
 // admitNode reports whether vmid may have an action on node now: a slot
-// is free and no earlier waiter is owed it. Otherwise vmid waits in the
-// node's queue (keeping its place) and the answer says how many are busy
-// and ahead.
-func (l *limiter) admitNode(node string, vmid, limit int) (ok bool, inUse, ahead int) {
+// is free and no earlier waiter is owed it (or vmid goes first: a guest
+// part-way through its change). Otherwise vmid waits in the node's queue
+// (keeping its place) and the answer says how many are busy and ahead.
+func (l *limiter) admitNode(node string, vmid, limit int, first bool) (ok bool, inUse, ahead int) {
 	inUse = len(l.busy[node])
 	free := limit - inUse
+	if free > 0 && first {
+		l.dequeue(vmid)
+		return true, inUse, 0
+	}
 	if free > 0 {
 		hs := l.heads(node, free)
 		for _, id := range hs {
