@@ -56,7 +56,9 @@ func TestGuestSerial(t *testing.T) {
 	v.publishAction(first)
 	v.waitResult(101, first.ID, events.ResultStarted)
 	second := action(101, events.OpSetConfig)
-	second.Set = map[string]string{"description": "second"}
+	// A drive: a POST and a qmconfig task (a change without drives is a
+	// synchronous PUT, no task to order).
+	second.Set = map[string]string{"scsi1": "local-lvm:1"}
 	v.publishAction(second)
 
 	f1 := v.waitResult(101, first.ID, "final")

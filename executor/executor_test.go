@@ -144,11 +144,12 @@ func TestSlowConfigTask(t *testing.T) {
 	v.addGuest(pvesim.GuestSpec{VMID: 101})
 	v.run(executor.Config{}, nil)
 	set := action(101, events.OpSetConfig)
-	set.Set = map[string]string{"description": "slow"}
+	// A new drive: a POST (a change without drives is a synchronous PUT).
+	set.Set = map[string]string{"scsi1": "local-lvm:1"}
 	v.publishAction(set)
 	v.waitResult(101, set.ID, "final")
 	final := checkJournalled(t, of(v.results(101), set.ID), events.ResultSucceeded)
-	if final.Observed.Config.Description != "slow" {
+	if _, ok := final.Observed.Config.Disks["scsi1"]; !ok {
 		t.Fatalf("observation after the slow task: %+v", final.Observed.Config)
 	}
 }

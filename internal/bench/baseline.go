@@ -29,7 +29,7 @@ import (
 // The plan's refresh of every guest before the apply is not counted,
 // just as converge's first observation of every guest is not.
 func runBaseline(ctx context.Context, o ProxmoxOptions, rep *ProxmoxReport) error {
-	sim, err := proxmoxSim(o)
+	sim, err := proxmoxSim(o, nil)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +60,19 @@ func (t *convergeTracker) onDecision(v *projector.View, d planner.Decision) {
 // guest is observed, then every desired change is published at once, and
 // the makespan runs until the last guest converged.
 func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *ProxmoxReport) (*ProxmoxDetails, error) {
-	sim, err := proxmoxSim(o)
+	// Config writes done within the call (a QEMU PUT) start no task: the
+	// mutation log has them, their work runs inline for ConfigTask.
+	var mu sync.Mutex
+	var syncWrites []pvesim.TaskInfo
+	sim, err := proxmoxSim(o, func(m pvesim.Mutation) {
+		if m.Method != http.MethodPut || !strings.HasSuffix(m.Path, "/config") {
+			return
+		}
+		node, _, _ := strings.Cut(strings.TrimPrefix(m.Path, "/api2/json/nodes/"), "/")
+		mu.Lock()
+		syncWrites = append(syncWrites, pvesim.TaskInfo{Node: node, Type: "qmconfig", ID: strconv.Itoa(m.VMID), Start: m.At, End: m.At.Add(o.ConfigTask)})
+		mu.Unlock()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +150,16 @@ func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *Proxmox
 	if err := checkDone(sim, o.Guests, "converge"); err != nil {
 		return nil, err
 	}
-	return convergeDetails(o, sim, tasks, tr, t0, time.Unix(0, last).Sub(t0)), nil
+	mu.Lock()
+	writes := slices.Clone(syncWrites)
+	mu.Unlock()
+	det := convergeDetails(o, sim, append(slices.Clone(tasks), writes...), tr, t0, time.Unix(0, last).Sub(t0))
+	// TaskTypes counts Proxmox's tasks only.
+	det.TaskTypes, det.SyncConfigWrites = map[string]int{}, len(writes)
+	for _, t := range tasks {
+		det.TaskTypes[t.Type]++
+	}
+	return det, nil
 }
 
 // convergeDetails derives where the time went from the simulator's task

@@ -145,9 +145,12 @@ type ProxmoxDetails struct {
 	// while any were (the node rate caps it).
 	ToConfig, ToStart Latency
 	ConfigWriteRate   float64
-	// TaskTypes counts converge's tasks by type.
-	TaskTypes map[string]int
-	Elapsed   time.Duration
+	// TaskTypes counts converge's tasks by type. SyncConfigWrites are its
+	// config writes Proxmox did within the call (a PUT: no task), whose
+	// work (ConfigTask) the breakdown counts as a qmconfig task's.
+	TaskTypes        map[string]int
+	SyncConfigWrites int
+	Elapsed          time.Duration
 }
 
 // RunProxmox runs the Proxmox profile: converge against the simulator,
@@ -201,9 +204,9 @@ const (
 
 // proxmoxSim starts a simulator with the profile's nodes, guests (QEMU,
 // stopped, one core, guest i on node i mod nodes) and latencies.
-func proxmoxSim(o ProxmoxOptions) (*pvesim.Sim, error) {
+func proxmoxSim(o ProxmoxOptions, onMutation func(pvesim.Mutation)) (*pvesim.Sim, error) {
 	power := pvesim.Duration(o.PowerTask)
-	sim, err := pvesim.New(pvesim.Options{Nodes: o.Nodes, Tokens: map[string]string{tokenID: tokenSecret}, Seed: 1,
+	sim, err := pvesim.New(pvesim.Options{Nodes: o.Nodes, Tokens: map[string]string{tokenID: tokenSecret}, Seed: 1, OnMutation: onMutation,
 		Faults: pvesim.Faults{Latency: pvesim.Duration(o.APILatency), TaskLatencyByType: map[string]pvesim.Duration{
 			"qmstart": power, "qmstop": power, "qmshutdown": power, "qmreboot": power,
 			"qmconfig": pvesim.Duration(o.ConfigTask)}}})

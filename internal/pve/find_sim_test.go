@@ -113,9 +113,21 @@ func TestSimFindTask(t *testing.T) {
 	if tr, found := find(vm(102), pve.OpUpdateConfig, planned); !found || tr != cfgTask {
 		t.Fatalf("qemu config: found %+v (%v), want %+v", tr, found, cfgTask)
 	}
-	// With it (the default), a task that finished within the wait is not
-	// named in the answer, but is found: a redelivery adopts it.
-	tr, err = c.UpdateConfig(ctx, vm(103), pve.ConfigChange{Set: map[string]string{"cores": "2"}})
+	// With it (the default), a drive change is a POST, and a task that
+	// finished within the wait is not named in the answer, but is found: a
+	// redelivery adopts it. A change without drives is the synchronous
+	// PUT: no task, as for a container.
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 190, Node: "pve1"}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err = c.UpdateConfig(ctx, vm(190), pve.ConfigChange{Set: map[string]string{"cores": "2"}})
+	if err != nil || !tr.IsZero() {
+		t.Fatalf("qemu config PUT: %+v, %v", tr, err)
+	}
+	if tr, found := find(vm(190), pve.OpUpdateConfig, planned); found {
+		t.Fatalf("a task found for a synchronous PUT: %+v", tr)
+	}
+	tr, err = c.UpdateConfig(ctx, vm(103), pve.ConfigChange{Set: map[string]string{"scsi1": "local-lvm:1"}})
 	if err != nil || !tr.IsZero() {
 		t.Fatalf("qemu config within background_delay: %+v, %v", tr, err)
 	}

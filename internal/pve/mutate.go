@@ -97,11 +97,16 @@ var reservedKeys = map[string]bool{
 	"background_delay": true, "node": true, "vmid": true,
 }
 
-// UpdateConfig writes a config change. QEMU uses the asynchronous POST
-// with background_delay (Config.ConfigTaskWait): a zero TaskRef when the
-// task finished within it, its error when it failed, the task otherwise;
-// LXC only has the synchronous PUT (zero TaskRef). An empty change sends
-// nothing and returns a zero TaskRef.
+// UpdateConfig writes a config change. LXC only has the synchronous PUT
+// (zero TaskRef). QEMU uses it too for a change that allocates or attaches
+// no drive: the write is done within the call, as Terraform's providers
+// make it, with no worker forked and no task in the node's task list.
+// A change of drives (allocation can take long) uses the asynchronous
+// POST with background_delay (Config.ConfigTaskWait): a zero TaskRef when
+// the task finished within it, its error when it failed, the task
+// otherwise; so does every QEMU write when ConfigTaskWait is negative
+// (every write a task). An empty change sends nothing and returns a zero
+// TaskRef.
 func (c *Client) UpdateConfig(ctx context.Context, ref GuestRef, ch ConfigChange) (TaskRef, error) {
 	body, err := configBody(ref.Kind, ch)
 	if err != nil {
@@ -112,7 +117,7 @@ func (c *Client) UpdateConfig(ctx context.Context, ref GuestRef, ch ConfigChange
 	}
 	method := http.MethodPost
 	switch {
-	case ref.Kind == KindLXC:
+	case ref.Kind == KindLXC, c.configWait > 0 && !touchesDrives(ref.Kind, ch):
 		method = http.MethodPut
 	case c.configWait > 0:
 		body["background_delay"] = c.configWait
@@ -333,4 +338,17 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// touchesDrives reports whether a change sets, deletes or reverts a drive
+// (a disk, CD-ROM, EFI or TPM state, cloud-init drive) or an unused
+// volume: work that may allocate or free storage.
+func touchesDrives(kind Kind, ch ConfigChange) bool {
+	drive := func(k string) bool { return IsDiskKey(kind, k) || strings.HasPrefix(k, "unused") }
+	for k := range ch.Set {
+		if drive(k) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(ch.Delete, drive) || slices.ContainsFunc(ch.Revert, drive)
 }

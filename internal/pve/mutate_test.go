@@ -72,7 +72,7 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 			wantTask: TaskRef{UPID: upid("qmreboot", "100"), Node: "pve"},
 		},
 		{
-			name: "qemu config POST, null answer is a synchronous success",
+			name: "qemu config without drives: the synchronous PUT",
 			call: func(c *Client) (TaskRef, error) {
 				return c.UpdateConfig(bg, vm100, ConfigChange{
 					Set:    map[string]string{"cores": "4", "tags": "Web,prod web", "memory": "current=4096", "description": "", "onboot": "1"},
@@ -80,22 +80,33 @@ func TestMutationsSendOneRequestAndReturnTask(t *testing.T) {
 					Digest: "0a1b2c",
 				})
 			},
-			method: http.MethodPost, path: "/nodes/pve/qemu/100/config",
+			method: http.MethodPut, path: "/nodes/pve/qemu/100/config",
 			answer: `null`,
 			wantBody: map[string]any{"cores": "4", "tags": "prod;web", "memory": "4096", "onboot": "1",
-				"delete": "balloon,description", "digest": "0a1b2c", "background_delay": "5"},
+				"delete": "balloon,description", "digest": "0a1b2c"},
+			wantTask:   TaskRef{},
+			noneInBody: []string{"background_delay"},
+		},
+		{
+			name: "qemu config of a drive: POST, null answer is a synchronous success",
+			call: func(c *Client) (TaskRef, error) {
+				return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"scsi1": "local-lvm:2", "cores": "2"}, Digest: "0a1b2c"})
+			},
+			method: http.MethodPost, path: "/nodes/pve/qemu/100/config",
+			answer:   `null`,
+			wantBody: map[string]any{"scsi1": "local-lvm:2", "cores": "2", "digest": "0a1b2c", "background_delay": "5"},
 			wantTask: TaskRef{},
 		},
 		{
 			name: "qemu config POST returning a task",
 			call: func(c *Client) (TaskRef, error) {
-				return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"cores": "2"}})
+				return c.UpdateConfig(bg, vm100, ConfigChange{Delete: []string{"unused0"}})
 			},
 			method: http.MethodPost, path: "/nodes/pve/qemu/100/config",
 			answer:     `"` + upid("qmconfig", "100") + `"`,
-			wantBody:   map[string]any{"cores": "2", "background_delay": "5"},
+			wantBody:   map[string]any{"delete": "unused0", "background_delay": "5"},
 			wantTask:   TaskRef{UPID: upid("qmconfig", "100"), Node: "pve"},
-			noneInBody: []string{"digest", "delete"},
+			noneInBody: []string{"digest"},
 		},
 		{
 			name: "lxc config PUT, name becomes hostname, empty tags delete",
@@ -252,7 +263,7 @@ func TestMutationErrorsClassified(t *testing.T) {
 			ClassTerminal, 500, "VM 100 not running"},
 		{"config digest mismatch (qemu)", func(c *Client) (TaskRef, error) {
 			return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"cores": "2"}, Digest: "old"})
-		}, http.MethodPost, "/nodes/pve/qemu/100/config",
+		}, http.MethodPut, "/nodes/pve/qemu/100/config",
 			func(w http.ResponseWriter, _ *http.Request) {
 				pveError(w, 500, "checksum mismatch (file change by other user?)")
 			},
@@ -260,7 +271,7 @@ func TestMutationErrorsClassified(t *testing.T) {
 		// A task that failed within background_delay fails the request with
 		// the task's exit status; it classifies as the task would.
 		{"qemu config task failed within the wait", func(c *Client) (TaskRef, error) {
-			return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"cores": "2"}})
+			return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"scsi1": "local-lvm:2"}})
 		}, http.MethodPost, "/nodes/pve/qemu/100/config",
 			func(w http.ResponseWriter, _ *http.Request) {
 				pveError(w, 500, "failed to update VM 100: can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout")
@@ -286,7 +297,7 @@ func TestMutationErrorsClassified(t *testing.T) {
 			ClassLocked, 500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"},
 		{"parameter verification", func(c *Client) (TaskRef, error) {
 			return c.UpdateConfig(bg, vm100, ConfigChange{Set: map[string]string{"cores": "x"}})
-		}, http.MethodPost, "/nodes/pve/qemu/100/config",
+		}, http.MethodPut, "/nodes/pve/qemu/100/config",
 			func(w http.ResponseWriter, _ *http.Request) {
 				pveErrorBody(w, 400, "Parameter verification failed.", map[string]string{"cores": "type check ('integer') failed - got 'x'\n"})
 			},
