@@ -112,10 +112,10 @@
 //  6. Journal the task (invariant 3). A non-zero task is journalled as a
 //     "started" result with its UPID and node, and the stream's
 //     acknowledgement is awaited before the task is. A call Proxmox
-//     completed synchronously has no task and no "started": an LXC config
-//     write, and a QEMU one whose task finished within background_delay
-//     (pve.Config.ConfigTaskWait, 5 s; a failed one fails the call with the
-//     task's exit status). Then the task is waited
+//     completed synchronously has no task and no "started": a config
+//     write without drives (a PUT), and a QEMU drive change whose task
+//     finished within background_delay (pve.Config.ConfigTaskWait, 5 s; a
+//     failed one fails the call with the task's exit status). Then the task is waited
 //     on (InProgress heartbeats keep the message). Its exit status decides:
 //     OK is "succeeded", "WARNINGS: n" is "succeeded" with Warnings and the
 //     task log, anything else "failed" with the classified error and log.

@@ -29,11 +29,12 @@
 // send exactly one request and return the [TaskRef] of the task Proxmox started, before
 // anything waits on it: callers journal the TaskRef first, so that a
 // resumed caller waits on the journalled task instead of issuing the call
-// again. A zero TaskRef means Proxmox completed the call synchronously (LXC
-// config PUT, a QEMU config POST whose task finished within
-// background_delay, Config.ConfigTaskWait). A QEMU config write therefore
-// holds its request up to that long before a slow task's TaskRef is known:
-// a caller that dies meanwhile finds the task with [Client.FindTask].
+// again. A zero TaskRef means Proxmox completed the call synchronously (a
+// config PUT: every LXC write, and a QEMU write that touches no drive; a
+// QEMU drive change's POST whose task finished within background_delay,
+// Config.ConfigTaskWait). A QEMU drive change therefore holds its request
+// up to that long before a slow task's TaskRef is known: a caller that
+// dies meanwhile finds the task with [Client.FindTask].
 //
 // Nothing in this package retries a mutation, and go-proxmox's retry option
 // is never enabled (it re-sends POSTs). The only repeated request is one
