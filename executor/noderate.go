@@ -31,21 +31,37 @@ func (r *nodeRates) wait(ctx context.Context, node string) error {
 	}
 	n := max(r.members(), 1)
 	share := rate.Limit(r.perNode / float64(n))
+	burst := nodeBurst(r.perNode, n)
 	r.mu.Lock()
 	l := r.lim[node]
 	if l == nil {
-		// A burst of one: calls are spread evenly, never bunched.
-		l = rate.NewLimiter(share, 1)
+		l = rate.NewLimiter(share, burst)
 		r.lim[node] = l
 	} else if n != r.n {
 		l.SetLimit(share)
+		l.SetBurst(burst)
 	}
 	if n != r.n {
 		for _, o := range r.lim {
 			o.SetLimit(share)
+			o.SetBurst(burst)
 		}
 		r.n = n
 	}
 	r.mu.Unlock()
 	return l.Wait(ctx)
+}
+
+// pvedaemonWorkers is how many API workers a Proxmox node runs.
+const pvedaemonWorkers = 3
+
+// nodeBurst is the calls an executor may make to a node at once within
+// its share: up to the node's three pvedaemon workers, divided among the
+// executors, and never more than a second's share. A burst of one spread
+// the calls evenly but made every call that came within 1/rate of another
+// wait, even far below the rate: at 6 writes a second against 10, about
+// 90 ms each (the Proxmox profile's makespan 1.15 × the ideal; 1.06 with
+// the burst).
+func nodeBurst(perNode float64, executors int) int {
+	return max(1, min(pvedaemonWorkers/max(executors, 1), int(perNode/float64(max(executors, 1)))))
 }
