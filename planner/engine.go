@@ -34,7 +34,7 @@ type Engine struct {
 	stale    bool
 	lastFull time.Time
 
-	decision map[int]Decision
+	decision decisions
 	// counts and retries are kept with decision so that neither a tick nor
 	// a flush walks every guest: at 10,000 guests that walk held up
 	// planning for milliseconds four times a second.
@@ -183,7 +183,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
-		decision: map[int]Decision{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
+		decision: decisions{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
 		unseen: map[int]bool{}, reported: map[int]uint64{},
 		// Until a heartbeat is folded, observations count as stale: the
@@ -253,8 +253,7 @@ func (e *Engine) Counts() map[StatusKind]int {
 // Decision returns the guest's last decision; false if it was never
 // planned.
 func (e *Engine) Decision(vmid int) (Decision, bool) {
-	d, ok := e.decision[vmid]
-	return d, ok
+	return e.decision.get(vmid)
 }
 
 // Dirty is the number of guests whose document changed since it was last

@@ -313,8 +313,8 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 // record keeps a guest's decision, its state count and retry, and marks
 // its document for rewriting if what status shows changed.
 func (e *Engine) record(vmid int, d Decision) {
-	prev, had := e.decision[vmid]
-	e.decision[vmid] = d
+	prev, had := e.decision.get(vmid)
+	e.decision.set(vmid, d)
 	if had {
 		e.counts[prev.Status.Kind]--
 		if prev.Status.Limit != "" {
