@@ -36,6 +36,14 @@ func FuzzDecodeDesired(f *testing.F) {
 		f.Add([]byte(s), 101)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, vmid int) {
+		if fast, ok := fastDecode(body); ok {
+			if err := checkStrict(body); err != nil {
+				t.Fatalf("fast path accepted what checkStrict refuses (%v): %q", err, body)
+			}
+			if slow, err := schemaDecode(body); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast path and schema disagree (%v): %q\n%+v\n%+v", err, body, fast, slow)
+			}
+		}
 		d, err := DecodeDesired(body, vmid)
 		if err != nil {
 			var ve *ValidationError
