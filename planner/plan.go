@@ -186,8 +186,9 @@ type field struct {
 	hasQueued          bool
 }
 
-func managedFields(d *events.Desired, o *events.Observed) []field {
-	var fs []field
+// managedFields appends d's managed fields to fs (a caller's buffer: a
+// plan, the full pass's above all, allocates nothing for them).
+func managedFields(fs []field, d *events.Desired, o *events.Observed) []field {
 	add := func(key, label, want, have string) {
 		q, ok := o.Pending[key]
 		fs = append(fs, field{key: key, label: label, want: want, have: have, queued: q, hasQueued: ok})
@@ -233,11 +234,11 @@ func show(s string) string {
 // need to change through the hotplug path and plan a needless reboot.
 func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step, drift, waiting []string, reopen time.Time) {
 	d, o := v.Desired, v.Observed
-	set := map[string]string{}
+	var set map[string]string // made at the first key to write
 	var del, revert, changed, pendingReboot []string
-	labels := map[string]string{}
-	for _, f := range managedFields(d, o) {
-		labels[f.key] = f.label
+	var buf [8]field
+	fields := managedFields(buf[:0], d, o)
+	for _, f := range fields {
 		target := f.have
 		if f.hasQueued {
 			target = f.queued
@@ -252,6 +253,9 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 			if f.want == "" && (f.key == "description" || f.key == "tags") {
 				del = append(del, f.key)
 			} else {
+				if set == nil {
+					set = map[string]string{}
+				}
 				set[f.key] = f.want
 			}
 			changed = append(changed, f.label)
@@ -261,7 +265,10 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 		}
 	}
 	for k, val := range dp.add {
-		set[k], labels[k] = val, "disks."+k
+		if set == nil {
+			set = map[string]string{}
+		}
+		set[k] = val
 		changed = append(changed, "disks."+k)
 	}
 	drift = append(drift, dp.drift...)
@@ -275,6 +282,9 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 	running := o.Status == "running"
 	var cfg *Step
 	if len(set) > 0 || len(del) > 0 || len(revert) > 0 {
+		if set == nil {
+			set = map[string]string{}
+		}
 		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del, Revert: revert,
 			Reason: "config drift: " + strings.Join(changed, ", ")}
 		if o.Kind == events.QEMU && events.HasCloudInitKey(set) {
@@ -348,7 +358,7 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 		if !running {
 			break
 		}
-		keys := append(pendingReboot, restartKeys(o, set, labels)...)
+		keys := append(pendingReboot, restartKeys(o, set, fields)...)
 		if len(keys) == 0 {
 			break
 		}
