@@ -33,6 +33,12 @@ type Engine struct {
 	// replans every guest.
 	stale    bool
 	lastFull time.Time
+	// sweep holds the guests of the periodic full pass in progress, the
+	// first swept of them planned (sweep.go); idBuf is the vmid buffer
+	// full passes reuse.
+	sweep []int
+	swept int
+	idBuf []int
 
 	decision decisions
 	// counts and retries are kept with decision so that neither a tick nor
