@@ -38,6 +38,9 @@ type Projector struct {
 	// strs interns the few distinct values that recur in every event
 	// (publishers, nodes, operations): one copy instead of one per guest.
 	strs map[string]string
+	// gen counts snapshots: a view of an older generation may be shared
+	// with a snapshot, and is copied before it changes (mutable).
+	gen uint64
 }
 
 func (p *Projector) intern(s *string) {
@@ -93,10 +96,21 @@ func New(cluster string) *Projector {
 	return &Projector{Cluster: cluster, Views: map[int]*View{}, State: ClusterState{Cluster: cluster}}
 }
 
+// view returns vmid's view, made if missing, ready to change.
 func (p *Projector) view(vmid int) *View {
 	v := p.Views[vmid]
 	if v == nil {
-		v = &View{VMID: vmid, Cluster: p.Cluster}
+		v = &View{VMID: vmid, Cluster: p.Cluster, gen: p.gen}
+		p.Views[vmid] = v
+	}
+	return p.mutable(vmid, v)
+}
+
+// mutable returns v, or its copy if a snapshot may share it (Snapshot).
+func (p *Projector) mutable(vmid int, v *View) *View {
+	if v.gen != p.gen {
+		v = v.Clone()
+		v.gen = p.gen
 		p.Views[vmid] = v
 	}
 	return v
