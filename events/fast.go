@@ -57,9 +57,10 @@ func fastDecode(body []byte) (*Desired, bool) {
 	return d, true
 }
 
-// enumValue reads a string that must be one of two values.
+// enumValue reads a string that must be one of two values (returned as
+// the constant, not a copy).
 func enumValue(s *scanner, a, b string) (string, bool) {
-	v := s.str()
+	v := s.sym()
 	return v, !s.bad && (v == a || v == b)
 }
 

@@ -57,15 +57,15 @@ func (o *Observed) decodeFast(s *scanner) {
 		case "vmid":
 			o.VMID = s.int()
 		case "cluster":
-			o.Cluster = s.str()
+			o.Cluster = s.sym()
 		case "exists":
 			o.Exists = s.bool()
 		case "node":
 			o.Node = s.str()
 		case "kind":
-			o.Kind = GuestKind(s.str())
+			o.Kind = GuestKind(s.sym())
 		case "status":
-			o.Status = s.str()
+			o.Status = s.sym()
 		case "lock":
 			o.Lock = s.str()
 		case "template":
@@ -85,7 +85,7 @@ func (o *Observed) decodeFast(s *scanner) {
 		case "read_at":
 			o.ReadAt = s.time()
 		case "source":
-			o.Source = s.str()
+			o.Source = s.sym()
 		case "after_seq":
 			o.AfterSeq = s.uint64()
 		default:
@@ -187,13 +187,13 @@ func (a *Action) decodeFast(s *scanner) {
 		case "vmid":
 			a.VMID = s.int()
 		case "cluster":
-			a.Cluster = s.str()
+			a.Cluster = s.sym()
 		case "node":
 			a.Node = s.str()
 		case "kind":
-			a.Kind = GuestKind(s.str())
+			a.Kind = GuestKind(s.sym())
 		case "op":
-			a.Op = Op(s.str())
+			a.Op = Op(s.sym())
 		case "set":
 			a.Set = s.stringMap(a.Set)
 		case "delete":
@@ -201,7 +201,7 @@ func (a *Action) decodeFast(s *scanner) {
 		case "revert":
 			a.Revert = s.strings()
 		case "holds":
-			a.Holds = Op(s.str())
+			a.Holds = Op(s.sym())
 		case "clone":
 			a.Clone = fastPtr(s, a.Clone, (*CloneOp).decodeFast)
 		case "resize":
@@ -253,11 +253,11 @@ func (r *Result) decodeFast(s *scanner) {
 		case "vmid":
 			r.VMID = s.int()
 		case "cluster":
-			r.Cluster = s.str()
+			r.Cluster = s.sym()
 		case "op":
-			r.Op = Op(s.str())
+			r.Op = Op(s.sym())
 		case "status":
-			r.Status = ResultStatus(s.str())
+			r.Status = ResultStatus(s.sym())
 		case "upid":
 			r.UPID = s.str()
 		case "node":
@@ -265,7 +265,7 @@ func (r *Result) decodeFast(s *scanner) {
 		case "error":
 			r.Error = s.str()
 		case "error_class":
-			r.ErrorClass = ErrorClass(s.str())
+			r.ErrorClass = ErrorClass(s.sym())
 		case "warnings":
 			r.Warnings = s.int()
 		case "task_log":

@@ -272,3 +272,36 @@ func hex4(b []byte) (rune, bool) {
 	}
 	return r, true
 }
+
+// symbols are the values that recur in every event (kinds, operations,
+// statuses, classes, sources, power states, the default cluster): sym
+// returns them without allocating.
+var symbols = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{string(QEMU), string(LXC), string(PowerRunning), string(PowerStopped), "paused", "unknown",
+		string(RestartNever), string(RestartAllowed), SourceObserver, SourceExecutor, DefaultCluster,
+		string(OpStart), string(OpStop), string(OpShutdown), string(OpReboot), string(OpSetConfig), string(OpClone),
+		string(OpRemoveHA), string(OpDestroy), string(OpHold), string(OpResize), string(OpMigrate), string(OpSetPool),
+		string(OpSnapshot), string(OpSetHAState), string(ResultStarted), string(ResultSucceeded), string(ResultFailed),
+		string(ResultSkipped), string(ClassUnknown), string(ClassTransient), string(ClassLocked), string(ClassAlreadyDone),
+		string(ClassGone), string(ClassTerminal), string(ClassConflict), string(ClassUnauthorized)} {
+		m[s] = s
+	}
+	return m
+}()
+
+// sym reads a string as str does, returning a recurring value's constant
+// instead of a copy.
+func (s *scanner) sym() string {
+	raw, esc, ok := s.rawString()
+	switch {
+	case !ok:
+		return ""
+	case esc:
+		return s.unescape(raw)
+	}
+	if v, ok := symbols[string(raw)]; ok {
+		return v
+	}
+	return string(raw)
+}
