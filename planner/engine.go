@@ -74,6 +74,7 @@ type Engine struct {
 	// a document is rewritten only when what status shows changed.
 	written   map[int]docSig
 	dirty     map[int]bool
+	dirtyHigh int // the most guests dirty at a flush since dirty was made
 	lastFlush time.Time
 
 	// reported is each guest's desired revision last reported converged

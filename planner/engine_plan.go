@@ -242,7 +242,7 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		return
 	}
 	if v.Desired != nil {
-		e.lim.managed[v.VMID] = true
+		e.lim.managed[v.VMID] = struct{}{}
 	} else {
 		delete(e.lim.managed, v.VMID)
 	}

@@ -78,6 +78,14 @@ func (e *Engine) flush(now time.Time) {
 	for _, id := range out {
 		delete(e.dirty, id)
 	}
+	e.dirtyHigh = max(e.dirtyHigh, len(e.dirty)+len(out))
+	defer func() {
+		// A map keeps the room it once needed: after a mass change
+		// (every guest dirty) it is made anew once empty.
+		if len(e.dirty) == 0 && e.dirtyHigh > maxDocsPerFlush {
+			e.dirty, e.dirtyHigh = map[int]bool{}, 0
+		}
+	}()
 	for id := range e.dirty {
 		if v := e.proj.Views[id]; v != nil {
 			if d, ok := e.decision.get(id); ok && e.written[id] == sigOf(v, d) {

@@ -41,6 +41,8 @@ type Projector struct {
 	// gen counts snapshots: a view of an older generation may be shared
 	// with a snapshot, and is copied before it changes (mutable).
 	gen uint64
+	// enums holds one pointer per enumerated desired value (enumPtr).
+	enums map[string]any
 }
 
 func (p *Projector) intern(s *string) {
@@ -89,6 +91,28 @@ func shareDesired(o *events.Observed, d *events.Desired) {
 	if d.Description != nil {
 		share(&o.Config.Description, *d.Description)
 	}
+	if d.Tags != nil && len(*d.Tags) > 0 && slices.Equal(*d.Tags, o.Config.Tags) {
+		o.Config.Tags = *d.Tags // read-only both: one array
+	}
+}
+
+// enumPtr returns the projector's one pointer to value: desired events
+// point at a few enumerated values (power, kind, restart), and views never
+// change what they point to.
+func enumPtr[T ~string](p *Projector, v *T) *T {
+	if v == nil {
+		return nil
+	}
+	if p.enums == nil {
+		p.enums = map[string]any{}
+	}
+	if q, ok := p.enums[string(*v)].(*T); ok {
+		return q
+	}
+	if len(p.enums) < 64 {
+		p.enums[string(*v)] = v
+	}
+	return v
 }
 
 // New returns an empty projector for a cluster.
@@ -238,6 +262,7 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 			p.intern(&(*d.Tags)[i])
 		}
 	}
+	d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
 	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher, v.SignedBy = d, ev.Seq, ev.Time, publisher, signedBy
 	v.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
 	if v.CorrelationID == "" {
