@@ -110,6 +110,8 @@ type Observer struct {
 	list       []listed
 	seen       map[int]struct{}
 	verifyHeap []int
+	// strs interns the strings kept across passes (own.go).
+	strs map[string]string
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.

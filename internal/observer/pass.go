@@ -89,6 +89,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		snap := o.snapshot(l.res, l.state, now)
 		if prev := o.published[snap.VMID]; !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed {
 			published := snap
+			o.ownObservation(&published)
 			out = append(out, &published)
 		}
 	}
@@ -217,7 +218,7 @@ feed:
 				Err(l.err).Msg("config read failed; keeping the last snapshot")
 			continue
 		}
-		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = snapOf(l.cfg), rowKeyOf(l.res), readAt, afterSeq, true, false, false
+		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
 	}
 	if firstErr != nil {
 		o.log.Warn().Int("failed", failed).Int("reads", reads).Err(firstErr).
