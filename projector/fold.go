@@ -3,6 +3,7 @@ package projector
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -57,6 +58,7 @@ func (p *Projector) intern(s *string) {
 		return
 	}
 	if len(p.strs) < 4096 {
+		*s = strings.Clone(*s) // the table's own: *s may be a view into a message
 		p.strs[*s] = *s
 	}
 }
@@ -233,10 +235,13 @@ func (p *Projector) Apply(ev Event) Change {
 }
 
 func (p *Projector) foldDesired(v *View, ev Event) {
+	// Header values are views into the client's copy of the message's
+	// header block: what the view keeps is its own (publishers interned).
 	publisher := ev.Header.Get(events.HeaderPublisher)
 	if publisher == "" {
 		publisher = "unknown"
 	}
+	p.intern(&publisher)
 	why, signedBy := p.checkSignature(v, ev)
 	if why != "" {
 		v.Rejected = &Rejection{Seq: ev.Seq, Reason: why, Publisher: publisher, At: ev.Time}
@@ -264,7 +269,7 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 	}
 	d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
 	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher, v.SignedBy = d, ev.Seq, ev.Time, publisher, signedBy
-	v.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
+	v.CorrelationID = strings.Clone(ev.Header.Get(events.HeaderCorrelationID))
 	if v.CorrelationID == "" {
 		v.CorrelationID = fmt.Sprintf("desired-%s-%d-%d", v.Cluster, v.VMID, ev.Seq)
 	}
