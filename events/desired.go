@@ -160,14 +160,14 @@ func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
 	if err := checkSize(body); err != nil {
 		return nil, err
 	}
-	if err := checkStrict(body); err != nil {
-		return nil, err
-	}
-	if d, ok := fastDecode(body); ok {
+	if d, ok := fastDecode(body); ok { // strict by itself
 		if err := d.check(subjectVMID); err != nil {
 			return nil, err
 		}
 		return d, nil
+	}
+	if err := checkStrict(body); err != nil {
+		return nil, err
 	}
 	sch, err := compiled()
 	if err != nil {

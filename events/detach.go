@@ -41,6 +41,18 @@ func (c *GuestConfig) detach() {
 	own(&c.Name)
 	own(&c.Description)
 	ownAll(c.Tags)
+	own(&c.Hotplug)
+	if c.Disks != nil {
+		disks := make(map[string]Disk, len(c.Disks))
+		for k, d := range c.Disks {
+			own(&d.Volume)
+			own(&d.Media)
+			disks[strings.Clone(k)] = d
+		}
+		c.Disks = disks
+	}
+	c.Net = ownMap(c.Net)
+	c.CloudInit = ownMap(c.CloudInit)
 }
 
 func (o *Observed) detach() {
@@ -58,10 +70,25 @@ func (a *Action) detach() {
 		own(s)
 	}
 	if c := a.Clone; c != nil {
-		for _, s := range []*string{&c.FromNode, &c.Storage, &c.Pool, &c.Name} {
+		for _, s := range []*string{&c.FromNode, &c.Storage, &c.Pool, &c.Name, &c.SourceStorage} {
 			own(s)
 		}
 	}
+	if r := a.Resize; r != nil {
+		own(&r.Disk)
+	}
+	if m := a.Migrate; m != nil {
+		own(&m.Target)
+	}
+	if p := a.Pool; p != nil {
+		own(&p.From)
+		own(&p.To)
+	}
+	if s := a.Snapshot; s != nil {
+		own(&s.Name)
+		own((*string)(&s.Before))
+	}
+	own(&a.HAState)
 	a.Set = ownMap(a.Set)
 	ownAll(a.Delete)
 	ownAll(a.Revert)
@@ -84,4 +111,9 @@ func (h *Heartbeat) detach() {
 	own(&h.Cluster)
 	own(&h.Observer)
 	own(&h.Error)
+}
+
+func (c *Control) detach() {
+	c.Meta.detach()
+	own(&c.Command)
 }

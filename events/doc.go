@@ -41,6 +41,15 @@
 // desired body admits only its documented fields. Events converge writes
 // itself carry the same facts in [Meta] in the body.
 //
+// # Decoding converge's own events
+//
+// [Decode] reads actions, results and observations with typed decoders
+// (fastevents.go) that take only bodies they read exactly as encoding/json
+// does, allocating nothing but the values; everything else goes to
+// goccy/go-json, whose values are then copied out of its copy of the
+// body. Either way a decoded value shares no memory with the body (the
+// planner keeps every guest's last events).
+//
 // # Compatibility
 //
 // Schema version 1. Fields are only ever added to converge's own events;

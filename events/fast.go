@@ -1,20 +1,20 @@
 package events
 
 import (
-	"bytes"
-	"encoding/json"
 	"regexp"
-	"strconv"
 	"unicode/utf8"
 )
 
 // The fast path of DecodeDesired. JSON Schema validation is the slowest
 // part of folding the journal, and almost every desired event is valid. The
 // fast path accepts a body only when it is certainly valid: exact field
-// names, exact JSON types, and every constraint of desired.schema.json
-// checked in Go. Anything else, valid or not, goes to the schema, which
-// decides and explains. TestFastPathAgreesWithSchema checks that the fast
-// path never accepts what the schema rejects.
+// names, exact JSON types, every constraint of desired.schema.json checked
+// in Go, and what checkStrict refuses refused too (a key given twice,
+// invalid UTF-8, a lone surrogate, more than one value: the scanner of
+// scan.go gives up on them). It reads the body in one pass. Anything else,
+// valid or not, goes to checkStrict and the schema, which decide and
+// explain. TestFastPathAgreesWithSchema checks that the fast path never
+// accepts what the schema rejects.
 
 var (
 	nameRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$`)
@@ -22,123 +22,93 @@ var (
 	nodeRe    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`)
 	storageRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
 	poolRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
-	null      = []byte("null")
 )
 
 func inRange(n, lo, hi int) bool { return n >= lo && n <= hi }
 
+// Desired fields the fast path reads, as bits of a set (a key seen twice
+// is refused, as checkStrict refuses it).
+var desiredFields = map[string]uint{"vmid": 1, "kind": 2, "power": 4, "cores": 8, "memory_mib": 16, "name": 32,
+	"description": 64, "tags": 128, "onboot": 256, "absent": 512, "restart": 1024, "clone": 2048}
+
 // fastDecode returns the decoded body and true only for bodies that are
 // certainly valid against the schema.
 func fastDecode(body []byte) (*Desired, bool) {
-	// null is never a valid value here, and Go would read it as "absent".
-	if bytes.Contains(body, null) {
-		return nil, false
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
+	s := scanner{b: body}
+	if !s.object() {
 		return nil, false
 	}
 	d := &Desired{}
-	for k, raw := range fields {
-		if !fastField(d, k, raw) {
+	var seen uint
+	for n := 0; ; {
+		k, ok := s.field(&n)
+		if !ok {
+			break
+		}
+		bit := desiredFields[string(k)]
+		if bit == 0 || seen&bit != 0 || s.null() || !fastField(&s, d, bit) {
 			return nil, false
 		}
+		seen |= bit
 	}
-	if !inRange(d.VMID, MinVMID, MaxVMID) {
-		return nil, false // also: vmid missing
+	if !s.end() || !inRange(d.VMID, MinVMID, MaxVMID) { // also: vmid missing
+		return nil, false
 	}
 	return d, true
 }
 
-// strict decodes one value of exactly the JSON type of v: Go's decoder
-// would also take 4.0 or "4" for nothing, but it refuses both into an int,
-// and refuses numbers into strings and bools.
-func strict(raw json.RawMessage, v any) bool {
-	return json.Unmarshal(raw, v) == nil
+// enumValue reads a string that must be one of two values (returned as
+// the constant, not a copy).
+func enumValue(s *scanner, a, b string) (string, bool) {
+	v := s.sym()
+	return v, !s.bad && (v == a || v == b)
 }
 
-// strictInt, strictString and strictBool read the scalars of the common
-// bodies as strict does, without a whole decoder run per field (which was
-// most of the cost of replaying desired events). raw is one value the
-// body's decode already checked as JSON: an integer literal is what
-// encoding/json takes into an int; a string without escapes, in valid
-// UTF-8, is its own bytes; anything else is left to strict.
-func strictInt(raw json.RawMessage, n *int) bool {
-	v, err := strconv.Atoi(string(raw))
-	if err != nil {
-		return false
-	}
-	*n = v
-	return true
-}
-
-func strictString(raw json.RawMessage, s *string) bool {
-	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
-		if in := raw[1 : len(raw)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
-			*s = string(in)
-			return true
-		}
-	}
-	return strict(raw, s)
-}
-
-func strictBool(raw json.RawMessage, b *bool) bool {
-	switch string(raw) {
-	case "true":
-		*b = true
-	case "false":
-		*b = false
-	default:
-		return false
-	}
-	return true
-}
-
-func fastField(d *Desired, k string, raw json.RawMessage) bool {
-	switch k {
-	case "vmid":
-		return strictInt(raw, &d.VMID)
-	case "kind":
-		var s string
-		if !strictString(raw, &s) || (s != string(QEMU) && s != string(LXC)) {
+func fastField(s *scanner, d *Desired, bit uint) bool {
+	switch bit {
+	case 1:
+		d.VMID = s.int()
+	case 2:
+		v, ok := enumValue(s, string(QEMU), string(LXC))
+		if !ok {
 			return false
 		}
-		kind := GuestKind(s)
+		kind := GuestKind(v)
 		d.Kind = &kind
-	case "power":
-		var s string
-		if !strictString(raw, &s) || (s != string(PowerRunning) && s != string(PowerStopped)) {
+	case 4:
+		v, ok := enumValue(s, string(PowerRunning), string(PowerStopped))
+		if !ok {
 			return false
 		}
-		p := Power(s)
+		p := Power(v)
 		d.Power = &p
-	case "cores":
-		var n int
-		if !strictInt(raw, &n) || !inRange(n, 1, 8192) {
+	case 8:
+		n := s.int()
+		if s.bad || !inRange(n, 1, 8192) {
 			return false
 		}
 		d.Cores = &n
-	case "memory_mib":
-		var n int
-		if !strictInt(raw, &n) || !inRange(n, 16, 268435456) {
+	case 16:
+		n := s.int()
+		if s.bad || !inRange(n, 16, 268435456) {
 			return false
 		}
 		d.MemoryMiB = &n
-	case "name":
-		var s string
-		if !strictString(raw, &s) || utf8.RuneCountInString(s) > 255 || !nameRe.MatchString(s) {
+	case 32:
+		v := s.str()
+		if s.bad || utf8.RuneCountInString(v) > 255 || !nameRe.MatchString(v) {
 			return false
 		}
-		d.Name = &s
-	case "description":
-		var s string
-		if !strictString(raw, &s) || utf8.RuneCountInString(s) > 8192 {
+		d.Name = &v
+	case 64:
+		v := s.str()
+		if s.bad || utf8.RuneCountInString(v) > 8192 {
 			return false
 		}
-		d.Description = &s
-	case "tags":
-		var tags []string
-		if !strict(raw, &tags) || len(tags) > 64 {
+		d.Description = &v
+	case 128:
+		tags := s.strings()
+		if s.bad || len(tags) > 64 {
 			return false
 		}
 		for _, t := range tags {
@@ -146,65 +116,70 @@ func fastField(d *Desired, k string, raw json.RawMessage) bool {
 				return false
 			}
 		}
-		if tags == nil {
-			tags = []string{}
-		}
 		d.Tags = &tags
-	case "onboot":
-		var b bool
-		if !strictBool(raw, &b) {
-			return false
-		}
+	case 256:
+		b := s.bool()
 		d.OnBoot = &b
-	case "absent":
-		return strictBool(raw, &d.Absent)
-	case "restart":
-		var s string
-		if !strictString(raw, &s) || (s != string(RestartNever) && s != string(RestartAllowed)) {
+	case 512:
+		d.Absent = s.bool()
+	case 1024:
+		v, ok := enumValue(s, string(RestartNever), string(RestartAllowed))
+		if !ok {
 			return false
 		}
-		r := Restart(s)
+		r := Restart(v)
 		d.Restart = &r
-	case "clone":
-		var cf map[string]json.RawMessage
-		if json.Unmarshal(raw, &cf) != nil {
+	case 2048:
+		c := fastClone(s)
+		if c == nil {
 			return false
-		}
-		c := &Clone{}
-		for ck, cr := range cf {
-			switch ck {
-			case "from":
-				if !strictInt(cr, &c.From) {
-					return false
-				}
-			case "node":
-				if !strictString(cr, &c.Node) || !nodeRe.MatchString(c.Node) {
-					return false
-				}
-			case "full":
-				var b bool
-				if !strictBool(cr, &b) {
-					return false
-				}
-				c.Full = &b
-			case "storage":
-				if !strictString(cr, &c.Storage) || !storageRe.MatchString(c.Storage) {
-					return false
-				}
-			case "pool":
-				if !strictString(cr, &c.Pool) || !poolRe.MatchString(c.Pool) || len(c.Pool) > 64 {
-					return false
-				}
-			default:
-				return false
-			}
-		}
-		if !inRange(c.From, MinVMID, MaxVMID) {
-			return false // also: from missing
 		}
 		d.Clone = c
-	default:
-		return false
 	}
-	return true
+	return !s.bad
+}
+
+// Clone fields, as bits.
+var cloneFields = map[string]uint{"from": 1, "node": 2, "full": 4, "storage": 8, "pool": 16}
+
+func fastClone(s *scanner) *Clone {
+	if !s.object() {
+		return nil
+	}
+	c := &Clone{}
+	var seen uint
+	for n := 0; ; {
+		k, ok := s.field(&n)
+		if !ok {
+			break
+		}
+		bit := cloneFields[string(k)]
+		if bit == 0 || seen&bit != 0 || s.null() {
+			return nil
+		}
+		seen |= bit
+		switch bit {
+		case 1:
+			c.From = s.int()
+		case 2:
+			if c.Node = s.str(); !nodeRe.MatchString(c.Node) {
+				return nil
+			}
+		case 4:
+			b := s.bool()
+			c.Full = &b
+		case 8:
+			if c.Storage = s.str(); !storageRe.MatchString(c.Storage) {
+				return nil
+			}
+		case 16:
+			if c.Pool = s.str(); !poolRe.MatchString(c.Pool) || len(c.Pool) > 64 {
+				return nil
+			}
+		}
+	}
+	if s.bad || !inRange(c.From, MinVMID, MaxVMID) { // also: from missing
+		return nil
+	}
+	return c
 }

@@ -46,11 +46,11 @@ func genBody(t *rapid.T) []byte {
 		"cores":       pick("cores", "1", "4", "0", "8192", "8193", "2.5", "4.0", `"4"`, "null"),
 		"memory_mib":  pick("mem", "16", "15", "2048", "268435456", "268435457", "1e3"),
 		"name":        pick("name", `"web-1"`, `"web\u002d1"`, `"web\/1"`, `"a.b"`, `"-x"`, `"x-"`, `"a..b"`, `""`, `"é"`, `"`+strings.Repeat("a", 256)+`"`, "7"),
-		"description": pick("desc", `"hello"`, `""`, `"two\nlines"`, `"a\"b\\c"`, `"caf\u00e9 \ud83d\ude00"`, "\"bad \xff utf8\"", "\"caf\u00e9 raw\"", `"`+strings.Repeat("é", 8192)+`"`, `"`+strings.Repeat("x", 8193)+`"`, "[]"),
+		"description": pick("desc", `"hello"`, `"lone \ud800 half"`, `"\udc00"`, `""`, `"two\nlines"`, `"a\"b\\c"`, `"caf\u00e9 \ud83d\ude00"`, "\"bad \xff utf8\"", "\"caf\u00e9 raw\"", `"`+strings.Repeat("é", 8192)+`"`, `"`+strings.Repeat("x", 8193)+`"`, "[]"),
 		"tags":        pick("tags", `[]`, `["a"]`, `["a","B+c.d-e"]`, `["-a"]`, `["a b"]`, `[1]`, `"a"`, `[null]`, `["`+strings.Repeat("t", 129)+`"]`),
 		"onboot":      pick("onboot", "true", "false", "1", `"true"`, "null"),
 		"absent":      pick("absent", "true", "false", "0"),
-		"clone":       pick("clone", `{"from":9000}`, `{"from":9000,"node":"pve1","full":true,"storage":"local-lvm"}`, `{}`, `{"from":9000,"x":1}`, `{"from":9000,"node":"-bad"}`, `{"from":"9000"}`, `{"from":9000,"storage":"1x"}`),
+		"clone":       pick("clone", `{"from":9000}`, `{"from":9000,"from":9001}`, `{"from":9000,"node":"pve1","full":true,"storage":"local-lvm"}`, `{}`, `{"from":9000,"x":1}`, `{"from":9000,"node":"-bad"}`, `{"from":"9000"}`, `{"from":9000,"storage":"1x"}`),
 	}
 	var parts []string
 	for _, k := range []string{"vmid", "kind", "power", "cores", "memory_mib", "name", "description", "tags", "onboot", "absent", "clone"} {
@@ -69,7 +69,17 @@ func genBody(t *rapid.T) []byte {
 	if rapid.IntRange(0, 10).Draw(t, "unknown") == 0 {
 		parts = append(parts, `"colour":"red"`)
 	}
-	return []byte("{" + strings.Join(parts, ",") + "}")
+	if len(parts) > 0 && rapid.IntRange(0, 5).Draw(t, "twice") == 0 {
+		parts = append(parts, rapid.SampledFrom(parts).Draw(t, "again")) // a key given twice
+	}
+	body := "{" + strings.Join(parts, ",") + "}"
+	switch rapid.IntRange(0, 12).Draw(t, "tail") {
+	case 0:
+		body += ` {"vmid":102}` // a second value
+	case 1:
+		body += " \n"
+	}
+	return []byte(body)
 }
 
 // TestFastPathAgreesWithSchema: whatever the fast path accepts, the schema
@@ -81,6 +91,9 @@ func TestFastPathAgreesWithSchema(t *testing.T) {
 		fast, ok := fastDecode(body)
 		if !ok {
 			return
+		}
+		if err := checkStrict(body); err != nil {
+			t.Fatalf("fast path accepted %s, which checkStrict refuses: %v", body, err)
 		}
 		slow, err := schemaDecode(body)
 		if err != nil {

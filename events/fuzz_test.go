@@ -36,6 +36,14 @@ func FuzzDecodeDesired(f *testing.F) {
 		f.Add([]byte(s), 101)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, vmid int) {
+		if fast, ok := fastDecode(body); ok {
+			if err := checkStrict(body); err != nil {
+				t.Fatalf("fast path accepted what checkStrict refuses (%v): %q", err, body)
+			}
+			if slow, err := schemaDecode(body); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast path and schema disagree (%v): %q\n%+v\n%+v", err, body, fast, slow)
+			}
+		}
 		d, err := DecodeDesired(body, vmid)
 		if err != nil {
 			var ve *ValidationError
@@ -159,7 +167,7 @@ func FuzzParseSubject(f *testing.F) {
 // FuzzNormaliseTags: normalising is idempotent and survives Proxmox's
 // string form (what the observer reads back).
 func FuzzNormaliseTags(f *testing.F) {
-	for _, s := range []string{"a;b", "B,a a", " ;;x", "web;db;web", "ünï;Code"} {
+	for _, s := range []string{"a;b", "B,a a", " ;;x", "web;db;web", "ünï;Code", "db;web", "a;a", "b;a", "ǅ;x", "\xff;a"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -169,6 +177,13 @@ func FuzzNormaliseTags(f *testing.F) {
 		}
 		if back := NormaliseTags(ParseTags(FormatTags(n))); !reflect.DeepEqual(back, n) && len(n) > 0 {
 			t.Fatalf("%q: %q formats to %q, which parses to %q", s, n, FormatTags(n), back)
+		}
+		// FormatTags' shortcut for normalised tags changes nothing, for
+		// lists split on ';' as for lists split anyhow.
+		for _, tags := range [][]string{strings.Split(s, ";"), strings.Split(s, ","), n, {s}} {
+			if got, want := FormatTags(tags), strings.Join(NormaliseTags(tags), ";"); got != want {
+				t.Fatalf("FormatTags(%q) = %q, want %q", tags, got, want)
+			}
 		}
 		d := NormaliseDescription(s)
 		if NormaliseDescription(d) != d {

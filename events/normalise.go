@@ -51,7 +51,22 @@ func NormaliseTags(tags []string) []string {
 // ';'-joined. "" means "no tags" (cleared with delete=tags, never tags="").
 // Two tag lists are the same set exactly when their FormatTags agree.
 func FormatTags(tags []string) string {
+	if normalisedTags(tags) {
+		return strings.Join(tags, ";") // the common case: nothing to normalise
+	}
 	return strings.Join(NormaliseTags(tags), ";")
+}
+
+// normalisedTags reports whether NormaliseTags would return tags as they
+// are: each non-empty, lower-case, without separators, and in strictly
+// increasing order (sorted, no duplicates). Allocates nothing.
+func normalisedTags(tags []string) bool {
+	for i, t := range tags {
+		if t == "" || strings.ToLower(t) != t || strings.ContainsFunc(t, isTagSeparator) || i > 0 && tags[i-1] >= t {
+			return false
+		}
+	}
+	return true
 }
 
 // FormatBool renders a boolean as Proxmox stores it: "1" or "0".

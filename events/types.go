@@ -354,7 +354,9 @@ func (c *Control) Validate() error {
 // types use no tag goccy/go-json does not know (omitzero).
 func Encode(v any) ([]byte, error) { return gojson.Marshal(v) }
 
-// Decode unmarshals one of converge's own event bodies. It uses goccy's
+// Decode unmarshals one of converge's own event bodies. Actions, results
+// and observations as converge writes them are read by typed decoders
+// (fastevents.go); anything else, and whatever those leave, by goccy's
 // encoding/json-compatible decoder: replaying the journal decodes every
 // event, and reflection-based decoding was most of a replay's cost.
 //
@@ -364,7 +366,16 @@ func Encode(v any) ([]byte, error) { return gojson.Marshal(v) }
 // with escapes (rare in converge's own events) are therefore checked by
 // encoding/json first, and a panic is an error like any other malformed
 // body.
-func Decode[T any](body []byte) (_ T, err error) {
+func Decode[T any](body []byte) (T, error) {
+	var v T
+	if decodeFast(&v, body) {
+		return v, nil
+	}
+	return decodeGeneral[T](body)
+}
+
+// decodeGeneral is Decode's general path, goccy's decoder.
+func decodeGeneral[T any](body []byte) (_ T, err error) {
 	var v T
 	defer func() {
 		if r := recover(); r != nil {

@@ -66,7 +66,7 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 	}
 	if lim.MaxGuests > 0 {
 		n := len(e.lim.existing)
-		if e.lim.existing[v.VMID] {
+		if _, ok := e.lim.existing[v.VMID]; ok {
 			n--
 		}
 		if n >= lim.MaxGuests {
@@ -129,7 +129,7 @@ func (e *Engine) noteExisting(v *projector.View) {
 	exists := d != nil && !d.Absent && (o != nil && o.Exists ||
 		v.InFlight != nil && v.InFlight.Op == events.OpClone || e.awaitingOp[v.VMID] == events.OpClone)
 	if exists {
-		e.lim.existing[v.VMID] = true
+		e.lim.existing[v.VMID] = struct{}{}
 	} else {
 		delete(e.lim.existing, v.VMID)
 	}

@@ -33,8 +33,14 @@ type Engine struct {
 	// replans every guest.
 	stale    bool
 	lastFull time.Time
+	// sweep holds the guests of the periodic full pass in progress, the
+	// first swept of them planned (sweep.go); idBuf is the vmid buffer
+	// full passes reuse.
+	sweep []int
+	swept int
+	idBuf []int
 
-	decision map[int]Decision
+	decision decisions
 	// counts and retries are kept with decision so that neither a tick nor
 	// a flush walks every guest: at 10,000 guests that walk held up
 	// planning for milliseconds four times a second.
@@ -68,6 +74,7 @@ type Engine struct {
 	// a document is rewritten only when what status shows changed.
 	written   map[int]docSig
 	dirty     map[int]bool
+	dirtyHigh int // the most guests dirty at a flush since dirty was made
 	lastFlush time.Time
 
 	// reported is each guest's desired revision last reported converged
@@ -183,7 +190,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
-		decision: map[int]Decision{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
+		decision: decisions{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
 		unseen: map[int]bool{}, reported: map[int]uint64{},
 		// Until a heartbeat is folded, observations count as stale: the
@@ -253,8 +260,7 @@ func (e *Engine) Counts() map[StatusKind]int {
 // Decision returns the guest's last decision; false if it was never
 // planned.
 func (e *Engine) Decision(vmid int) (Decision, bool) {
-	d, ok := e.decision[vmid]
-	return d, ok
+	return e.decision.get(vmid)
 }
 
 // Dirty is the number of guests whose document changed since it was last

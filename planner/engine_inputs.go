@@ -88,7 +88,7 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 	// The room it held here was never the cluster's to give: no other
 	// waiter is planned for it (they would be refused in turn, at once).
 	e.lim.setBusy(vmid, "")
-	d := e.decision[vmid]
+	d, _ := e.decision.get(vmid)
 	if len(d.Steps) == 0 {
 		return
 	}

@@ -193,11 +193,16 @@ func (e *Engine) catchUp(now time.Time) {
 func (e *Engine) tick(now time.Time) {
 	st := e.proj.State
 	stale := st.HeartbeatAt.IsZero() || now.Sub(st.HeartbeatAt) > e.cfg.Policy.ObserverTimeout || !st.Reachable
+	passed := false
 	switch {
-	case stale != e.stale || now.Sub(e.lastFull) >= e.cfg.FullPassInterval:
+	case stale != e.stale:
 		e.stale = stale
 		e.fullPass(now)
-	default:
+		passed = true
+	case !e.sweeping() && now.Sub(e.lastFull) >= e.cfg.FullPassInterval:
+		passed = e.periodicPass(now)
+	}
+	if !passed {
 		var due []int
 		for vmid, at := range e.retries {
 			if !now.Before(at) {
@@ -210,6 +215,9 @@ func (e *Engine) tick(now time.Time) {
 				e.planGuest(v, now)
 			}
 		}
+	}
+	if e.sweeping() {
+		e.sweepOn(now)
 	}
 	if now.Sub(e.lastFlush) >= e.cfg.FlushInterval {
 		e.flush(now)
@@ -228,13 +236,8 @@ func (e *Engine) maybeCheckpoint(now time.Time) {
 }
 
 func (e *Engine) fullPass(now time.Time) {
-	e.lastFull = now
-	ids := make([]int, 0, len(e.proj.Views))
-	for id := range e.proj.Views {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	e.lastFull, e.swept = now, len(e.sweep) // a sweep in progress is overtaken
+	for _, id := range e.sweepIDs() {
 		e.planGuest(e.proj.Views[id], now)
 	}
 	e.flush(now)
@@ -252,7 +255,7 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		return
 	}
 	if v.Desired != nil {
-		e.lim.managed[v.VMID] = true
+		e.lim.managed[v.VMID] = struct{}{}
 	} else {
 		delete(e.lim.managed, v.VMID)
 	}
@@ -326,8 +329,8 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 // record keeps a guest's decision, its state count and retry, and marks
 // its document for rewriting if what status shows changed.
 func (e *Engine) record(vmid int, d Decision) {
-	prev, had := e.decision[vmid]
-	e.decision[vmid] = d
+	prev, had := e.decision.get(vmid)
+	e.decision.set(vmid, d)
 	if had {
 		e.counts[prev.Status.Kind]--
 		if prev.Status.Limit != "" {

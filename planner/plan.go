@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -178,49 +177,6 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 	return dec
 }
 
-// field is one managed config field: its PVE key and desired, applied and
-// pending values in normalised string form.
-type field struct {
-	key, label         string
-	want, have, queued string
-	hasQueued          bool
-}
-
-func managedFields(d *events.Desired, o *events.Observed) []field {
-	var fs []field
-	add := func(key, label, want, have string) {
-		q, ok := o.Pending[key]
-		fs = append(fs, field{key: key, label: label, want: want, have: have, queued: q, hasQueued: ok})
-	}
-	if d.Name != nil {
-		add("name", "name", *d.Name, o.Config.Name)
-	}
-	if d.Description != nil {
-		add("description", "description", events.NormaliseDescription(*d.Description), events.NormaliseDescription(o.Config.Description))
-	}
-	if want, ok := wantTags(d, o); ok {
-		add("tags", "tags", events.FormatTags(want), events.FormatTags(o.Config.Tags))
-	}
-	if d.Cores != nil {
-		add("cores", "cores", strconv.Itoa(*d.Cores), strconv.Itoa(o.Config.Cores))
-	}
-	if d.MemoryMiB != nil {
-		add("memory", "memory_mib", strconv.Itoa(*d.MemoryMiB), strconv.Itoa(o.Config.MemoryMiB))
-	}
-	if d.OnBoot != nil {
-		add("onboot", "onboot", events.FormatBool(*d.OnBoot), events.FormatBool(o.Config.OnBoot))
-	}
-	wholeFields(d, o, add)
-	return fs
-}
-
-func show(s string) string {
-	if len(s) > 40 {
-		s = s[:37] + "..."
-	}
-	return strconv.Quote(s)
-}
-
 // diff orders the minimal steps: stop before writing config (so it applies
 // at once), write config before starting (so the guest boots with it), and
 // reboot a running guest only for desired values Proxmox keeps pending.
@@ -233,11 +189,11 @@ func show(s string) string {
 // need to change through the hotplug path and plan a needless reboot.
 func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step, drift, waiting []string, reopen time.Time) {
 	d, o := v.Desired, v.Observed
-	set := map[string]string{}
+	var set map[string]string // made at the first key to write
 	var del, revert, changed, pendingReboot []string
-	labels := map[string]string{}
-	for _, f := range managedFields(d, o) {
-		labels[f.key] = f.label
+	var buf [8]field
+	fields := managedFields(buf[:0], d, o)
+	for _, f := range fields {
 		target := f.have
 		if f.hasQueued {
 			target = f.queued
@@ -252,6 +208,9 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 			if f.want == "" && (f.key == "description" || f.key == "tags") {
 				del = append(del, f.key)
 			} else {
+				if set == nil {
+					set = map[string]string{}
+				}
 				set[f.key] = f.want
 			}
 			changed = append(changed, f.label)
@@ -261,7 +220,10 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 		}
 	}
 	for k, val := range dp.add {
-		set[k], labels[k] = val, "disks."+k
+		if set == nil {
+			set = map[string]string{}
+		}
+		set[k] = val
 		changed = append(changed, "disks."+k)
 	}
 	drift = append(drift, dp.drift...)
@@ -275,6 +237,9 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 	running := o.Status == "running"
 	var cfg *Step
 	if len(set) > 0 || len(del) > 0 || len(revert) > 0 {
+		if set == nil {
+			set = map[string]string{}
+		}
 		cfg = &Step{Op: events.OpSetConfig, Set: set, Delete: del, Revert: revert,
 			Reason: "config drift: " + strings.Join(changed, ", ")}
 		if o.Kind == events.QEMU && events.HasCloudInitKey(set) {
@@ -348,7 +313,7 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 		if !running {
 			break
 		}
-		keys := append(pendingReboot, restartKeys(o, set, labels)...)
+		keys := append(pendingReboot, restartKeys(o, set, fields)...)
 		if len(keys) == 0 {
 			break
 		}

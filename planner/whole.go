@@ -161,15 +161,29 @@ func hotKey(o *events.Observed, key string) bool {
 // restartKeys are the keys of a config write that a running guest will
 // keep pending until a restart, by their labels (the desired fields that
 // reasons name).
-func restartKeys(o *events.Observed, set, labels map[string]string) []string {
+func restartKeys(o *events.Observed, set map[string]string, fields []field) []string {
+	if len(set) == 0 {
+		return nil
+	}
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		if !hotKey(o, k) {
-			out = append(out, labels[k])
+			out = append(out, labelOf(k, fields))
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// labelOf is the label of a key a plan writes: its managed field's, or a
+// new disk's.
+func labelOf(key string, fields []field) string {
+	for _, f := range fields {
+		if f.key == key {
+			return f.label
+		}
+	}
+	return "disks." + key
 }
 
 // placement is the migration step the desired node calls for, if any;

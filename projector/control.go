@@ -29,8 +29,10 @@ func (p *Projector) foldControl(c *events.Control, ev Event) Change {
 	case events.CommandResume:
 		if c.All {
 			st.PausedAll = nil
-			for _, v := range p.Views {
-				v.Paused = nil
+			for id, v := range p.Views {
+				if v.Paused != nil {
+					p.mutable(id, v).Paused = nil
+				}
 			}
 			return Change{Cluster: true, All: true}
 		}
@@ -61,13 +63,10 @@ func (p *Projector) foldControl(c *events.Control, ev Event) Change {
 func (p *Projector) eachGuest(ids []int, ev Event, create bool, fn func(*View)) Change {
 	var out []*View
 	for _, id := range ids {
-		v := p.Views[id]
-		if v == nil && !create {
+		if p.Views[id] == nil && !create {
 			continue
 		}
-		if v == nil {
-			v = p.view(id)
-		}
+		v := p.view(id)
 		fn(v)
 		v.Seq = ev.Seq
 		out = append(out, v)

@@ -3,6 +3,7 @@ package projector
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -38,45 +39,16 @@ type Projector struct {
 	// strs interns the few distinct values that recur in every event
 	// (publishers, nodes, operations): one copy instead of one per guest.
 	strs map[string]string
-}
-
-func (p *Projector) intern(s *string) {
-	if *s == "" {
-		return
-	}
-	if p.strs == nil {
-		p.strs = map[string]string{}
-	}
-	if v, ok := p.strs[*s]; ok {
-		*s = v
-		return
-	}
-	if len(p.strs) < 4096 {
-		p.strs[*s] = *s
-	}
-}
-
-func (p *Projector) internObserved(o *events.Observed) {
-	for _, s := range []*string{&o.Publisher, &o.Cluster, &o.Node, (*string)(&o.Kind), &o.Status, &o.Lock, &o.Source} {
-		p.intern(s)
-	}
-	for i := range o.Config.Tags {
-		p.intern(&o.Config.Tags[i])
-	}
+	// gen counts snapshots: a view of an older generation may be shared
+	// with a snapshot, and is copied before it changes (mutable).
+	gen uint64
+	// enums holds one pointer per enumerated desired value (enumPtr).
+	enums map[string]any
 }
 
 // New returns an empty projector for a cluster.
 func New(cluster string) *Projector {
 	return &Projector{Cluster: cluster, Views: map[int]*View{}, State: ClusterState{Cluster: cluster}}
-}
-
-func (p *Projector) view(vmid int) *View {
-	v := p.Views[vmid]
-	if v == nil {
-		v = &View{VMID: vmid, Cluster: p.Cluster}
-		p.Views[vmid] = v
-	}
-	return v
 }
 
 // Change says what an applied event did.
@@ -172,10 +144,13 @@ func (p *Projector) Apply(ev Event) Change {
 }
 
 func (p *Projector) foldDesired(v *View, ev Event) {
+	// Header values are views into the client's copy of the message's
+	// header block: what the view keeps is its own (publishers interned).
 	publisher := ev.Header.Get(events.HeaderPublisher)
 	if publisher == "" {
 		publisher = "unknown"
 	}
+	p.intern(&publisher)
 	why, signedBy := p.checkSignature(v, ev)
 	if why != "" {
 		v.Rejected = &Rejection{Seq: ev.Seq, Reason: why, Publisher: publisher, At: ev.Time}
@@ -196,8 +171,14 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 		v.Rejected = &Rejection{Seq: ev.Seq, Reason: events.TruncateReason(err.Error()), Publisher: publisher, At: ev.Time}
 		return
 	}
+	if d.Tags != nil {
+		for i := range *d.Tags {
+			p.intern(&(*d.Tags)[i])
+		}
+	}
+	d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
 	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher, v.SignedBy = d, ev.Seq, ev.Time, publisher, signedBy
-	v.CorrelationID = ev.Header.Get(events.HeaderCorrelationID)
+	v.CorrelationID = strings.Clone(ev.Header.Get(events.HeaderCorrelationID))
 	if v.CorrelationID == "" {
 		v.CorrelationID = fmt.Sprintf("desired-%s-%d-%d", v.Cluster, v.VMID, ev.Seq)
 	}
@@ -254,6 +235,7 @@ func (p *Projector) foldObserved(v *View, ev Event) error {
 		return err
 	}
 	p.internObserved(&o)
+	shareDesired(&o, v.Desired)
 	v.ObservedEventSeq = ev.Seq
 	if why := refuse(&o, ev); why != "" {
 		v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: o.Publisher, At: ev.Time}
@@ -313,6 +295,7 @@ func (p *Projector) foldAction(v *View, ev Event) error {
 	for _, s := range []*string{&a.Publisher, &a.Cluster, &a.Node, (*string)(&a.Kind), (*string)(&a.Op), &a.Reason} {
 		p.intern(s)
 	}
+	share(&a.CorrelationID, v.CorrelationID)
 	v.LastAction, v.LastActionSeq = &a, ev.Seq
 	if a.DesiredSeq == v.DesiredSeq {
 		v.RevisionActions++
@@ -339,6 +322,14 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	}
 	if r.Observed != nil {
 		p.internObserved(r.Observed)
+		shareDesired(r.Observed, v.Desired)
+	}
+	for _, a := range []*events.Action{v.InFlight, v.LastAction} {
+		if a != nil && a.ID == r.ActionID {
+			r.ActionID = a.ID
+			share(&r.CorrelationID, a.CorrelationID)
+			break
+		}
 	}
 	// An executor's read-back follows its own action, and a guest's
 	// actions run one at a time: it is the newest read, whatever the

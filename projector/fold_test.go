@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -597,5 +598,39 @@ func TestDerivedReadBackGivesWayToLaterObservation(t *testing.T) {
 	applyAll(t, p, resultEv(18, r3))
 	if v.ObservedSeq != 18 {
 		t.Errorf("a read read-back was not adopted: seq %d", v.ObservedSeq)
+	}
+}
+
+// TestSnapshotUnchangedByLaterFolds: a snapshot shares the fold's views
+// copy on write: whatever is folded after it, desired, results,
+// observations and operators' requests alike, leaves it as it was.
+func TestSnapshotUnchangedByLaterFolds(t *testing.T) {
+	evs := benchEvents(40)
+	p := projector.New("pve")
+	for _, ev := range evs[:len(evs)/2] {
+		p.Apply(ev)
+	}
+	s := p.Snapshot()
+	before, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	for _, ev := range evs[len(evs)/2:] {
+		p.Apply(ev)
+		seq = ev.Seq
+	}
+	for _, c := range []events.Control{{Command: events.CommandPause, VMIDs: []int{100, 101}},
+		{Command: events.CommandResume, All: true}, {Command: events.CommandRelease, VMIDs: []int{102}}} {
+		seq++
+		body, _ := json.Marshal(c)
+		p.Apply(projector.Event{Seq: seq, Subject: events.ClusterSubject(events.KindControl, "pve"), Data: body})
+	}
+	after, _ := json.Marshal(s)
+	if string(before) != string(after) {
+		t.Fatalf("the snapshot changed with later folds:\nbefore %s\nafter  %s", before, after)
+	}
+	if again, _ := json.Marshal(p.Snapshot()); string(again) == string(before) {
+		t.Fatal("the fold did not move on")
 	}
 }

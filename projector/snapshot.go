@@ -2,6 +2,7 @@ package projector
 
 import (
 	"fmt"
+	"maps"
 )
 
 // SnapshotVersion changes whenever the layout of View or ClusterState
@@ -21,13 +22,17 @@ type Snapshot struct {
 }
 
 // Snapshot copies the fold, so that it can be encoded while folding goes
-// on. Views are copied one level deep: the events they point to are never
-// mutated after folding (View.Clone).
+// on. The views are shared, copy on write: the projector copies a view
+// before it next changes it (one level deep: the events a view points to
+// are never mutated after folding, View.Clone), so the snapshot's never
+// change. Copying every view at once held a planner's loop for 94 ms at
+// 100,000 guests, every checkpoint.
 func (p *Projector) Snapshot() *Snapshot {
-	views := make(map[int]*View, len(p.Views))
-	for id, v := range p.Views {
-		views[id] = v.Clone()
+	views := maps.Clone(p.Views)
+	if views == nil {
+		views = map[int]*View{}
 	}
+	p.gen++
 	return &Snapshot{Version: SnapshotVersion, Cluster: p.Cluster, Seq: p.LastSeq, State: p.State, Views: views}
 }
 

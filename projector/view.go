@@ -97,6 +97,8 @@ type View struct {
 
 	// Seq is the sequence of the last event that changed this view.
 	Seq uint64 `json:"seq"`
+
+	gen uint64 // the projector's snapshot generation it belongs to
 }
 
 // Hold is a step the planner held back, as journalled.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -57,14 +58,10 @@ func (b *Bus) Lasts(ctx context.Context, cluster string, vmid int, kinds ...even
 	for i, k := range kinds {
 		subjects[i] = b.StoredSubject(k, cluster, vmid)
 	}
-	out := make([]*journal.Entry, len(kinds))
 	if !b.lasts.unsupported.Load() {
-		ms, err := b.LastMsgs(ctx, subjects)
+		out, err := b.lastEntries(ctx, subjects)
 		switch {
 		case err == nil:
-			for i, s := range subjects {
-				out[i] = entryOf(ms[s])
-			}
 			return out, nil
 		case !errors.Is(err, ErrBatchGetUnsupported):
 			return nil, fmt.Errorf("journal of %d: %w", vmid, err)
@@ -76,6 +73,7 @@ func (b *Bus) Lasts(ctx context.Context, cluster string, vmid int, kinds ...even
 	if err != nil {
 		return nil, err
 	}
+	out := make([]*journal.Entry, len(kinds))
 	errs := make([]error, len(kinds))
 	var wg sync.WaitGroup
 	for i := range subjects {
@@ -131,29 +129,35 @@ func (b *Bus) Get(ctx context.Context, seq uint64) (*journal.Entry, error) {
 	return entryOf(m), nil
 }
 
-// publishOpts turns a journal.Expect into JetStream publish options.
-func publishOpts(x journal.Expect) []jetstream.PublishOpt {
-	var opts []jetstream.PublishOpt
-	if x.MsgID != "" {
-		opts = append(opts, jetstream.WithMsgID(x.MsgID))
-	}
-	if x.Fenced {
-		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(x.LastSubjectSeq))
-	}
-	if x.TTL > 0 {
-		opts = append(opts, jetstream.WithMsgTTL(x.TTL))
-	}
-	return opts
-}
-
 func natsMsg(m events.Message) *nats.Msg {
 	return &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header(m.Header)}
+}
+
+// expectHeaders sets on h (made if nil, else the caller's, as nats.go's
+// publish options set them) the headers x stands for, with the values
+// nats.go's WithMsgID, WithExpectLastSequencePerSubject and WithMsgTTL
+// give them: the publish then needs no options, which nats.go would
+// allocate and apply anew for every message.
+func expectHeaders(h nats.Header, x journal.Expect) nats.Header {
+	if h == nil {
+		h = make(nats.Header, 3)
+	}
+	if x.MsgID != "" {
+		h.Set(jetstream.MsgIDHeader, x.MsgID)
+	}
+	if x.Fenced {
+		h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(x.LastSubjectSeq, 10))
+	}
+	if x.TTL > 0 {
+		h.Set(jetstream.MsgTTLHeader, x.TTL.String())
+	}
+	return h
 }
 
 // Append implements journal.Appender with Publish's retries while a
 // replicated stream has no leader. A refused fence is journal.ErrFenced.
 func (b *Bus) Append(ctx context.Context, m events.Message, x journal.Expect) (journal.Ack, error) {
-	ack, err := b.Publish(ctx, m.Subject, m.Data, nats.Header(m.Header), publishOpts(x)...)
+	ack, err := b.Publish(ctx, m.Subject, m.Data, expectHeaders(nats.Header(m.Header), x))
 	b.writes.note(err)
 	if err != nil {
 		if IsWrongLastSequence(err) {
@@ -195,7 +199,9 @@ func (b *Bus) AppendAsync(m events.Message, x journal.Expect) (journal.Future, e
 }
 
 func appendAsync(js jetstream.JetStream, w *writeHealth, m events.Message, x journal.Expect) (journal.Future, error) {
-	f, err := js.PublishMsgAsync(natsMsg(m), publishOpts(x)...)
+	msg := natsMsg(m)
+	msg.Header = expectHeaders(msg.Header, x)
+	f, err := js.PublishMsgAsync(msg)
 	if err != nil {
 		return nil, err
 	}

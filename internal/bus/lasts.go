@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 )
 
 // ErrBatchGetUnsupported is LastMsgs' answer when the server does not
@@ -35,6 +39,7 @@ type lastsMux struct {
 	prefix  string
 	next    uint64
 	pending map[uint64]chan *nats.Msg
+	free    sync.Pool // answer channels of lastsChanCap, drained
 }
 
 // start subscribes the inbox once; a failed attempt is tried again by the
@@ -54,15 +59,16 @@ func (m *lastsMux) start(nc *nats.Conn) error {
 		if err != nil {
 			return
 		}
+		// Sent under the lock: once unregistered, a channel gets nothing
+		// more, and is reused.
 		m.mu.Lock()
-		ch := m.pending[id]
-		m.mu.Unlock()
-		if ch != nil {
+		if ch := m.pending[id]; ch != nil {
 			select {
 			case ch <- msg:
 			default: // more answers than asked for: not ours to wait on
 			}
 		}
+		m.mu.Unlock()
 	})
 	if err != nil {
 		return err
@@ -71,8 +77,18 @@ func (m *lastsMux) start(nc *nats.Conn) error {
 	return nil
 }
 
+// lastsChanCap is the capacity of the pooled answer channels: a guest's
+// four kinds and the end-of-batch marker, with room to spare.
+const lastsChanCap = 8
+
 func (m *lastsMux) register(capacity int) (uint64, chan *nats.Msg) {
-	ch := make(chan *nats.Msg, capacity)
+	var ch chan *nats.Msg
+	if capacity <= lastsChanCap {
+		ch, _ = m.free.Get().(chan *nats.Msg)
+	}
+	if ch == nil {
+		ch = make(chan *nats.Msg, max(capacity, lastsChanCap))
+	}
 	m.mu.Lock()
 	m.next++
 	id := m.next
@@ -81,10 +97,16 @@ func (m *lastsMux) register(capacity int) (uint64, chan *nats.Msg) {
 	return id, ch
 }
 
-func (m *lastsMux) unregister(id uint64) {
+func (m *lastsMux) unregister(id uint64, ch chan *nats.Msg) {
 	m.mu.Lock()
 	delete(m.pending, id)
 	m.mu.Unlock()
+	for len(ch) > 0 { // answers past the end of the batch
+		<-ch
+	}
+	if cap(ch) == lastsChanCap {
+		m.free.Put(ch)
+	}
 }
 
 // LastMsgs reads the newest stored message of each subject (literal stored
@@ -93,6 +115,22 @@ func (m *lastsMux) unregister(id uint64) {
 // subject. Subjects without a message are absent from the result. It
 // returns ErrBatchGetUnsupported when the server cannot answer it.
 func (b *Bus) LastMsgs(ctx context.Context, subjects []string) (map[string]*jetstream.RawStreamMsg, error) {
+	es, err := b.lastEntries(ctx, subjects)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*jetstream.RawStreamMsg, len(subjects))
+	for _, e := range es {
+		if e != nil {
+			out[e.Subject] = &jetstream.RawStreamMsg{Subject: e.Subject, Sequence: e.Seq, Header: nats.Header(e.Header), Data: e.Data, Time: e.Time}
+		}
+	}
+	return out, nil
+}
+
+// lastEntries is LastMsgs as journal entries, in the order of subjects,
+// nil where a subject has none.
+func (b *Bus) lastEntries(ctx context.Context, subjects []string) ([]*journal.Entry, error) {
 	if b.lasts == nil || len(subjects) == 0 {
 		return nil, ErrBatchGetUnsupported
 	}
@@ -104,23 +142,18 @@ func (b *Bus) LastMsgs(ctx context.Context, subjects []string) (map[string]*jets
 		ctx, cancel = context.WithTimeout(ctx, defaultGetTimeout)
 		defer cancel()
 	}
-	req, err := json.Marshal(struct {
-		MultiLast []string `json:"multi_last"`
-		Batch     int      `json:"batch"`
-	}{subjects, len(subjects)})
+	req, err := multiLastRequest(subjects)
 	if err != nil {
 		return nil, err
 	}
 	// Each subject's message and the end-of-batch marker.
 	id, ch := b.lasts.register(len(subjects) + 1)
-	defer b.lasts.unregister(id)
-	b.lasts.mu.Lock()
+	defer b.lasts.unregister(id, ch)
 	reply := b.lasts.prefix + strconv.FormatUint(id, 10)
-	b.lasts.mu.Unlock()
 	if err := b.NC.PublishRequest("$JS.API.DIRECT.GET."+b.cfg.Stream, reply, req); err != nil {
 		return nil, fmt.Errorf("bus: batched read: %w", err)
 	}
-	out := make(map[string]*jetstream.RawStreamMsg, len(subjects))
+	out := make([]*journal.Entry, len(subjects))
 	for {
 		var msg *nats.Msg
 		select {
@@ -132,11 +165,15 @@ func (b *Bus) LastMsgs(ctx context.Context, subjects []string) (map[string]*jets
 		status, desc := msg.Header.Get("Status"), msg.Header.Get("Description")
 		switch {
 		case status == "":
-			m, err := rawStreamMsg(msg)
+			e, err := directEntry(msg)
 			if err != nil {
 				return nil, err
 			}
-			out[m.Subject] = m
+			for i, s := range subjects {
+				if s == e.Subject {
+					out[i] = e
+				}
+			}
 		case status == "204": // end of batch
 			return out, nil
 		case status == "404" && desc == "No Results":
@@ -150,8 +187,35 @@ func (b *Bus) LastMsgs(ctx context.Context, subjects []string) (map[string]*jets
 	}
 }
 
-// rawStreamMsg reads a direct get's answer as nats.go's jetstream does.
-func rawStreamMsg(msg *nats.Msg) (*jetstream.RawStreamMsg, error) {
+// multiLastRequest is the body of a batched direct get of subjects,
+// written by hand when they are plain (converge's own are) and by
+// encoding/json otherwise.
+func multiLastRequest(subjects []string) ([]byte, error) {
+	n := 32
+	for _, s := range subjects {
+		if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r > '~' || r == '"' || r == '\\' }) {
+			return json.Marshal(struct {
+				MultiLast []string `json:"multi_last"`
+				Batch     int      `json:"batch"`
+			}{subjects, len(subjects)})
+		}
+		n += len(s) + 3
+	}
+	req := append(make([]byte, 0, n), `{"multi_last":[`...)
+	for i, s := range subjects {
+		if i > 0 {
+			req = append(req, ',')
+		}
+		req = append(append(append(req, '"'), s...), '"')
+	}
+	req = append(req, `],"batch":`...)
+	req = strconv.AppendInt(req, int64(len(subjects)), 10)
+	return append(req, '}'), nil
+}
+
+// directEntry reads a direct get's answer as a journal entry, as
+// nats.go's jetstream reads it.
+func directEntry(msg *nats.Msg) (*journal.Entry, error) {
 	subj := msg.Header.Get(jetstream.SubjectHeader)
 	seq, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
 	if subj == "" || err != nil {
@@ -161,5 +225,5 @@ func rawStreamMsg(msg *nats.Msg) (*jetstream.RawStreamMsg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: batched read of %s: time stamp: %w", subj, err)
 	}
-	return &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: msg.Header, Data: msg.Data, Time: ts}, nil
+	return &journal.Entry{Seq: seq, Subject: subj, Header: events.Header(msg.Header), Data: msg.Data, Time: ts}, nil
 }

@@ -263,10 +263,15 @@ func (b *Bus) Views(ctx context.Context) (jetstream.KeyValue, error) {
 // are harmless twice.
 func (b *Bus) Publish(ctx context.Context, subject string, body []byte, hdr nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: subject, Data: body, Header: hdr}
+	if len(opts) == 0 {
+		return b.JS.PublishMsg(ctx, msg, publishRetries...)
+	}
 	// Caller options come last, so they can override these.
-	opts = append([]jetstream.PublishOpt{jetstream.WithRetryAttempts(1 << 20), jetstream.WithRetryWait(noResponderWait)}, opts...)
-	return b.JS.PublishMsg(ctx, msg, opts...)
+	return b.JS.PublishMsg(ctx, msg, append(slices.Clip(publishRetries), opts...)...)
 }
+
+// publishRetries are Publish's retries while no stream answers, made once.
+var publishRetries = []jetstream.PublishOpt{jetstream.WithRetryAttempts(1 << 20), jetstream.WithRetryWait(noResponderWait)}
 
 // StoredSubject is the literal stored subject of a guest's events.
 func (b *Bus) StoredSubject(kind events.Kind, cluster string, vmid int) string {

@@ -105,6 +105,13 @@ type Observer struct {
 	budget      *rate.Limiter // verification reads, on the clock's times
 	metrics     *metrics
 	lastResync  time.Time // when the last resync was carried out
+	// list and seen are plan's, verifyHeap verify's, reused from pass to
+	// pass.
+	list       []listed
+	seen       map[int]struct{}
+	verifyHeap []int
+	// strs interns the strings kept across passes (own.go).
+	strs map[string]string
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.

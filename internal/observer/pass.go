@@ -17,8 +17,7 @@ import (
 
 // listed is one guest of this pass's inventory.
 type listed struct {
-	res   pve.Resource
-	key   rowKey
+	res   *pve.Resource // the inventory's row (the inventory lives as long as the pass)
 	state *guestState
 	read  bool // its config is read this pass
 	cfg   *pve.GuestConfig
@@ -85,12 +84,17 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 			}
 			continue // keep the last published snapshot; read again next pass
 		}
+		// Built on the stack, and copied to the heap only when it is
+		// published: an idle pass allocates nothing per guest.
 		snap := o.snapshot(l.res, l.state, now)
-		if prev := o.published[snap.VMID]; !sameObservation(snap, prev) || o.expiring(prev, now) || l.state.unconfirmed {
-			out = append(out, snap)
+		if prev := o.published[snap.VMID]; !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed {
+			published := snap
+			o.ownObservation(&published)
+			out = append(out, &published)
 		}
 	}
-	out = append(out, o.disappeared(guests, readAt, now, st.AfterSeq)...)
+	out = append(out, o.disappeared(readAt, now, st.AfterSeq)...)
+	clear(guests) // the inventory and the configs read go with the pass
 
 	pubErr := o.publish(ctx, out, &st)
 	o.settleConfirmations(ctx, st)
@@ -123,30 +127,38 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 // comes from: it cannot supersede anything newer.) Guests no longer listed
 // are forgotten here; disappeared reports them.
 // plan is paced by p (package pace): a pass is background work.
+//
+// The list and the set of listed vmids (o.seen, which disappeared reads)
+// are the observer's, reused from pass to pass: at 100,000 guests they
+// were most of an idle pass's garbage.
 func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []listed {
-	out := make([]listed, 0, len(inv))
-	seen := make(map[int]bool, len(inv))
-	for _, r := range inv {
+	out := o.list[:0]
+	if o.seen == nil {
+		o.seen = make(map[int]struct{}, len(inv))
+	}
+	clear(o.seen)
+	for i := range inv {
 		p.Step()
-		if seen[r.VMID] {
+		r := &inv[i]
+		if _, dup := o.seen[r.VMID]; dup {
 			o.log.Warn().Int("vmid", r.VMID).Str("node", r.Node).Msg("inventory lists a vmid twice; keeping the first row")
 			continue
 		}
-		seen[r.VMID] = true
+		o.seen[r.VMID] = struct{}{}
 		g := o.guests[r.VMID]
 		if g == nil {
 			g = &guestState{}
 			o.guests[r.VMID] = g
 		}
-		key := rowKeyOf(r)
-		read := !g.read || g.force || key != g.row || g.unconfirmed
-		out = append(out, listed{res: r, key: key, state: g, read: read})
+		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed
+		out = append(out, listed{res: r, state: g, read: read})
 	}
 	for vmid := range o.guests {
-		if !seen[vmid] {
+		if _, ok := o.seen[vmid]; !ok {
 			delete(o.guests, vmid)
 		}
 	}
+	o.list = out
 	return out
 }
 
@@ -206,7 +218,7 @@ feed:
 				Err(l.err).Msg("config read failed; keeping the last snapshot")
 			continue
 		}
-		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = snapOf(l.cfg), l.key, readAt, afterSeq, true, false, false
+		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
 	}
 	if firstErr != nil {
 		o.log.Warn().Int("failed", failed).Int("reads", reads).Err(firstErr).
@@ -219,21 +231,18 @@ feed:
 }
 
 // disappeared returns an Exists=false observation for every vmid last
-// published as existing that this (successful) inventory does not list,
-// and once more for those published gone and not confirmed yet.
-func (o *Observer) disappeared(guests []listed, readAt, now time.Time, afterSeq uint64) []*events.Observed {
-	listedIDs := make(map[int]bool, len(guests))
-	for _, l := range guests {
-		listedIDs[l.res.VMID] = true
-	}
+// published as existing that this (successful) inventory does not list
+// (o.seen, as plan left it), and once more for those published gone and
+// not confirmed yet.
+func (o *Observer) disappeared(readAt, now time.Time, afterSeq uint64) []*events.Observed {
 	var gone []int
 	for vmid, p := range o.published {
-		if (p.Exists || o.goneUnconf[vmid]) && !listedIDs[vmid] {
+		if _, listed := o.seen[vmid]; (p.Exists || o.goneUnconf[vmid]) && !listed {
 			gone = append(gone, vmid)
 		}
 	}
 	for vmid := range o.goneUnconf {
-		if listedIDs[vmid] {
+		if _, listed := o.seen[vmid]; listed {
 			delete(o.goneUnconf, vmid) // back: its own snapshot says so
 		}
 	}

@@ -20,11 +20,36 @@ type rowKey struct {
 	MaxMemMiB                                int64
 }
 
-func rowKeyOf(r pve.Resource) rowKey {
+func rowKeyOf(r *pve.Resource) rowKey {
 	return rowKey{
 		Status: r.Status, Lock: r.Lock, Tags: strings.Join(r.Tags, ";"), Name: r.Name, Node: r.Node, HA: r.HAState, Pool: r.Pool,
 		Kind: r.Kind, Template: r.Template, MaxCPU: r.MaxCPU, MaxMemMiB: r.MaxMemMiB,
 	}
+}
+
+// matches reports whether r is the row k was taken from: rowKeyOf(r) == k,
+// without joining r's tags (every guest, every pass).
+func (k *rowKey) matches(r *pve.Resource) bool {
+	return k.Status == r.Status && k.Lock == r.Lock && k.Name == r.Name && k.Node == r.Node && k.HA == r.HAState &&
+		k.Pool == r.Pool && k.Kind == r.Kind && k.Template == r.Template && k.MaxCPU == r.MaxCPU &&
+		k.MaxMemMiB == r.MaxMemMiB && joinedEqual(k.Tags, r.Tags)
+}
+
+// joinedEqual reports whether joined == strings.Join(tags, ";").
+func joinedEqual(joined string, tags []string) bool {
+	for i, t := range tags {
+		if i > 0 {
+			if joined == "" || joined[0] != ';' {
+				return false
+			}
+			joined = joined[1:]
+		}
+		if !strings.HasPrefix(joined, t) {
+			return false
+		}
+		joined = joined[len(t):]
+	}
+	return joined == ""
 }
 
 // configSnap is what the observer keeps of a config read.
@@ -50,8 +75,8 @@ func eventKind(k pve.Kind) events.GuestKind {
 
 // snapshot builds the observation of a listed guest from its inventory row
 // and its last config read.
-func (o *Observer) snapshot(r pve.Resource, g *guestState, now time.Time) *events.Observed {
-	return &events.Observed{
+func (o *Observer) snapshot(r *pve.Resource, g *guestState, now time.Time) events.Observed {
+	return events.Observed{
 		Meta:     events.NewMeta(o.cfg.Name, "", now),
 		VMID:     r.VMID,
 		Cluster:  o.cfg.Cluster,
