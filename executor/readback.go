@@ -17,12 +17,15 @@ import (
 // instead of read:
 //
 //   - a config write Proxmox completed synchronously (a PUT, or a POST
-//     done within background_delay) of keys it applies at once: the
+//     done within background_delay) of keys it applies at once (cores and
+//     memory only to a guest whose status, read after the write, is
+//     stopped): the
 //     basis's config with the written values, normalised as a read-back
 //     would be; the digest is then unknown ("");
-//   - a start, stop or shutdown of a guest with nothing pending: the
-//     guest's status is read (the power state is the truth that matters),
-//     its config is the basis's, unchanged by the task.
+//   - a start, stop or shutdown of a guest with nothing converge manages
+//     pending: the guest's status is read (the power state is the truth
+//     that matters), its managed config is the basis's, its digest
+//     unknown (other pending keys may have been applied).
 //
 // A derived observation carries AfterSeq, the newest journal sequence the
 // executor had read before acting: the projector adopts it only if no
@@ -49,18 +52,25 @@ func fastKey(kind events.GuestKind, k string) bool {
 func coldKey(k string) bool { return k == "name" || k == "cores" || k == "memory" }
 
 // derivedConfig is the observation after a synchronous config write, nil
-// when it cannot be derived (then the guest is read back).
-func (j *job) derivedConfig(r *events.Result) *events.Observed {
+// when it cannot be derived (then the guest is read back). cold reports
+// that it counts on the guest being stopped (cores, memory, a container's
+// hostname): the basis may be older than a start by hand, after which
+// Proxmox keeps those values pending, so the caller reads the status
+// first and uses the derivation only if the guest is stopped.
+func (j *job) derivedConfig(r *events.Result) (o *events.Observed, cold bool) {
 	a, b := j.a, j.basis
 	if a.Op != events.OpSetConfig || r.Status != events.ResultSucceeded || r.UPID != "" || r.ErrorClass != "" ||
 		b == nil || !b.Exists || b.Lock != "" || len(b.Pending) > 0 || len(a.Revert) > 0 || len(a.Set)+len(a.Delete) == 0 {
-		return nil
+		return nil, false
 	}
 	c := b.Config
 	c.Tags = append([]string(nil), c.Tags...)
 	apply := func(k, v string) bool {
-		if !fastKey(a.Kind, k) && (b.Status != "stopped" || !coldKey(k)) {
-			return false
+		if !fastKey(a.Kind, k) {
+			if b.Status != "stopped" || !coldKey(k) {
+				return false
+			}
+			cold = true
 		}
 		switch k {
 		case "name":
@@ -88,14 +98,30 @@ func (j *job) derivedConfig(r *events.Result) *events.Observed {
 	}
 	for k, v := range a.Set {
 		if v == "" || !apply(k, v) {
-			return nil // a deletion reads as Proxmox's default: read it
+			return nil, false // a deletion reads as Proxmox's default: read it
 		}
 	}
 	if len(a.Delete) > 0 {
+		return nil, false
+	}
+	o = j.derivedFrom(b)
+	o.Config, o.Digest = c, ""
+	return o, cold
+}
+
+// configReadBack is derivedConfig checked against the guest's status when
+// it counts on the guest being stopped: nil to read the guest back.
+func (j *job) configReadBack(ctx context.Context, r *events.Result) *events.Observed {
+	o, cold := j.derivedConfig(r)
+	if o == nil || j.raced(ctx) {
 		return nil
 	}
-	o := j.derivedFrom(b)
-	o.Config, o.Digest = c, ""
+	if cold {
+		st, err := j.e.px.GuestStatus(ctx, j.ref)
+		if err != nil || st.Status != "stopped" || st.Lock != "" {
+			return nil
+		}
+	}
 	return o
 }
 
@@ -128,7 +154,11 @@ func (j *job) derivedPower(ctx context.Context, r *events.Result) (*events.Obser
 		return nil, err
 	}
 	o := j.derivedFrom(b)
-	o.Status = st.Status
+	// Starting and stopping apply pending changes of keys converge does
+	// not manage (and a start regenerates cloud-init): the config file
+	// may have been rewritten, so its digest is not known. The next write
+	// reads it (digestCheck).
+	o.Status, o.Digest = st.Status, ""
 	if st.Lock != "" {
 		return nil, nil // a lock taken meanwhile rewrote the config: read it
 	}

@@ -40,9 +40,11 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 	}
 	if j.delivered == 1 && j.basis != nil && j.basis.Lock == "" && j.basis.Status != want && j.a.Op != events.OpReboot {
 		// First delivery of a verified action: the basis is the newest
-		// reading of the guest (the fence said so), and Proxmox answers a
-		// start of a running guest or a stop of a stopped one with an
-		// error classified already-done, a lock with "locked". Only a
+		// reading of the guest (the fence said so). Proxmox answers a
+		// start of a running guest with "already running" (the call's
+		// error for a container, the task's exit status for a VM: both
+		// already-done), a stop or shutdown of a stopped VM with a task
+		// that does nothing, and a locked guest with "locked". Only a
 		// redelivery, which may follow a mutation already made, reads
 		// first.
 		return abandon, false
@@ -160,8 +162,11 @@ func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 			// The task's exit status.
 			var r *events.Result
 			if pe.Class == pve.ClassAlreadyDone {
+				// QEMU says "already running" in the task's exit status:
+				// nothing was done, as a pre-check would have found.
 				r = j.result(events.ResultSucceeded)
 				r.Reason = message(err)
+				r.ErrorClass = events.ClassAlreadyDone
 			} else {
 				r = j.failed(err, pe.Class)
 				r.TaskLog = res.Log
@@ -195,7 +200,7 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 			r.UPID, r.Node = upid, node
 		}
 	}
-	if o := j.derivedConfig(r); o != nil && !j.raced(ctx) {
+	if o := j.configReadBack(ctx, r); o != nil {
 		r.Observed = o
 		j.carryInventory(o, r)
 		return outcome{result: r}

@@ -15,11 +15,13 @@ import (
 // the node's concurrency.
 //
 // The estimate is kept near the short end of what a task of the kind
-// takes: found finished at its first poll, the next wait expects 10 % less
-// (it may have ended earlier); found later, it moves half-way to the time
-// that took. A task longer than expected costs polls from Interval again;
-// one far shorter than expected waits for it, so the estimate comes down
-// fast and never exceeds maxExpect.
+// takes: found finished at its first poll, the next wait expects a quarter
+// less (it may have ended earlier: after one long task, a forced shutdown,
+// say, the estimate is back from maxExpect to 1 s within nine tasks);
+// found later, it moves half-way to the time that took. A task longer than
+// expected costs polls from Interval again; one far shorter than expected
+// waits for it, so the estimate comes down fast and never exceeds
+// maxExpect.
 type taskPace struct {
 	mu sync.Mutex
 	m  map[paceKey]time.Duration
@@ -52,7 +54,7 @@ func (p *taskPace) observe(node string, op events.Op, expected, took time.Durati
 		// second half of the wait.
 		e = took / 2
 	case polls == 1:
-		e = expected * 9 / 10
+		e = expected * 3 / 4
 	default:
 		e = expected + (took-expected)/2
 	}

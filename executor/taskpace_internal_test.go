@@ -44,4 +44,13 @@ func TestTaskPaceLearns(t *testing.T) {
 	if e := p.expect("pve1", events.OpShutdown); e != maxExpect {
 		t.Errorf("a 10 min task: expected %s, want the cap %s", e, maxExpect)
 	}
+	// Short tasks again: found at the first poll each time, the estimate
+	// is back under a second within nine of them.
+	for range 9 {
+		e := p.expect("pve1", events.OpShutdown)
+		p.observe("pve1", events.OpShutdown, e, e, 1)
+	}
+	if e := p.expect("pve1", events.OpShutdown); e > time.Second {
+		t.Errorf("after nine short tasks: expected %s", e)
+	}
 }
