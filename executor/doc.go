@@ -126,10 +126,11 @@
 //     final result; it is left out if the read fails. Where the outcome is
 //     known, it is derived instead (readback.go): after a synchronous
 //     config write of keys Proxmox applies at once (name, description,
-//     tags, onboot; cores and memory of a stopped guest) from a basis with
-//     nothing pending, the basis with the written values and digest ""
-//     (unknown); after a start, stop or shutdown of a guest with nothing
-//     pending, the status read and the basis's config. A derived
+//     tags, onboot; cores and memory of a guest whose status, read after
+//     the write, is stopped) from a basis with nothing pending, the basis
+//     with the written values and digest "" (unknown); after a start, stop
+//     or shutdown of a guest with nothing converge manages pending, the
+//     status read and the basis's config, digest "". A derived
 //     observation carries AfterSeq, the newest journal sequence read
 //     before acting, and the projector adopts it only if nothing
 //     journalled after that supersedes it.
