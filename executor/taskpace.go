@@ -15,13 +15,12 @@ import (
 // the node's concurrency.
 //
 // The estimate is kept near the short end of what a task of the kind
-// takes: found finished at its first poll, the next wait expects a quarter
-// less (it may have ended earlier: after one long task, a forced shutdown,
-// say, the estimate is back from maxExpect to 1 s within nine tasks);
-// found later, it moves half-way to the time that took. A task longer than
-// expected costs polls from Interval again; one far shorter than expected
-// waits for it, so the estimate comes down fast and never exceeds
-// maxExpect.
+// takes: found finished at its first poll, the next wait expects 10 % less
+// (it may have ended earlier); found later, it moves half-way to the time
+// that took, but at most to twice the estimate, so that one long task (a
+// forced shutdown after its timeout) costs the next ones little: back
+// under a second within seven tasks. A task longer than expected costs
+// polls from Interval again; none waits past maxExpect.
 type taskPace struct {
 	mu sync.Mutex
 	m  map[paceKey]time.Duration
@@ -54,9 +53,11 @@ func (p *taskPace) observe(node string, op events.Op, expected, took time.Durati
 		// second half of the wait.
 		e = took / 2
 	case polls == 1:
-		e = expected * 3 / 4
+		e = expected * 9 / 10
 	default:
-		e = expected + (took-expected)/2
+		// At most twice the estimate: one long task (a forced shutdown)
+		// must not make the next ones wait long for their first poll.
+		e = min(expected+(took-expected)/2, 2*expected)
 	}
 	e = min(max(e, 0), maxExpect)
 	p.mu.Lock()

@@ -44,13 +44,17 @@ func TestTaskPaceLearns(t *testing.T) {
 	if e := p.expect("pve1", events.OpShutdown); e != maxExpect {
 		t.Errorf("a 10 min task: expected %s, want the cap %s", e, maxExpect)
 	}
-	// Short tasks again: found at the first poll each time, the estimate
-	// is back under a second within nine of them.
-	for range 9 {
-		e := p.expect("pve1", events.OpShutdown)
-		p.observe("pve1", events.OpShutdown, e, e, 1)
+	// One long task among short ones (a forced shutdown): the estimate at
+	// most doubles, and is back under a second within seven short ones.
+	p.observe("pve1", op, p.expect("pve1", op), 10*time.Minute, 30)
+	if e := p.expect("pve1", op); e > 2*time.Second {
+		t.Errorf("after one 10 min task: expected %s", e)
 	}
-	if e := p.expect("pve1", events.OpShutdown); e > time.Second {
-		t.Errorf("after nine short tasks: expected %s", e)
+	for range 7 {
+		e := p.expect("pve1", op)
+		p.observe("pve1", op, e, e, 1)
+	}
+	if e := p.expect("pve1", op); e > time.Second {
+		t.Errorf("after seven short tasks: expected %s", e)
 	}
 }
