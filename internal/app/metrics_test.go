@@ -142,10 +142,20 @@ func TestMetricsOverHTTP(t *testing.T) {
 	if v := sumWhere(m, "converge_pve_requests_total", map[string]string{"method": "GET", "class": "transient"}); v < 1 {
 		t.Errorf("no transient GET counted while Proxmox is unreachable: %v", v)
 	}
+	waitMetric("the guests blocked by the outage", func(m map[string]*dto.MetricFamily) bool {
+		return value(m, "converge_guests", map[string]string{"state": string(planner.Blocked)}) >= 1
+	})
 	sim.SetUnreachable(0)
 	if _, err := a.Observer().Pass(tctx); err != nil {
 		t.Fatal(err)
 	}
+	// The failed pass's heartbeat blocked every guest; the gauges move back
+	// only once the planner has folded this pass and flushed, which the
+	// pass's return does not wait for.
+	waitMetric("the guests unblocked after the outage", func(m map[string]*dto.MetricFamily) bool {
+		return value(m, "converge_guests", map[string]string{"state": string(planner.Blocked)}) == 0 &&
+			value(m, "converge_guests", map[string]string{"state": string(planner.Converged)}) >= 1
+	})
 	m = scrape()
 
 	for _, c := range []struct {
