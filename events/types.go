@@ -19,6 +19,10 @@ type GuestConfig struct {
 	Cores       int      `json:"cores"`
 	MemoryMiB   int      `json:"memory_mib"`
 	OnBoot      bool     `json:"onboot"`
+	// NUMA is the VM's numa flag (with Hotplug, below, it decides which
+	// changes a running VM takes at once). Kept beside OnBoot: the two
+	// bools share a word (views hold one GuestConfig per guest).
+	NUMA bool `json:"numa,omitempty"`
 	// Disks are the guest's disks by key (scsi0, rootfs, mp0, …), CD-ROMs
 	// included (Media "cdrom").
 	Disks map[string]Disk `json:"disks,omitempty"`
@@ -32,10 +36,8 @@ type GuestConfig struct {
 	// nameserver in canonical order.
 	CloudInit map[string]string `json:"cloudinit,omitempty"`
 	// Hotplug is the VM's hotplug feature list, sorted, "" for Proxmox's
-	// default (disk,network,usb) and "none" for 0; NUMA its numa flag.
-	// They decide which changes a running VM takes at once.
+	// default (disk,network,usb) and "none" for 0.
 	Hotplug string `json:"hotplug,omitempty"`
-	NUMA    bool   `json:"numa,omitempty"`
 }
 
 // Observation sources.
@@ -49,19 +51,21 @@ const (
 // each final result, read back after the action.
 type Observed struct {
 	Meta
-	VMID    int       `json:"vmid"`
-	Cluster string    `json:"cluster"`
-	Exists  bool      `json:"exists"`
-	Node    string    `json:"node,omitempty"`
-	Kind    GuestKind `json:"kind,omitempty"`
-	// Status is running, stopped, paused or unknown.
-	Status   string `json:"status,omitempty"`
-	Lock     string `json:"lock,omitempty"`
-	Template bool   `json:"template,omitempty"`
-	Digest   string `json:"digest,omitempty"`
+	VMID    int    `json:"vmid"`
+	Cluster string `json:"cluster"`
+	Exists  bool   `json:"exists"`
+	// The three bools are kept together: they share one word (a view holds
+	// an Observed per guest, and 100,000 of them add up).
+	Template bool `json:"template,omitempty"`
 	// Protected is Proxmox's protection flag: Proxmox refuses to destroy
 	// the guest, and converge never asks.
-	Protected bool `json:"protected,omitempty"`
+	Protected bool      `json:"protected,omitempty"`
+	Node      string    `json:"node,omitempty"`
+	Kind      GuestKind `json:"kind,omitempty"`
+	// Status is running, stopped, paused or unknown.
+	Status string `json:"status,omitempty"`
+	Lock   string `json:"lock,omitempty"`
+	Digest string `json:"digest,omitempty"`
 	// HA is the state the HA manager keeps the guest in ("started",
 	// "stopped", …), "" when HA does not manage it.
 	HA string `json:"ha,omitempty"`
