@@ -1,26 +1,38 @@
 package planner
 
 import (
+	"hash/maphash"
 	"time"
 
 	"github.com/converge-pve/converge/projector"
 )
 
 // docSig is what makes a guest's document worth rewriting: what status
-// shows of the decision, and the view as of the last event that changed
-// it (every fold that changes a view moves its Seq: desired, observed,
-// action, result, rejection, an operator's request). At 100,000 guests
-// the seven sequences and flag it held before cost 80 B a guest more
+// shows of the decision (its kind and reason, hashed), and the view as of
+// the last event that changed it (every fold that changes a view moves its
+// Seq: desired, observed, action, result, rejection, an operator's
+// request). At 100,000 guests the seven sequences and flag it held before
+// cost 80 B a guest more, and the kind and reason strings' headers 30 B
 // (BenchmarkPlannerMemory); the documents it adds are those of the rare
-// events that changed a view and nothing status shows.
+// events that changed a view and nothing status shows. Two statuses with
+// one 64-bit hash at one Seq (about 2^-64) would leave a status document
+// one event behind: only what people read, never a decision.
 type docSig struct {
-	kind   StatusKind
-	reason string
 	seq    uint64
+	status uint64
 }
 
+// sigSeed seeds the status hash; signatures are never kept beyond the
+// process, so any seed does.
+var sigSeed = maphash.MakeSeed()
+
 func sigOf(v *projector.View, d Decision) docSig {
-	return docSig{kind: d.Status.Kind, reason: d.Status.Reason, seq: v.Seq}
+	var h maphash.Hash
+	h.SetSeed(sigSeed)
+	h.WriteString(string(d.Status.Kind))
+	h.WriteByte(0)
+	h.WriteString(d.Status.Reason)
+	return docSig{seq: v.Seq, status: h.Sum64()}
 }
 
 // slim copies a view for its document without the observations results
