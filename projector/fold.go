@@ -44,6 +44,13 @@ type Projector struct {
 	gen uint64
 	// enums holds one pointer per enumerated desired value (enumPtr).
 	enums map[string]any
+	// The shared desired values (shareValues): fleets repeat a few sizes,
+	// descriptions, pools and tag sets. tagKey is scratch for a tag set's
+	// key.
+	ints   map[int]*int
+	texts  map[string]*string
+	tagSet map[string]*[]string
+	tagKey []byte
 }
 
 // New returns an empty projector for a cluster.
@@ -177,6 +184,7 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 		}
 	}
 	d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
+	p.shareValues(d)
 	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher, v.SignedBy = d, ev.Seq, ev.Time, publisher, signedBy
 	v.CorrelationID = strings.Clone(ev.Header.Get(events.HeaderCorrelationID))
 	if v.CorrelationID == "" {

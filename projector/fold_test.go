@@ -3,6 +3,7 @@ package projector_test
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -632,5 +633,48 @@ func TestSnapshotUnchangedByLaterFolds(t *testing.T) {
 	}
 	if again, _ := json.Marshal(p.Snapshot()); string(again) == string(before) {
 		t.Fatal("the fold did not move on")
+	}
+}
+
+// TestRecurringDesiredValuesShared: guests asking for the same sizes,
+// description and tag set point at one copy, and each still reads the
+// values it asked for (tags in its own order, an empty set kept empty).
+func TestRecurringDesiredValuesShared(t *testing.T) {
+	p := projector.New("pve")
+	body := func(vmid int, rest string) string { return `{"vmid":` + strconv.Itoa(vmid) + `,` + rest + `}` }
+	same := `"cores":4,"memory_mib":4096,"description":"web","pool":"web","tags":["prod","web"]`
+	for i, b := range []string{
+		body(101, same),
+		body(102, same),
+		body(103, `"cores":16,"memory_mib":16,"description":"prod","pool":"db","tags":["web","prod"]`),
+		body(104, `"cores":2,"tags":[]`),
+	} {
+		if ch := p.Apply(desiredEv(uint64(i+1), 101+i, b, nil)); ch.Err != nil {
+			t.Fatal(ch.Err)
+		}
+	}
+	for id := 101; id <= 104; id++ {
+		if r := p.Views[id].Rejected; r != nil {
+			t.Fatalf("vmid %d rejected: %s", id, r.Reason)
+		}
+	}
+	a, b, c, e := p.Views[101].Desired, p.Views[102].Desired, p.Views[103].Desired, p.Views[104].Desired
+	if a.Cores != b.Cores || a.MemoryMiB != b.MemoryMiB || a.Description != b.Description || a.Pool != b.Pool || a.Tags != b.Tags {
+		t.Errorf("equal values not shared: %p/%p %p/%p %p/%p %p/%p %p/%p",
+			a.Cores, b.Cores, a.MemoryMiB, b.MemoryMiB, a.Description, b.Description, a.Pool, b.Pool, a.Tags, b.Tags)
+	}
+	if a.Cores == a.MemoryMiB {
+		t.Error("4 cores and 4096 MiB share a pointer")
+	}
+	for _, d := range []*events.Desired{a, b} {
+		if *d.Cores != 4 || *d.MemoryMiB != 4096 || *d.Description != "web" || *d.Pool != "web" || !reflect.DeepEqual(*d.Tags, []string{"prod", "web"}) {
+			t.Errorf("vmid %d reads %d %d %q %q %v", d.VMID, *d.Cores, *d.MemoryMiB, *d.Description, *d.Pool, *d.Tags)
+		}
+	}
+	if *c.Cores != 16 || *c.MemoryMiB != 16 || c.Cores != c.MemoryMiB || *c.Description != "prod" || *c.Pool != "db" || !reflect.DeepEqual(*c.Tags, []string{"web", "prod"}) {
+		t.Errorf("vmid 103 reads %d %d %q %q %v", *c.Cores, *c.MemoryMiB, *c.Description, *c.Pool, *c.Tags)
+	}
+	if e.Tags == nil || len(*e.Tags) != 0 || *e.Cores != 2 {
+		t.Errorf("vmid 104 reads %v %v", e.Tags, *e.Cores)
 	}
 }

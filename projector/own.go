@@ -101,3 +101,52 @@ func enumPtr[T ~string](p *Projector, v *T) *T {
 	}
 	return v
 }
+
+// maxShared bounds each table of shared desired values: a fleet's
+// recurring sizes, descriptions and tag sets fit; unique values beyond it
+// are kept once, by their guest.
+const maxShared = 4096
+
+// shareValues points a desired event's recurring values (cores, memory,
+// description, pool, tag set) at one copy the projector keeps: at 100,000
+// guests each is otherwise an allocation of its own
+// (BenchmarkPlannerMemory, in package planner). Views never change what
+// desired pointers point to.
+func (p *Projector) shareValues(d *events.Desired) {
+	if p.ints == nil {
+		p.ints, p.texts, p.tagSet = map[int]*int{}, map[string]*string{}, map[string]*[]string{}
+	}
+	d.Cores, d.MemoryMiB = sharedVal(p.ints, d.Cores), sharedVal(p.ints, d.MemoryMiB)
+	if d.Description != nil {
+		p.intern(d.Description)
+	}
+	d.Description, d.Pool = sharedVal(p.texts, d.Description), sharedVal(p.texts, d.Pool)
+	if d.Tags != nil {
+		// Keyed by the tags joined with NUL, which no tag holds; the
+		// lookup with string(bytes) does not allocate.
+		p.tagKey = p.tagKey[:0]
+		for _, t := range *d.Tags {
+			p.tagKey = append(append(p.tagKey, t...), 0)
+		}
+		if q, ok := p.tagSet[string(p.tagKey)]; ok {
+			d.Tags = q
+		} else if len(p.tagSet) < maxShared {
+			p.tagSet[string(p.tagKey)] = d.Tags
+		}
+	}
+}
+
+// sharedVal returns the table's pointer to *v's value, keeping v as that
+// pointer while the table has room.
+func sharedVal[T comparable](table map[T]*T, v *T) *T {
+	if v == nil {
+		return v
+	}
+	if q, ok := table[*v]; ok {
+		return q
+	}
+	if len(table) < maxShared {
+		table[*v] = v
+	}
+	return v
+}
