@@ -123,10 +123,11 @@ func Partition(cluster string, vmid, n int) int {
 
 // StoredSubject is the literal stored subject of a guest's events of a
 // kind: reading by it is a lookup, where a wildcard filter makes the server
-// search its subject tree. vmid 0 names the cluster-wide subject of kind
-// (heartbeats, control), stored as published.
+// search its subject tree. vmid 0 names the cluster-wide subject of kind,
+// and a cluster-wide kind (heartbeats, control) is stored on it whatever
+// vmid: as published.
 func StoredSubject(kind Kind, cluster string, vmid, partitions int) string {
-	if vmid == 0 {
+	if vmid == 0 || kind.ClusterWide() {
 		return ClusterSubject(kind, cluster) // heartbeats and control: not partitioned
 	}
 	return Subject(kind, cluster, vmid) + "." + strconv.Itoa(Partition(cluster, vmid, partitions))
@@ -149,3 +150,7 @@ func (i SubjectInfo) CheckPartition(n int) error {
 	}
 	return nil
 }
+
+// ClusterWide reports whether events of kind k are the cluster's
+// (heartbeats, operators' requests): stored on one subject, without a vmid.
+func (k Kind) ClusterWide() bool { return k == KindHeartbeat || k == KindControl }

@@ -220,7 +220,7 @@ func (j *job) execute(ctx context.Context) outcome {
 	}
 
 	// An operator's pause or release journalled after the plan.
-	if why, err := e.operatorStop(ctx, a); err != nil {
+	if why, err := e.operatorStop(ctx, a, lasts.control); err != nil {
 		j.log.Warn().Err(err).Msg("journal unreadable")
 		return abandon
 	} else if why != "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/projector"
 )
 
@@ -15,11 +16,18 @@ import (
 // it after the planner made the plan, and did not resume it since. ""
 // when nothing stops it. The planner saw every request up to the
 // action's FoldSeq (a paused or released guest is not planned), so only
-// the later ones are read: usually none, one direct get.
-func (e *Executor) operatorStop(ctx context.Context, a events.Action) (string, error) {
+// the later ones are read. last is the cluster's newest request as the
+// action's first journal read found it (readLasts): when it is no later
+// than the plan, nothing is read, as on the usual path. (A request
+// journalled after that read, milliseconds before the mutation, is one
+// that reading here would have met by the same chance.)
+func (e *Executor) operatorStop(ctx context.Context, a events.Action, last *journal.Entry) (string, error) {
 	from := a.FoldSeq
 	if from == 0 { // an older planner's action
 		from = max(a.DesiredSeq, a.BasisSeq)
+	}
+	if seqOf(last) <= from {
+		return "", nil
 	}
 	var paused, pausedAll, released *stopMark
 	for next := from + 1; ; {

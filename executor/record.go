@@ -13,9 +13,10 @@ import (
 // reads of the journal (journal.Reader), never a consumer.
 
 // guestLasts are a guest's newest journal entries of each kind an action's
-// checks read; nil where there is none.
+// checks read, and the cluster's newest operator's request; nil where there
+// is none.
 type guestLasts struct {
-	action, result, desired, observed *journal.Entry
+	action, result, desired, observed, control *journal.Entry
 }
 
 func seqOf(m *journal.Entry) uint64 {
@@ -26,14 +27,15 @@ func seqOf(m *journal.Entry) uint64 {
 }
 
 // readLasts reads a guest's newest action, result, desired and observed
-// entries in one request: on the usual path (a fresh, current action) the
+// entries, and the cluster's newest operator's request, in one request: on
+// the usual path (a fresh, current action, no request since its plan) the
 // mutation waits for one round trip to the journal.
 func (e *Executor) readLasts(ctx context.Context, vmid int) (guestLasts, error) {
-	ms, err := e.j.Lasts(ctx, e.cfg.Cluster, vmid, events.KindAction, events.KindResult, events.KindDesired, events.KindObserved)
+	ms, err := e.j.Lasts(ctx, e.cfg.Cluster, vmid, events.KindAction, events.KindResult, events.KindDesired, events.KindObserved, events.KindControl)
 	if err != nil {
 		return guestLasts{}, err
 	}
-	return guestLasts{ms[0], ms[1], ms[2], ms[3]}, nil
+	return guestLasts{ms[0], ms[1], ms[2], ms[3], ms[4]}, nil
 }
 
 // nextMsg returns a guest's first event of a kind at or after seq, nil if

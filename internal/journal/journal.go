@@ -61,7 +61,8 @@ var ErrStale = errors.New("journal: the value changed since it was read")
 type Reader interface {
 	// Lasts returns the guest's newest entry of each kind, in the order
 	// of kinds, nil where there is none; in one consistent read where the
-	// server allows.
+	// server allows. For a cluster-wide kind (Kind.ClusterWide) it is the
+	// cluster's newest entry of that kind.
 	Lasts(ctx context.Context, cluster string, vmid int, kinds ...events.Kind) ([]*Entry, error)
 	// Next returns the guest's first entry of kind at or after seq, nil if
 	// there is none. The server scans for it: read the newest first.
