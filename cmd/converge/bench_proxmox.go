@@ -34,7 +34,7 @@ type proxmoxBench struct {
 // The flags each profile alone takes; any other is common to both.
 var (
 	pipelineOnlyFlags = []string{"changes", "rate", "latency-changes", "partitions", "executors", "executor-concurrency",
-		"task-latency", "sim-process"}
+		"task-latency", "sim-process", "phase-profiles"}
 	proxmoxOnlyFlags = []string{"nodes", "node-concurrency", "node-rate", "api-latency", "power-task", "config-task",
 		"baseline-parallelism", "baseline-poll"}
 )

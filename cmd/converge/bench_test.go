@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -124,6 +125,8 @@ func TestBenchProxmoxProfile(t *testing.T) {
 		{"bench", "--profile", "proxmox", "--changes", "10"},
 		{"bench", "--nodes", "3"},
 		{"bench", "--profile", "terraform"},
+		{"bench", "--profile", "proxmox", "--phase-profiles", t.TempDir()},
+		{"bench", "--phase-profiles", t.TempDir(), "--cpuprofile", filepath.Join(t.TempDir(), "cpu.pprof")},
 	} {
 		root = newRoot()
 		root.SetArgs(bad)

@@ -3,6 +3,10 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +21,8 @@ func TestRunSmall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Rate: 200, LatencyN: 20, LatencyAt: []int{60}, Dir: t.TempDir()})
+	profiles := t.TempDir()
+	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Rate: 200, LatencyN: 20, LatencyAt: []int{60}, Dir: t.TempDir(), PhaseProfiles: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +60,37 @@ func TestRunSmall(t *testing.T) {
 	// Proxmox: it cannot allocate nothing.
 	if det.LatencyAllocPerChange <= 0 {
 		t.Errorf("latency run allocated %d B per change", det.LatencyAllocPerChange)
+	}
+	// Each timed phase's own profiles (gzipped protocol buffers), and each
+	// latency run's changes, one a line.
+	for _, phase := range []string{"throughput", "burst", "latency-40", "latency-60"} {
+		for _, kind := range []string{"cpu", "allocs-before", "allocs-after"} {
+			b, err := os.ReadFile(filepath.Join(profiles, phase+"."+kind+".pprof"))
+			if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+				t.Errorf("%s %s profile: %d bytes, %v", phase, kind, len(b), err)
+			}
+		}
+	}
+	for _, phase := range []string{"latency-40", "latency-60"} {
+		b, err := os.ReadFile(filepath.Join(profiles, phase+".latency.tsv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 1+det.LatencyChanges || lines[0] != "change\taccepted_unix_ns\tlatency_ns\tplanner_ns" {
+			t.Fatalf("%s: %d lines, header %q", phase, len(lines), lines[0])
+		}
+		for i, l := range lines[1:] {
+			f := strings.Split(l, "\t")
+			if len(f) != 4 || f[0] != strconv.Itoa(i) {
+				t.Fatalf("%s line %d: %q", phase, i+1, l)
+			}
+			for _, v := range f[1:3] {
+				if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+					t.Errorf("%s line %d: %q", phase, i+1, l)
+				}
+			}
+		}
 	}
 	// -o json carries exactly the fields of DESIGN.md §9 and issue 23.
 	b, _ := json.Marshal(rep)

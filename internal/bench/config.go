@@ -36,9 +36,14 @@ type Options struct {
 	// process, where its guests and its garbage add to converge's.
 	SimCommand []string
 	// Dir holds the journal; default a temp dir removed afterwards.
-	Dir      string
-	Progress func(phase string, done, total int)
-	Logger   zerolog.Logger
+	Dir string
+	// PhaseProfiles, if set, is a directory that receives a CPU profile
+	// and allocation profiles of the throughput run and of each latency
+	// run alone, and each latency run's changes one per line
+	// (phase.go, latencyTrace).
+	PhaseProfiles string
+	Progress      func(phase string, done, total int)
+	Logger        zerolog.Logger
 }
 
 // Defaults, each with its reason.

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"sort"
@@ -22,7 +24,7 @@ import (
 // again at each larger estate of Options.LatencyAt, the simulator grown to
 // it (Report.LatencyMsByGuests).
 func (r *run) latency(ctx context.Context) error {
-	if err := r.latencyAt(ctx, "latency "); err != nil {
+	if err := r.latencyAt(ctx, "latency ", "latency-"+strconv.Itoa(r.o.Guests)); err != nil {
 		return err
 	}
 	r.rep.LatencyMsByGuests = map[string]Latency{strconv.Itoa(r.o.Guests): r.rep.LatencyMs}
@@ -31,7 +33,7 @@ func (r *run) latency(ctx context.Context) error {
 		if err := r.grow(ctx, n); err != nil {
 			return err
 		}
-		if err := r.latencyAt(ctx, "latency at "+strconv.Itoa(n)+" guests "); err != nil {
+		if err := r.latencyAt(ctx, "latency at "+strconv.Itoa(n)+" guests ", "latency-"+strconv.Itoa(n)); err != nil {
 			return err
 		}
 		r.rep.LatencyMsByGuests[strconv.Itoa(n)] = r.rep.LatencyMs
@@ -62,9 +64,9 @@ func (r *run) grow(ctx context.Context, n int) error {
 	})
 }
 
-func (r *run) latencyAt(ctx context.Context, label string) error {
+func (r *run) latencyAt(ctx context.Context, label, phase string) (err error) {
 	// A settled system: the throughput run's last view documents written.
-	err := waitFor(ctx, 5*time.Minute, "views written", func() (int, int, bool) {
+	err = waitFor(ctx, 5*time.Minute, "views written", func() (int, int, bool) {
 		n := r.app.Planner().ViewsBehind()
 		return n, 0, n == 0
 	})
@@ -101,6 +103,15 @@ func (r *run) latencyAt(ctx context.Context, label string) error {
 		return err
 	}
 	settle()
+	prof, err := r.startPhase(phase)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := prof.stop(); err == nil {
+			err = perr
+		}
+	}()
 	gc0, alloc0 := gcCounters()
 	cpu0, simCPU0 := processCPU(), r.sim.CPU()
 	interval := time.Second / time.Duration(r.o.Rate)
@@ -142,6 +153,9 @@ func (r *run) latencyAt(ctx context.Context, label string) error {
 		}
 	}
 	r.rep.LatencyMs = percentiles(total)
+	if err := r.latencyTrace(phase, accepted, total, planned); err != nil {
+		return err
+	}
 	r.det.LatencyPlanner, r.det.LatencyExecutor = percentiles(toAction), percentiles(toMutation)
 	// Let the latency run's actions finish before the idle pass.
 	err = waitFor(ctx, 10*time.Minute, "latency-run convergence", func() (int, int, bool) {
@@ -213,4 +227,26 @@ func percentiles(ns []int64) Latency {
 	sort.Float64s(lat)
 	pct := func(p float64) float64 { return lat[min(n-1, int(p*float64(n)))] }
 	return Latency{P50: pct(0.50), P90: pct(0.90), P99: pct(0.99)}
+}
+
+// latencyTrace writes a latency run's changes into Options.PhaseProfiles
+// (<phase>.latency.tsv), one a line: its index, when it was accepted (Unix
+// nanoseconds), its latency and the planner's part of it (nanoseconds, 0
+// when the action was not seen). Set beside the collector's trace
+// (GODEBUG=gctrace=1), it shows when the slow changes came
+// (docs/benchmarks.md).
+func (r *run) latencyTrace(phase string, accepted, total, planned []int64) error {
+	if r.o.PhaseProfiles == "" {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("change\taccepted_unix_ns\tlatency_ns\tplanner_ns\n")
+	for i := range accepted {
+		var p int64
+		if at := atomic.LoadInt64(&planned[i]); at != 0 {
+			p = at - accepted[i]
+		}
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", i, accepted[i], total[i], p)
+	}
+	return os.WriteFile(filepath.Join(r.o.PhaseProfiles, phase+".latency.tsv"), []byte(b.String()), 0o644)
 }

@@ -51,7 +51,7 @@ type flow struct {
 // default Guests), so that every change is an action; then, labelled
 // apart, the coalesced burst.
 func (r *run) pipeline(ctx context.Context) error {
-	f, err := r.flow(ctx, r.o.Changes, "bench change ")
+	f, err := r.flow(ctx, r.o.Changes, "bench change ", "throughput")
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (r *run) pipeline(ctx context.Context) error {
 	if r.o.BurstChanges <= 0 {
 		return nil
 	}
-	b, err := r.flow(ctx, r.o.BurstChanges, "burst change ")
+	b, err := r.flow(ctx, r.o.BurstChanges, "burst change ", "burst")
 	if err != nil {
 		return err
 	}
@@ -82,9 +82,10 @@ func (r *run) pipeline(ctx context.Context) error {
 }
 
 // flow publishes n changes at once, round-robin over the guests, each a
-// new description, and times full convergence.
-func (r *run) flow(ctx context.Context, n int, label string) (flow, error) {
-	f := flow{changes: n}
+// new description, and times full convergence; phase names its profiles
+// (Options.PhaseProfiles).
+func (r *run) flow(ctx context.Context, n int, label, phase string) (f flow, err error) {
+	f = flow{changes: n}
 	before, err := r.lastSeq(ctx)
 	if err != nil {
 		return f, err
@@ -93,6 +94,15 @@ func (r *run) flow(ctx context.Context, n int, label string) (flow, error) {
 	js := r.b.JS
 	futures := make([]jetstream.PubAckFuture, n)
 	settle()
+	prof, err := r.startPhase(phase)
+	if err != nil {
+		return f, err
+	}
+	defer func() {
+		if perr := prof.stop(); err == nil {
+			err = perr
+		}
+	}()
 	calls0, err := r.sim.Calls(ctx)
 	if err != nil {
 		return f, err

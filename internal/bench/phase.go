@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+)
+
+// phaseProfile profiles one timed phase of a run into
+// Options.PhaseProfiles: its CPU (<name>.cpu.pprof) and the allocation
+// profile before and after it (<name>.allocs-before.pprof and
+// <name>.allocs-after.pprof; `go tool pprof -base before after` is the
+// phase's own). A profile of the whole run mixes the phases: the raw bus,
+// the burst and the replay would hide what an action costs.
+type phaseProfile struct {
+	dir, name string
+	cpu       *os.File
+}
+
+// startPhase starts profiling phase name; nil when no directory is set.
+// The caller has collected the garbage before (settle), so that the
+// "before" profile is current.
+func (r *run) startPhase(name string) (*phaseProfile, error) {
+	if r.o.PhaseProfiles == "" {
+		return nil, nil
+	}
+	p := &phaseProfile{dir: r.o.PhaseProfiles, name: name}
+	if err := p.writeAllocs("allocs-before"); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(p.path("cpu"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: profile of phase %s: %w", name, err)
+	}
+	p.cpu = f
+	return p, nil
+}
+
+// stop ends the phase's CPU profile and writes its "after" allocation
+// profile, once the phase's figures are taken: the collections it runs to
+// make the profile current cost nothing measured.
+func (p *phaseProfile) stop() error {
+	if p == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	if err := p.cpu.Close(); err != nil {
+		return err
+	}
+	// The allocation profile is as of the last completed collection: two
+	// make it cover the whole phase.
+	runtime.GC()
+	runtime.GC()
+	return p.writeAllocs("allocs-after")
+}
+
+func (p *phaseProfile) path(kind string) string {
+	return filepath.Join(p.dir, p.name+"."+kind+".pprof")
+}
+
+func (p *phaseProfile) writeAllocs(kind string) error {
+	f, err := os.Create(p.path(kind))
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
