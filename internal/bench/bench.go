@@ -67,7 +67,7 @@ type Details struct {
 	StreamWrites    uint64
 	LatencyChanges  int
 	// The latency run split where the action was published: desired
-	// accepted → action (planner), action → mutation (executor, Proxmox).
+	// sent → action (planner), action → mutation (executor, Proxmox).
 	LatencyPlanner, LatencyExecutor Latency
 	// What one change of the latency run cost, from its first publish to
 	// the convergence of its last change: the process's CPU time (every

@@ -3,7 +3,7 @@
 // the raw JetStream limit (async publish, durable consume and ordered
 // replay of as many messages, of the same size, as the pipeline writes),
 // then the full pipeline at saturation (throughput) and at a fixed rate
-// below it (latency, desired accepted → mutation received by the
+// below it (latency, desired sent → mutation received by the
 // simulator), then a replay of the journal into a fresh fold, and the
 // Proxmox calls of an idle observer pass.
 //
