@@ -18,9 +18,11 @@ import (
 // action's FoldSeq (a paused or released guest is not planned), so only
 // the later ones are read. last is the cluster's newest request as the
 // action's first journal read found it (readLasts): when it is no later
-// than the plan, nothing is read, as on the usual path. (A request
-// journalled after that read, milliseconds before the mutation, is one
-// that reading here would have met by the same chance.)
+// than the plan, nothing is read, as on the usual path. (This moves the
+// check earlier only by the record and fence reads; a request journalled
+// after it is not seen either way, and the mutation may still wait for
+// its node's rate after the check: a pause stops actions not yet checked,
+// never one already past it.)
 func (e *Executor) operatorStop(ctx context.Context, a events.Action, last *journal.Entry) (string, error) {
 	from := a.FoldSeq
 	if from == 0 { // an older planner's action

@@ -642,7 +642,7 @@ func TestSnapshotUnchangedByLaterFolds(t *testing.T) {
 func TestRecurringDesiredValuesShared(t *testing.T) {
 	p := projector.New("pve")
 	body := func(vmid int, rest string) string { return `{"vmid":` + strconv.Itoa(vmid) + `,` + rest + `}` }
-	same := `"cores":4,"memory_mib":4096,"description":"web","pool":"web","tags":["prod","web"]`
+	same := `"power":"running","cores":4,"memory_mib":4096,"description":"web","pool":"web","tags":["prod","web"]`
 	for i, b := range []string{
 		body(101, same),
 		body(102, same),
@@ -676,5 +676,27 @@ func TestRecurringDesiredValuesShared(t *testing.T) {
 	}
 	if e.Tags == nil || len(*e.Tags) != 0 || *e.Cores != 2 {
 		t.Errorf("vmid 104 reads %v %v", e.Tags, *e.Cores)
+	}
+
+	// A planner restarted from its checkpoint (decoded apart, guest by
+	// guest) shares them again.
+	raw, err := json.Marshal(p.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap projector.Snapshot
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		t.Fatal(err)
+	}
+	r, err := projector.Restore(&snap, "pve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b = r.Views[101].Desired, r.Views[102].Desired
+	if a.Cores != b.Cores || a.MemoryMiB != b.MemoryMiB || a.Description != b.Description || a.Pool != b.Pool || a.Tags != b.Tags || a.Power != b.Power {
+		t.Error("equal values not shared after a restore")
+	}
+	if *a.Cores != 4 || *a.Description != "web" || !reflect.DeepEqual(*b.Tags, []string{"prod", "web"}) {
+		t.Errorf("restored vmid 101 reads %d %q %v", *a.Cores, *a.Description, *b.Tags)
 	}
 }

@@ -117,9 +117,6 @@ func (p *Projector) shareValues(d *events.Desired) {
 		p.ints, p.texts, p.tagSet = map[int]*int{}, map[string]*string{}, map[string]*[]string{}
 	}
 	d.Cores, d.MemoryMiB = sharedVal(p.ints, d.Cores), sharedVal(p.ints, d.MemoryMiB)
-	if d.Description != nil {
-		p.intern(d.Description)
-	}
 	d.Description, d.Pool = sharedVal(p.texts, d.Description), sharedVal(p.texts, d.Pool)
 	if d.Tags != nil {
 		// Keyed by the tags joined with NUL, which no tag holds; the

@@ -54,6 +54,12 @@ func Restore(s *Snapshot, cluster string) (*Projector, error) {
 			return nil, fmt.Errorf("projector: snapshot holds an inconsistent view for vmid %d", id)
 		}
 		p.Views[id] = v
+		if d := v.Desired; d != nil {
+			// As the fold shares them (shareValues): a planner restarted
+			// from its checkpoint holds no more than one that folded.
+			d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
+			p.shareValues(d)
+		}
 	}
 	p.State, p.LastSeq = s.State, s.Seq
 	if p.State.Cluster == "" {
