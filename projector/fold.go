@@ -183,7 +183,6 @@ func (p *Projector) foldDesired(v *View, ev Event) {
 			p.intern(&(*d.Tags)[i])
 		}
 	}
-	d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
 	p.shareValues(d)
 	v.Desired, v.DesiredSeq, v.DesiredAt, v.Publisher, v.SignedBy = d, ev.Seq, ev.Time, publisher, signedBy
 	v.CorrelationID = strings.Clone(ev.Header.Get(events.HeaderCorrelationID))

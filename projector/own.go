@@ -107,12 +107,13 @@ func enumPtr[T ~string](p *Projector, v *T) *T {
 // are kept once, by their guest.
 const maxShared = 4096
 
-// shareValues points a desired event's recurring values (cores, memory,
-// description, pool, tag set) at one copy the projector keeps: at 100,000
-// guests each is otherwise an allocation of its own
-// (BenchmarkPlannerMemory, in package planner). Views never change what
-// desired pointers point to.
+// shareValues points a desired event's enumerated values (power, kind,
+// restart) and recurring ones (cores, memory, description, pool, tag set)
+// at one copy the projector keeps: at 100,000 guests each is otherwise an
+// allocation of its own (BenchmarkPlannerMemory, in package planner).
+// Views never change what desired pointers point to.
 func (p *Projector) shareValues(d *events.Desired) {
+	d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
 	if p.ints == nil {
 		p.ints, p.texts, p.tagSet = map[int]*int{}, map[string]*string{}, map[string]*[]string{}
 	}

@@ -55,9 +55,8 @@ func Restore(s *Snapshot, cluster string) (*Projector, error) {
 		}
 		p.Views[id] = v
 		if d := v.Desired; d != nil {
-			// As the fold shares them (shareValues): a planner restarted
-			// from its checkpoint holds no more than one that folded.
-			d.Power, d.Kind, d.Restart = enumPtr(p, d.Power), enumPtr(p, d.Kind), enumPtr(p, d.Restart)
+			// As the fold shares them: a planner restarted from its
+			// checkpoint holds no more than one that folded.
 			p.shareValues(d)
 		}
 	}
