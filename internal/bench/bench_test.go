@@ -77,7 +77,7 @@ func TestRunSmall(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) != 1+det.LatencyChanges || lines[0] != "change\taccepted_unix_ns\tlatency_ns\tplanner_ns" {
+		if len(lines) != 1+det.LatencyChanges || lines[0] != "change\tsent_unix_ns\tlatency_ns\tplanner_ns" {
 			t.Fatalf("%s: %d lines, header %q", phase, len(lines), lines[0])
 		}
 		for i, l := range lines[1:] {

@@ -75,7 +75,7 @@ func (r *run) latencyAt(ctx context.Context, label, phase string) (err error) {
 	}
 	n := r.o.LatencyN
 	r.det.LatencyChanges = n
-	accepted := make([]int64, n)
+	sent := make([]int64, n)
 	for i := range r.mutated {
 		atomic.StoreInt64(&r.mutated[i], 0)
 	}
@@ -124,7 +124,7 @@ func (r *run) latencyAt(ctx context.Context, label, phase string) (err error) {
 		// From when the change is sent: the pipeline may reach Proxmox
 		// before the publisher has read the journal's acknowledgement
 		// (measured from that, a latency came out negative).
-		accepted[i] = time.Now().UnixNano()
+		sent[i] = time.Now().UnixNano()
 		ack, err := r.b.Publish(ctx, events.Subject(events.KindDesired, events.DefaultCluster, vmid), desiredBody(vmid, label+strconv.Itoa(i)), nil)
 		if err != nil {
 			return err
@@ -149,14 +149,14 @@ func (r *run) latencyAt(ctx context.Context, label, phase string) (err error) {
 	total, toAction, toMutation := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	for i := 0; i < n; i++ {
 		m := atomic.LoadInt64(&r.mutated[i])
-		total = append(total, m-accepted[i])
+		total = append(total, m-sent[i])
 		// An action the subscription missed (a slow consumer) splits nothing.
 		if p := atomic.LoadInt64(&planned[i]); p != 0 {
-			toAction, toMutation = append(toAction, p-accepted[i]), append(toMutation, m-p)
+			toAction, toMutation = append(toAction, p-sent[i]), append(toMutation, m-p)
 		}
 	}
 	r.rep.LatencyMs = percentiles(total)
-	if err := r.latencyTrace(phase, accepted, total, planned); err != nil {
+	if err := r.latencyTrace(phase, sent, total, planned); err != nil {
 		return err
 	}
 	r.det.LatencyPlanner, r.det.LatencyExecutor = percentiles(toAction), percentiles(toMutation)
@@ -233,23 +233,23 @@ func percentiles(ns []int64) Latency {
 }
 
 // latencyTrace writes a latency run's changes into Options.PhaseProfiles
-// (<phase>.latency.tsv), one a line: its index, when it was accepted (Unix
+// (<phase>.latency.tsv), one a line: its index, when it was sent (Unix
 // nanoseconds), its latency and the planner's part of it (nanoseconds, 0
 // when the action was not seen). Set beside the collector's trace
 // (GODEBUG=gctrace=1), it shows when the slow changes came
 // (docs/benchmarks.md).
-func (r *run) latencyTrace(phase string, accepted, total, planned []int64) error {
+func (r *run) latencyTrace(phase string, sent, total, planned []int64) error {
 	if r.o.PhaseProfiles == "" {
 		return nil
 	}
 	var b strings.Builder
-	b.WriteString("change\taccepted_unix_ns\tlatency_ns\tplanner_ns\n")
-	for i := range accepted {
+	b.WriteString("change\tsent_unix_ns\tlatency_ns\tplanner_ns\n")
+	for i := range sent {
 		var p int64
 		if at := atomic.LoadInt64(&planned[i]); at != 0 {
-			p = at - accepted[i]
+			p = at - sent[i]
 		}
-		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", i, accepted[i], total[i], p)
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", i, sent[i], total[i], p)
 	}
 	return os.WriteFile(filepath.Join(r.o.PhaseProfiles, phase+".latency.tsv"), []byte(b.String()), 0o644)
 }
