@@ -163,7 +163,7 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as \"converge sim\" in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")
-	fl.StringVar(&o.PhaseProfiles, "phase-profiles", "", "write CPU and allocation profiles of the throughput run, the burst and each latency run alone, and each latency run's changes with their times, to this directory (docs/benchmarks.md)")
+	fl.StringVar(&o.PhaseProfiles, "phase-profiles", "", "write CPU and allocation profiles and an execution trace of the throughput run, the burst and each latency run alone, and each latency run's changes with their times, to this directory (docs/benchmarks.md)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	prox.addFlags(fl)
 	return cmd

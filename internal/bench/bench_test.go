@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -69,6 +70,10 @@ func TestRunSmall(t *testing.T) {
 			if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 				t.Errorf("%s %s profile: %d bytes, %v", phase, kind, len(b), err)
 			}
+		}
+		// Its execution trace (runtime/trace's header).
+		if b, err := os.ReadFile(filepath.Join(profiles, phase+".trace")); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+			t.Errorf("%s execution trace: %d bytes, %v", phase, len(b), err)
 		}
 	}
 	for _, phase := range []string{"latency-40", "latency-60"} {

@@ -37,9 +37,9 @@ type Options struct {
 	SimCommand []string
 	// Dir holds the journal; default a temp dir removed afterwards.
 	Dir string
-	// PhaseProfiles, if set, is a directory that receives a CPU profile
-	// and allocation profiles of the throughput run and of each latency
-	// run alone, and each latency run's changes one per line
+	// PhaseProfiles, if set, is a directory that receives a CPU profile,
+	// allocation profiles and an execution trace of the throughput run, the
+	// burst and each latency run alone, and each latency run's changes one per line
 	// (phase.go, latencyTrace).
 	PhaseProfiles string
 	Progress      func(phase string, done, total int)

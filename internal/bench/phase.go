@@ -1,22 +1,25 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // phaseProfile profiles one timed phase of a run into
 // Options.PhaseProfiles: its CPU (<name>.cpu.pprof) and the allocation
 // profile before and after it (<name>.allocs-before.pprof and
 // <name>.allocs-after.pprof; `go tool pprof -base before after` is the
-// phase's own). A profile of the whole run mixes the phases: the raw bus,
+// phase's own), and its execution trace (<name>.trace; `go tool trace
+// -pprof=sched` shows where goroutines waited for a CPU). A profile of the whole run mixes the phases: the raw bus,
 // the burst and the replay would hide what an action costs.
 type phaseProfile struct {
 	dir, name string
-	cpu       *os.File
+	cpu, tr   *os.File
 }
 
 // startPhase starts profiling phase name; nil when no directory is set.
@@ -39,6 +42,13 @@ func (r *run) startPhase(name string) (*phaseProfile, error) {
 		return nil, fmt.Errorf("bench: profile of phase %s: %w", name, err)
 	}
 	p.cpu = f
+	if p.tr, err = os.Create(filepath.Join(p.dir, name+".trace")); err != nil {
+		return nil, err
+	}
+	if err := trace.Start(p.tr); err != nil {
+		p.tr.Close()
+		return nil, fmt.Errorf("bench: trace of phase %s: %w", name, err)
+	}
 	return p, nil
 }
 
@@ -49,8 +59,9 @@ func (p *phaseProfile) stop() error {
 	if p == nil {
 		return nil
 	}
+	trace.Stop()
 	pprof.StopCPUProfile()
-	if err := p.cpu.Close(); err != nil {
+	if err := errors.Join(p.tr.Close(), p.cpu.Close()); err != nil {
 		return err
 	}
 	// The allocation profile is as of the last completed collection: two
