@@ -107,7 +107,13 @@ func (a *App) connect(ctx context.Context) error {
 			return err
 		}
 		a.srv = srv
-		bc.InProcess = srv
+		// Loopback TCP, not the in-process pipe, unless TLS forbids it
+		// (natsserver.LocalURL says why).
+		if url, ok := natsserver.LocalURL(srv); ok {
+			bc.URLs, bc.InProcess = url, nil
+		} else {
+			bc.InProcess = srv
+		}
 		a.log.Info().Str("url", srv.ClientURL()).Str("data", a.cfg.Embedded.DataDir).Msg("embedded NATS JetStream running")
 	}
 	bc.Name = a.cfg.connName("converge")

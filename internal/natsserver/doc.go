@@ -10,6 +10,9 @@
 //	...
 //	b, err := bus.Connect(ctx, bus.Config{InProcess: s})
 //
+// A process's own roles reach the server at [LocalURL] (loopback TCP)
+// rather than in-process, unless its listener requires TLS.
+//
 // [Start] waits until the server accepts connections. A cluster node
 // accepts connections before the cluster has elected its JetStream meta
 // leader; JetStream requests fail until then (seconds: Raft election
