@@ -16,10 +16,11 @@ import (
 // that one is a net.Pipe: unbuffered, so every write of the server or the
 // client waits until the other side's reader is scheduled and has read
 // it. With both cores busy those hand-offs queue behind each other, and
-// the pipeline's tail latency with them (converge bench on 2 cores, 10
-// runs each: p99 at 10,000 guests 6–56 ms over the pipe, 5–14 ms over
-// TCP, with the same CPU per action); the kernel's socket buffers let
-// each side write and go on.
+// the pipeline's tail latency with them (converge bench on 2 cores, about
+// 24 alternated runs each: p99 at 10,000 guests median 14.6 ms and worst
+// 55.7 over the pipe, 8.7 and 28.5 over TCP, with the same CPU per action;
+// docs/benchmarks.md); the kernel's socket buffers let each side write and
+// go on.
 func LocalURL(s *server.Server) (string, bool) {
 	u, err := url.Parse(s.ClientURL())
 	if err != nil || u.Scheme != "nats" {
