@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,14 +108,14 @@ func (a *App) connect(ctx context.Context) error {
 			return err
 		}
 		a.srv = srv
-		// Loopback TCP, not the in-process pipe, unless TLS forbids it
-		// (natsserver.LocalURL says why).
-		if url, ok := natsserver.LocalURL(srv); ok {
+		// Loopback TCP where it is safe, else the in-process pipe
+		// (natsserver.LocalURL says why and when).
+		bc.InProcess = srv
+		url, ok := natsserver.LocalURL(*a.cfg.Embedded, srv)
+		if ok {
 			bc.URLs, bc.InProcess = url, nil
-		} else {
-			bc.InProcess = srv
 		}
-		a.log.Info().Str("url", srv.ClientURL()).Str("data", a.cfg.Embedded.DataDir).Msg("embedded NATS JetStream running")
+		a.log.Info().Str("url", srv.ClientURL()).Str("roles_via", cmp.Or(url, "in-process")).Str("data", a.cfg.Embedded.DataDir).Msg("embedded NATS JetStream running")
 	}
 	bc.Name = a.cfg.connName("converge")
 	b, err := bus.Connect(ctx, bc)

@@ -10,8 +10,9 @@
 //	...
 //	b, err := bus.Connect(ctx, bus.Config{InProcess: s})
 //
-// A process's own roles reach the server at [LocalURL] (loopback TCP)
-// rather than in-process, unless its listener requires TLS.
+// A process's own roles reach the server at [LocalURL] (loopback TCP, at
+// the bound address) rather than in-process, unless an operator's
+// configuration file or a cluster is in play.
 //
 // [Start] waits until the server accepts connections. A cluster node
 // accepts connections before the cluster has elected its JetStream meta

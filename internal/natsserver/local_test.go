@@ -20,7 +20,7 @@ import (
 	"github.com/converge-pve/converge/internal/natsserver"
 )
 
-func start(t *testing.T, o natsserver.Options) string {
+func start(t *testing.T, o natsserver.Options) (string, bool) {
 	t.Helper()
 	o.DataDir = t.TempDir()
 	s, err := natsserver.Start(o)
@@ -28,28 +28,37 @@ func start(t *testing.T, o natsserver.Options) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
-	u, ok := natsserver.LocalURL(s)
-	if !ok {
-		return ""
-	}
-	return u
+	return natsserver.LocalURL(o, s)
 }
 
 // The roles of a process reach its embedded server over loopback TCP, at
-// the port it picked, also when it listens on every address.
-func TestLocalURLIsLoopback(t *testing.T) {
-	for _, listen := range []string{"", "127.0.0.1:0", "0.0.0.0:0"} {
+// the address and port it is bound to: a listener on every address at
+// 127.0.0.1, a host name as the address it resolved to (never the name,
+// which can resolve to an address the server does not listen on).
+func TestLocalURLIsTheBoundAddress(t *testing.T) {
+	for _, listen := range []string{"", "127.0.0.1:0", "0.0.0.0:0", "[::]:0", "localhost:0"} {
 		t.Run(listen, func(t *testing.T) {
-			raw := start(t, natsserver.Options{Listen: listen})
-			if raw == "" {
+			if listen == "[::]:0" {
+				ln, err := net.Listen("tcp", listen)
+				if err != nil {
+					t.Skipf("no IPv6 here: %v", err)
+				}
+				ln.Close()
+			}
+			raw, ok := start(t, natsserver.Options{Listen: listen})
+			if !ok {
 				t.Fatal("no local URL for a plain listener")
 			}
 			u, err := url.Parse(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if u.Scheme != "nats" || u.Hostname() != "127.0.0.1" || u.Port() == "0" || u.Port() == "-1" {
-				t.Fatalf("local URL %s: want nats://127.0.0.1:<the port picked>", raw)
+			ip := net.ParseIP(u.Hostname())
+			if u.Scheme != "nats" || ip == nil || !ip.IsLoopback() || u.Port() == "" || u.Port() == "0" {
+				t.Fatalf("local URL %s: want nats://<loopback IP>:<the port picked>", raw)
+			}
+			if listen != "localhost:0" && u.Hostname() != "127.0.0.1" {
+				t.Fatalf("local URL %s: want 127.0.0.1", raw)
 			}
 			nc, err := nats.Connect(raw, nats.Timeout(5*time.Second))
 			if err != nil {
@@ -63,18 +72,34 @@ func TestLocalURLIsLoopback(t *testing.T) {
 	}
 }
 
-// A listener that requires TLS is not reached over plain TCP: the caller
-// keeps the in-process connection.
-func TestLocalURLNotForTLS(t *testing.T) {
+// Where an operator's configuration or a cluster is in play, the caller
+// keeps the in-process connection: the configuration may require TLS or
+// admit a user only in-process, and a TCP client would follow a cluster's
+// advertised URLs.
+func TestLocalURLNotWithConfigOrCluster(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := writeCert(t, dir)
-	conf := filepath.Join(dir, "nats.conf")
+	tlsConf := filepath.Join(dir, "tls.conf")
 	body := "tls {\n  cert_file: \"" + cert + "\"\n  key_file: \"" + key + "\"\n}\n"
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+	if err := os.WriteFile(tlsConf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if raw := start(t, natsserver.Options{ConfigFile: conf}); raw != "" {
-		t.Fatalf("local URL %s for a TLS listener; want none", raw)
+	plainConf := filepath.Join(dir, "plain.conf")
+	if err := os.WriteFile(plainConf, []byte("max_payload: 1048576\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, conf := range map[string]string{"tls": tlsConf, "plain": plainConf} {
+		if raw, ok := start(t, natsserver.Options{ConfigFile: conf}); ok {
+			t.Errorf("%s config: local URL %s; want none", name, raw)
+		}
+	}
+	s, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	if raw, ok := natsserver.LocalURL(natsserver.Options{Cluster: &natsserver.ClusterOptions{Name: "c"}}, s); ok {
+		t.Errorf("cluster node: local URL %s; want none", raw)
 	}
 }
 
