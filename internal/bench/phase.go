@@ -15,8 +15,9 @@ import (
 // profile before and after it (<name>.allocs-before.pprof and
 // <name>.allocs-after.pprof; `go tool pprof -base before after` is the
 // phase's own), and its execution trace (<name>.trace; `go tool trace
-// -pprof=sched` shows where goroutines waited for a CPU). A profile of the whole run mixes the phases: the raw bus,
-// the burst and the replay would hide what an action costs.
+// -pprof=sched` shows where goroutines waited for a CPU). A profile of the
+// whole run mixes the phases: the raw bus, the burst and the replay would
+// hide what an action costs.
 type phaseProfile struct {
 	dir, name string
 	cpu, tr   *os.File
@@ -42,11 +43,15 @@ func (r *run) startPhase(name string) (*phaseProfile, error) {
 		return nil, fmt.Errorf("bench: profile of phase %s: %w", name, err)
 	}
 	p.cpu = f
-	if p.tr, err = os.Create(filepath.Join(p.dir, name+".trace")); err != nil {
-		return nil, err
+	if p.tr, err = os.Create(filepath.Join(p.dir, name+".trace")); err == nil {
+		if err = trace.Start(p.tr); err != nil {
+			p.tr.Close()
+		}
 	}
-	if err := trace.Start(p.tr); err != nil {
-		p.tr.Close()
+	if err != nil {
+		// Leave no profiler running for the next phase to trip on.
+		pprof.StopCPUProfile()
+		f.Close()
 		return nil, fmt.Errorf("bench: trace of phase %s: %w", name, err)
 	}
 	return p, nil

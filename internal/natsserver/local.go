@@ -15,8 +15,8 @@ import (
 //     (allowed_connection_types), hand connections to an auth callout, or
 //     join a cluster whose advertised URLs a TCP client would follow;
 //   - o.Cluster is set, for the last reason;
-//   - the listener is bound to an address that is not an IP of this host's
-//     own (a zoned link-local address), or not listening.
+//   - the listener is bound to a zoned (link-local) address, or is not
+//     listening.
 //
 // The URL names the address the listener is bound to, never a host name:
 // a name such as localhost can also resolve to an address the server does
