@@ -66,11 +66,17 @@ func TestCloudInitApplied(t *testing.T) {
 	}
 	p.quiet(t, vmid, seq)
 
+	before, _ := p.sim.CloudInit(vmid)
 	p.drift(t, pve.KindQEMU, "pve1", vmid, map[string]string{"ipconfig0": "ip=dhcp"})
+	// Corrected means the drive regenerated too: the executor writes the
+	// config, then regenerates, and a regeneration still to come would
+	// count as a mutation after convergence below.
 	until(30*time.Second, func() bool {
 		p.pass(t)
 		g, _ := p.sim.Guest(vmid)
-		return g.Config["ipconfig0"] == "gw=10.0.0.1,ip=10.0.0.5/24"
+		ci, _ := p.sim.CloudInit(vmid)
+		return g.Config["ipconfig0"] == "gw=10.0.0.1,ip=10.0.0.5/24" && ci.Generations > before.Generations &&
+			ci.Values["ipconfig0"] == "gw=10.0.0.1,ip=10.0.0.5/24"
 	})
 	if g, _ := p.sim.Guest(vmid); g.Config["ipconfig0"] != "gw=10.0.0.1,ip=10.0.0.5/24" {
 		t.Fatalf("drift not corrected: ipconfig0 = %q", g.Config["ipconfig0"])
