@@ -118,7 +118,7 @@ func (t *statusTransport) roundTrip(req *http.Request) (*http.Response, error) {
 		if sink, ok := req.Context().Value(bodySinkKey{}).(*bodySink); ok {
 			// The body goes to Client.do, which decodes it once; go-proxmox,
 			// called with no target, reads an empty one.
-			sink.body, err = io.ReadAll(res.Body)
+			sink.body, err = readBody(res)
 			_ = res.Body.Close()
 			if err != nil {
 				return nil, err
@@ -163,4 +163,22 @@ func httpStatusText(code int) string {
 		return t
 	}
 	return "HTTP " + strconv.Itoa(code)
+}
+
+// maxSizedBody bounds what readBody allocates up front on the word of a
+// Content-Length header; a longer answer is read as it comes.
+const maxSizedBody = 32 << 20
+
+// readBody reads a successful answer's whole body: in one allocation of
+// its length when the server sent one (pveproxy does), where io.ReadAll
+// would grow its buffer from 512 bytes, allocating about twice the body.
+func readBody(res *http.Response) ([]byte, error) {
+	if n := res.ContentLength; n > 0 && n <= maxSizedBody {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(res.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(res.Body)
 }
