@@ -225,6 +225,11 @@ func (g *globals) busConfig(name string, log zerolog.Logger) bus.Config {
 
 // connect dials the NATS given by --nats, for the client commands.
 func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
+	return g.connectWith(ctx, name, nil)
+}
+
+// connectWith is connect with adjust (if any) applied to the bus's Config.
+func (g *globals) connectWith(ctx context.Context, name string, adjust func(*bus.Config)) (*bus.Bus, error) {
 	if g.natsURL == "" {
 		g.natsURL = "nats://127.0.0.1:4222" // where `converge up` listens by default
 	}
@@ -232,7 +237,11 @@ func (g *globals) connect(ctx context.Context, name string) (*bus.Bus, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := bus.Connect(ctx, g.busConfig(name, log))
+	c := g.busConfig(name, log)
+	if adjust != nil {
+		adjust(&c)
+	}
+	b, err := bus.Connect(ctx, c)
 	return b, g.natsAuthHint(err)
 }
 

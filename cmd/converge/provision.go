@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"time"
+
 	"github.com/converge-pve/converge/internal/bus"
 
 	"github.com/spf13/cobra"
@@ -13,13 +15,21 @@ import (
 // whose roles run as users that may not create streams or buckets
 // (deploy/nats): run it once with the admin user.
 func newProvisionCmd(g *globals) *cobra.Command {
-	var leaseTTL = executor.DefaultLeaseTTL
+	var (
+		leaseTTL       = executor.DefaultLeaseTTL
+		retentionAge   time.Duration
+		retentionBytes int64
+	)
 	cmd := &cobra.Command{
 		Use:   "provision",
-		Short: "Create the journal, its keep stream and the views, leases, checkpoint and limits buckets (run with NATS admin credentials)",
+		Short: "Create the journal (with its keep stream when it has retention limits) and the views, leases, checkpoint and limits buckets (run with NATS admin credentials)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := g.connect(cmd.Context(), "converge-provision")
+			// The roles may not change the journal: its limits are set
+			// here, and the keep stream made for them (docs/retention.md).
+			b, err := g.connectWith(cmd.Context(), "converge-provision", func(c *bus.Config) {
+				c.MaxAge, c.MaxBytes = retentionAge, retentionBytes
+			})
 			if err != nil {
 				return err
 			}
@@ -36,11 +46,17 @@ func newProvisionCmd(g *globals) *cobra.Command {
 			if _, err := b.LimitsStore(cmd.Context(), g.replicas); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "provisioned: stream %s (and %s_KEEP), buckets %s, converge_leases, converge_checkpoints, %s\n",
-				g.stream, g.stream, g.bucket, bus.LimitsBucket)
+			keep := ""
+			if retentionAge > 0 || retentionBytes > 0 {
+				keep = fmt.Sprintf(" (and %s)", b.KeepStream())
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "provisioned: stream %s%s, buckets %s, converge_leases, converge_checkpoints, %s\n",
+				g.stream, keep, g.bucket, bus.LimitsBucket)
 			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", leaseTTL, "the leases bucket's TTL (the roles' --lease-ttl)")
+	cmd.Flags().DurationVar(&retentionAge, "retention-age", 0, "keep journal events this long (0: no age limit); give the roles the same")
+	cmd.Flags().Int64Var(&retentionBytes, "retention-bytes", 0, "keep at most this many bytes of journal, oldest dropped first (0: no size limit); give the roles the same")
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,9 +45,28 @@ func TestProvisionAsAdmin(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, s := range []string{"PVE", "PVE_KEEP", "KV_converge_views", "KV_converge_leases", "OBJ_converge_checkpoints"} {
+	for _, s := range []string{"PVE", "KV_converge_views", "KV_converge_leases", "OBJ_converge_checkpoints"} {
 		if _, err := js.Stream(ctx, s); err != nil {
 			t.Errorf("%s: %v", s, err)
 		}
+	}
+	// A journal without retention limits drops nothing: no keep stream.
+	if _, err := js.Stream(ctx, "PVE_KEEP"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("PVE_KEEP without retention limits: %v, want none", err)
+	}
+	// The roles may not change the journal: its limits come from here,
+	// with the keep stream.
+	root = newRoot()
+	out.Reset()
+	root.SetOut(&out)
+	root.SetArgs([]string{"provision", "--nats", srv.ClientURL(), "--nats-user", "admin", "--data", t.TempDir(), "--retention-age", "720h"})
+	if err := root.Execute(); err != nil || !strings.Contains(out.String(), "PVE_KEEP") {
+		t.Fatalf("provision --retention-age: %v\n%s", err, out.String())
+	}
+	if _, err := js.Stream(ctx, "PVE_KEEP"); err != nil {
+		t.Errorf("PVE_KEEP with --retention-age: %v", err)
+	}
+	if s, err := js.Stream(ctx, "PVE"); err != nil || s.CachedInfo().Config.MaxAge != 720*time.Hour {
+		t.Errorf("PVE with --retention-age 720h: %v", err)
 	}
 }

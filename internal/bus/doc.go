@@ -26,7 +26,10 @@
 // replicated stream) are journal.ErrFenced.
 //
 // A second stream, the keep stream ("<stream>_KEEP", [Bus.KeepStreamConfig]),
-// is provisioned with the journal: JetStream fills it by sourcing the
+// is provisioned with a journal that has retention limits (none without:
+// nothing is dropped, and the copy would double every event's write), and
+// new limits wait until it has copied the journal ([KeepBehindError]).
+// JetStream fills it by sourcing the
 // journal's desired, action and result subjects, KeepPerSubject per
 // stored subject, without age or size limit, so that every guest's newest
 // ones survive the journal's retention; [Bus.Kept] reads them back under

@@ -3,6 +3,7 @@ package bus
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -55,12 +56,27 @@ func (b *Bus) KeepStreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// provisionKeep creates the keep stream, or updates one that differs.
-func (b *Bus) provisionKeep(ctx context.Context) error {
+// limited reports a journal configuration under which JetStream drops
+// desired events, actions or results: one that needs the keep stream.
+// Per-message TTLs do not count: converge gives them to observed
+// snapshots and heartbeats only.
+func limited(c jetstream.StreamConfig) bool {
+	return c.MaxAge > 0 || c.MaxBytes > 0 || c.MaxMsgs > 0 || c.MaxMsgsPerSubject > 0
+}
+
+// provisionKeep creates the keep stream when create is set, and updates an
+// existing one that differs either way: a journal without limits drops
+// nothing, so it needs no copy (each stored event would cost a second
+// write), but a keep stream once made holds what the journal may since
+// have dropped, so it is never removed.
+func (b *Bus) provisionKeep(ctx context.Context, create bool) error {
 	want := b.KeepStreamConfig()
 	s, err := b.JS.Stream(ctx, want.Name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if !create {
+			return nil
+		}
 		if _, err := b.JS.CreateStream(ctx, want); err != nil {
 			return fmt.Errorf("bus: create stream %s: %w", want.Name, err)
 		}
@@ -75,6 +91,90 @@ func (b *Bus) provisionKeep(ctx context.Context) error {
 		return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
 	}
 	return nil
+}
+
+// KeepBehindError is provisioning waiting to apply the journal's new
+// retention limits until the keep stream has copied the journal's newest
+// desired event, action and result: applied at once, the limits would
+// drop the oldest entries before the keep stream (which sources the
+// journal from its start) had read them.
+type KeepBehindError struct {
+	// Kept is the journal sequence of the keep stream's newest copy,
+	// Newest that of the journal's newest desired event, action or result.
+	Kept, Newest uint64
+}
+
+func (e *KeepBehindError) Error() string {
+	return fmt.Sprintf("bus: the keep stream has copied the journal up to #%d of #%d; the journal's retention limits wait until it has all", e.Kept, e.Newest)
+}
+
+// keepCaughtUp returns a *KeepBehindError until the keep stream holds a
+// copy of the journal's newest desired event, action and result (its
+// Nats-Stream-Source names the journal sequence). Sourcing keeps the
+// journal's order, so that copy means every earlier one is there too.
+func (b *Bus) keepCaughtUp(ctx context.Context, journal jetstream.Stream) error {
+	var newest uint64
+	for _, k := range keptKinds {
+		seq, err := b.lastSeqMatching(ctx, events.Prefix+"."+string(k)+".>")
+		if err != nil {
+			return err
+		}
+		newest = max(newest, seq)
+	}
+	if newest == 0 {
+		return nil
+	}
+	ks, err := b.JS.Stream(ctx, b.KeepStream())
+	if err != nil {
+		return fmt.Errorf("bus: stream %s: %w", b.KeepStream(), err)
+	}
+	var kept uint64
+	if last := ks.CachedInfo().State.LastSeq; last > 0 {
+		m, err := ks.GetMsg(ctx, last)
+		if err != nil {
+			return fmt.Errorf("bus: stream %s: %w", b.KeepStream(), err)
+		}
+		// A copy from an earlier journal of the same name says nothing.
+		if seq, ok := SourceSeq(m.Header.Get(streamSourceHeader)); ok && !m.Time.Before(journal.CachedInfo().Created) {
+			kept = seq
+		}
+	}
+	if kept < newest {
+		return &KeepBehindError{Kept: kept, Newest: newest}
+	}
+	return nil
+}
+
+// lastSeqMatching is the sequence of the journal's newest entry whose
+// stored subject matches filter, 0 if none does. It asks the stream's
+// leader with a JSON request: a direct get carries the subject in its own
+// subject, where a wildcard has no place.
+func (b *Bus) lastSeqMatching(ctx context.Context, filter string) (uint64, error) {
+	req, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{filter})
+	msg, err := b.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+b.cfg.Stream, req)
+	if err != nil {
+		return 0, fmt.Errorf("bus: newest %s in %s: %w", filter, b.cfg.Stream, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq uint64 `json:"seq"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("bus: newest %s in %s: %w", filter, b.cfg.Stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return 0, nil
+	case resp.Error != nil:
+		return 0, fmt.Errorf("bus: newest %s in %s: %w", filter, b.cfg.Stream, resp.Error)
+	case resp.Message == nil:
+		return 0, fmt.Errorf("bus: newest %s in %s: an answer without a message", filter, b.cfg.Stream)
+	}
+	return resp.Message.Seq, nil
 }
 
 // sameKeep compares the fields KeepStreamConfig sets.

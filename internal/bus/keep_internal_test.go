@@ -2,8 +2,12 @@ package bus
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/natsserver"
@@ -22,7 +26,7 @@ func TestKeepStream(t *testing.T) {
 	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := Connect(ctx, Config{InProcess: srv, Name: "keep"})
+	b, err := Connect(ctx, Config{InProcess: srv, Name: "keep", MaxBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,4 +92,157 @@ func TestKeepStream(t *testing.T) {
 	if ks, err = b.JS.Stream(ctx, b.KeepStream()); err != nil || !ks.CachedInfo().Created.Equal(created) {
 		t.Fatalf("second provisioning: %v, created %v then %v", err, created, ks.CachedInfo().Created)
 	}
+}
+
+// TestKeepStreamOnlyWithLimits: a journal without retention limits drops
+// no desired event, action or result, so provisioning makes no keep
+// stream (it would copy every one of them); Kept then reads nothing. Once
+// made, a keep stream stays when the limits go: it holds what the journal
+// may have dropped meanwhile.
+func TestKeepStreamOnlyWithLimits(t *testing.T) {
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(maxAge time.Duration) *Bus {
+		b, err := Connect(ctx, Config{InProcess: srv, Name: "keep", MaxAge: maxAge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		if err := b.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := connect(0)
+	if _, err := b.JS.Stream(ctx, b.KeepStream()); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("keep stream of a journal without limits: %v, want none", err)
+	}
+	if _, err := b.Publish(ctx, events.Subject(events.KindDesired, "pve", 101), []byte(`{}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := b.Kept(ctx, 0, 100); err != nil || len(kept) != 0 {
+		t.Fatalf("Kept without a keep stream: %+v, %v", kept, err)
+	}
+	connect(time.Hour)
+	if _, err := b.JS.Stream(ctx, b.KeepStream()); err != nil {
+		t.Fatalf("keep stream once the journal has an age limit: %v", err)
+	}
+	b = connect(0)
+	if _, err := b.JS.Stream(ctx, b.KeepStream()); err != nil {
+		t.Fatalf("keep stream after the limits went: %v", err)
+	}
+	if info, err := b.JS.Stream(ctx, b.cfg.Stream); err != nil || limited(info.CachedInfo().Config) {
+		t.Fatalf("journal after the limits went: %v", err)
+	}
+}
+
+// TestLimitsWaitForTheKeepStream: limits given to a journal that has run
+// without them (so without a keep stream) apply only once the new keep
+// stream has copied it. The byte limit here keeps a small part of the
+// journal: applied at once, it would drop most guests' only desired
+// event before the keep stream, which sources from the journal's start,
+// had read it.
+func TestLimitsWaitForTheKeepStream(t *testing.T) {
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := Connect(ctx, Config{InProcess: srv, Name: "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const guests = 2000
+	body := []byte(`{"vmid":0,"description":"` + strings.Repeat("x", 400) + `"}`)
+	for id := 100; id < 100+guests; id++ {
+		if _, err := b.JS.PublishAsync(events.Subject(events.KindDesired, "pve", id), body); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.JS.PublishAsync(events.Subject(events.KindObserved, "pve", id), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-b.JS.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("publishes not acknowledged")
+	}
+	limitedBus, err := Connect(ctx, Config{InProcess: srv, Name: "after", MaxBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(limitedBus.Close)
+	if err := limitedBus.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := s.CachedInfo(); info.Config.MaxBytes != 64<<10 || info.State.FirstSeq <= 1 {
+		t.Fatalf("journal after provisioning: max bytes %d, first seq %d: the limit did not apply", info.Config.MaxBytes, info.State.FirstSeq)
+	}
+	kept, err := b.Kept(ctx, 0, 1<<62)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != guests {
+		t.Fatalf("the keep stream holds %d desired events once the limit applied, want every guest's %d", len(kept), guests)
+	}
+}
+
+// TestLastSeqMatching: the newest entry matching a wildcard filter, and 0
+// where none matches.
+func TestLastSeqMatching(t *testing.T) {
+	b := newTestBus(t)
+	ctx := context.Background()
+	var last uint64
+	for _, id := range []int{101, 205, 150} {
+		a, err := b.Publish(ctx, events.Subject(events.KindDesired, "pve", id), []byte(`{}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a.Sequence
+		if _, err := b.Publish(ctx, events.Subject(events.KindObserved, "pve", id), []byte(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq, err := b.lastSeqMatching(ctx, "pve.desired.>"); err != nil || seq != last {
+		t.Fatalf("newest desired: %d, %v; want %d", seq, err, last)
+	}
+	if seq, err := b.lastSeqMatching(ctx, "pve.result.>"); err != nil || seq != 0 {
+		t.Fatalf("newest result: %d, %v; want 0", seq, err)
+	}
+}
+
+// newTestBus is a provisioned bus on a server of the test's own.
+func newTestBus(t *testing.T) *Bus {
+	t.Helper()
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := Connect(ctx, Config{InProcess: srv, Name: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -88,25 +88,43 @@ const (
 	provisionPatience = 2 * time.Minute
 )
 
-// Provision creates or updates the journal stream and the views
-// bucket. It is idempotent; it refuses to change the partition count of an
-// existing stream, which would move guests between partitions. Transient
-// failures (timeouts, 503s of a cluster without leaders) are retried for
-// up to two minutes or until ctx ends; the rest, such as a replica count
-// larger than the cluster, may be among them and show in the warnings.
+// Provision creates or updates the journal stream, its keep stream when
+// the journal has retention limits, and the views bucket. It is
+// idempotent; it refuses to change the partition count of an existing
+// stream, which would move guests between partitions. Transient failures
+// (timeouts, 503s of a cluster without leaders) are retried for up to two
+// minutes or until ctx ends; the rest, such as a replica count larger
+// than the cluster, may be among them and show in the warnings. New
+// limits on an existing journal wait, for as long as the keep stream
+// makes progress copying it, until it has copied everything they could
+// drop (KeepBehindError).
 func (b *Bus) Provision(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, provisionPatience)
-	defer cancel()
+	patience := time.Now().Add(provisionPatience)
 	delay := 250 * time.Millisecond
+	var kept uint64
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(ctx, provisionAttempt)
 		err := b.provision(actx)
 		acancel()
-		if err == nil || !IsTransient(err) || ctx.Err() != nil {
+		var behind *KeepBehindError
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return err
+		case errors.As(err, &behind):
+			if behind.Kept > kept { // progress: patience again
+				kept, patience = behind.Kept, time.Now().Add(provisionPatience)
+			}
+			b.log.Info().Uint64("kept", behind.Kept).Uint64("journal_newest", behind.Newest).
+				Msg("the keep stream is copying the journal; its retention limits apply once it has all")
+		case !IsTransient(err):
+			return err
+		default:
+			b.log.Warn().Err(err).Int("attempt", attempt).Int("replicas", b.cfg.Replicas).
+				Msg("provisioning the journal failed; retrying (is the NATS cluster still electing leaders?)")
+		}
+		if time.Now().After(patience) {
 			return err
 		}
-		b.log.Warn().Err(err).Int("attempt", attempt).Int("replicas", b.cfg.Replicas).
-			Msg("provisioning the journal failed; retrying (is the NATS cluster still electing leaders?)")
 		select {
 		case <-ctx.Done():
 			return err
@@ -143,6 +161,11 @@ func (b *Bus) provision(ctx context.Context) error {
 		if _, err := b.JS.CreateStream(ctx, want); err != nil {
 			return fmt.Errorf("bus: create stream %s: %w", want.Name, err)
 		}
+		// After the journal it sources; an empty journal needs no
+		// catching up.
+		if err := b.provisionKeep(ctx, limited(want)); err != nil {
+			return err
+		}
 	case err != nil:
 		return fmt.Errorf("bus: stream %s: %w", want.Name, err)
 	default:
@@ -151,17 +174,22 @@ func (b *Bus) provision(ctx context.Context) error {
 			return fmt.Errorf("bus: stream %s exists with transform %+v; converge wants %q (partitions are fixed at creation)",
 				want.Name, have.SubjectTransform, want.SubjectTransform.Destination)
 		}
+		if err := b.provisionKeep(ctx, limited(have) || limited(want)); err != nil {
+			return err
+		}
 		// An unchanged stream is left alone: on a cluster an update is a
 		// Raft proposal, and every role of every instance provisions at
 		// start.
 		if !sameStream(have, want) {
+			if limited(want) && (have.MaxAge != want.MaxAge || have.MaxBytes != want.MaxBytes) {
+				if err := b.keepCaughtUp(ctx, s); err != nil {
+					return err
+				}
+			}
 			if _, err := b.JS.UpdateStream(ctx, want); err != nil {
 				return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
 			}
 		}
-	}
-	if err := b.provisionKeep(ctx); err != nil { // after the journal it sources
-		return err
 	}
 	return b.ProvisionViews(ctx)
 }

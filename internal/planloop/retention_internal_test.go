@@ -91,7 +91,7 @@ func checkManaged(t *testing.T, l *Loop) {
 // still resumes from the checkpoint, folds the kept desired event, and
 // plans the guest's drift.
 func TestCheckpointAcrossRetentionGap(t *testing.T) {
-	b := bustest.New(t)
+	b := bustest.New(t, bustest.Limited)
 	evictGap(t, b)
 	l, stop := runLoop(t, b, "p2")
 	stop()
@@ -105,7 +105,7 @@ func TestCheckpointAcrossRetentionGap(t *testing.T) {
 // checkpoint dropped) on a journal retention has cut, the planner folding
 // without a checkpoint keeps every guest's desired state.
 func TestNoCheckpointAfterRetention(t *testing.T) {
-	b := bustest.New(t)
+	b := bustest.New(t, bustest.Limited)
 	evictGap(t, b)
 	store, err := b.ViewStore()
 	if err != nil {

@@ -18,27 +18,37 @@ var (
 	servers = map[*bus.Bus]*server.Server{}
 )
 
-// New starts a server for the test and returns a provisioned bus on it.
-func New(t testing.TB) *bus.Bus {
+// New starts a server for the test and returns a provisioned bus on it;
+// opts adjust its Config (Limited: a journal with a keep stream).
+func New(t testing.TB, opts ...func(*bus.Config)) *bus.Bus {
 	t.Helper()
 	s, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
-	b := Connect(t, s)
+	b := Connect(t, s, opts...)
 	mu.Lock()
 	servers[b] = s
 	mu.Unlock()
 	return b
 }
 
-// Connect returns a provisioned bus on an existing server.
-func Connect(t testing.TB, s *server.Server) *bus.Bus {
+// Limited gives the journal an age limit that no test reaches: a journal
+// with retention limits, so with the keep stream (docs/retention.md).
+func Limited(c *bus.Config) { c.MaxAge = 365 * 24 * time.Hour }
+
+// Connect returns a provisioned bus on an existing server; opts adjust
+// its Config.
+func Connect(t testing.TB, s *server.Server, opts ...func(*bus.Config)) *bus.Bus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.Connect(ctx, bus.Config{InProcess: s, Name: t.Name(), Logger: zerolog.Nop()})
+	cfg := bus.Config{InProcess: s, Name: t.Name(), Logger: zerolog.Nop()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := bus.Connect(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
