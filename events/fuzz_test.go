@@ -141,7 +141,8 @@ func FuzzDecodeJournal(f *testing.F) {
 // FuzzParseSubject: a subject parses only into what writes it back.
 func FuzzParseSubject(f *testing.F) {
 	for _, s := range []string{"pve.desired.default.101", "pve.action.default.101.07", "pve.heartbeat.default",
-		"pve.control.lab", "pve.desired.default.0101", "pve.result.default.-1", "pve.observed.default.101.x", "pve..."} {
+		"pve.control.lab", "pve.desired.default.0101", "pve.result.default.-1", "pve.observed.default.101.x", "pve...",
+		"pve.desired.default.101.3.4", "pve.heartbeat.default.101", "pve.desired.default.+101", "pve.desired.default.101."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -71,14 +71,31 @@ type SubjectInfo struct {
 // (pve.kind.cluster.vmid.partition) subject. A vmid must be written in
 // canonical decimal (no sign, no leading zeros) within MinVMID..MaxVMID.
 func ParseSubject(s string) (SubjectInfo, error) {
-	t := strings.Split(s, ".")
-	if len(t) < 3 || t[0] != Prefix {
+	// Split into an array, not strings.Split's slice: a subject is parsed
+	// for every event folded and every action handled.
+	var t [5]string
+	n := 0 // tokens; len(t)+1 for more than any converge subject has
+	for rest := s; ; {
+		if n == len(t) {
+			n++
+			break
+		}
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			t[n] = rest
+			n++
+			break
+		}
+		t[n], rest = rest[:i], rest[i+1:]
+		n++
+	}
+	if n < 3 || t[0] != Prefix {
 		return SubjectInfo{}, fmt.Errorf("subject %q: not a converge subject", s)
 	}
 	info := SubjectInfo{Kind: Kind(t[1]), Cluster: t[2], Partition: -1}
 	switch info.Kind {
 	case KindHeartbeat, KindControl:
-		if len(t) != 3 {
+		if n != 3 {
 			return SubjectInfo{}, fmt.Errorf("subject %q: want %s.%s.<cluster>", s, Prefix, info.Kind)
 		}
 		return info, nil
@@ -86,15 +103,15 @@ func ParseSubject(s string) (SubjectInfo, error) {
 	default:
 		return SubjectInfo{}, fmt.Errorf("subject %q: unknown event kind %q", s, t[1])
 	}
-	if len(t) != 4 && len(t) != 5 {
+	if n != 4 && n != 5 {
 		return SubjectInfo{}, fmt.Errorf("subject %q: want %s.%s.<cluster>.<vmid>", s, Prefix, info.Kind)
 	}
 	vmid, err := strconv.Atoi(t[3])
-	if err != nil || t[3] != strconv.Itoa(vmid) || vmid < MinVMID || vmid > MaxVMID {
+	if err != nil || !canonicalDecimal(t[3]) || vmid < MinVMID || vmid > MaxVMID {
 		return SubjectInfo{}, fmt.Errorf("subject %q: vmid %q is not a decimal number within %d..%d", s, t[3], MinVMID, MaxVMID)
 	}
 	info.VMID = vmid
-	if len(t) == 5 {
+	if n == 5 {
 		p, err := strconv.Atoi(t[4])
 		if err != nil || p < 0 {
 			return SubjectInfo{}, fmt.Errorf("subject %q: bad partition %q", s, t[4])
@@ -102,6 +119,20 @@ func ParseSubject(s string) (SubjectInfo, error) {
 		info.Partition = p
 	}
 	return info, nil
+}
+
+// canonicalDecimal: digits only, without a leading zero (what
+// strconv.Itoa writes for a positive number, without allocating it).
+func canonicalDecimal(s string) bool {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Partition is the partition a guest's events are stored in, for a stream

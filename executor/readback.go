@@ -104,8 +104,8 @@ func (j *job) derivedConfig(r *events.Result) (o *events.Observed, cold bool) {
 	if len(a.Delete) > 0 {
 		return nil, false
 	}
-	o = j.derivedFrom(b)
-	o.Config, o.Digest = c, ""
+	o = j.derivedMeta(b)
+	o.Config, o.Digest = c, "" // c shares the basis's maps, as the planner's copy does
 	return o, cold
 }
 
@@ -130,10 +130,12 @@ func (j *job) configReadBack(ctx context.Context, r *events.Result) *events.Obse
 // derived read-back would give way to it in the projector, and the planner
 // would re-plan from a reading older than the action's outcome. The guest
 // is then read back instead. One direct get on the journal, no Proxmox
-// call.
+// call: the guest's first observation after knownSeq, which is usually
+// none (an answer without a body; the guest's newest observation, which
+// the same question could be put to, comes with its whole config).
 func (j *job) raced(ctx context.Context) bool {
-	ms, err := j.e.j.Lasts(ctx, j.e.cfg.Cluster, j.a.VMID, events.KindObserved)
-	return err != nil || len(ms) != 1 || (ms[0] != nil && ms[0].Seq > j.knownSeq)
+	o, err := j.e.j.Next(ctx, events.KindObserved, j.e.cfg.Cluster, j.a.VMID, j.knownSeq+1)
+	return err != nil || o != nil
 }
 
 // derivedPower is the observation after a successful start, stop or
@@ -165,8 +167,20 @@ func (j *job) derivedPower(ctx context.Context, r *events.Result) (*events.Obser
 	return o, nil
 }
 
-// derivedFrom starts a derived observation from the basis.
+// derivedFrom starts a derived observation from the basis, with copies
+// of its config's maps.
 func (j *job) derivedFrom(b *events.Observed) *events.Observed {
+	o := j.derivedMeta(b)
+	if o.Config.Disks != nil {
+		o.Config.Disks = maps.Clone(o.Config.Disks)
+	}
+	o.Config.Net, o.Config.CloudInit = maps.Clone(o.Config.Net), maps.Clone(o.Config.CloudInit)
+	return o
+}
+
+// derivedMeta is derivedFrom without the copies, for a caller that
+// replaces the config.
+func (j *job) derivedMeta(b *events.Observed) *events.Observed {
 	now := j.e.clk.Now()
 	o := *b
 	o.Meta = events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, now)
@@ -174,10 +188,6 @@ func (j *job) derivedFrom(b *events.Observed) *events.Observed {
 	o.Source = events.SourceExecutor
 	o.Pending = nil
 	o.AfterSeq = j.knownSeq
-	if o.Config.Disks != nil {
-		o.Config.Disks = maps.Clone(o.Config.Disks)
-	}
-	o.Config.Net, o.Config.CloudInit = maps.Clone(o.Config.Net), maps.Clone(o.Config.CloudInit)
 	return &o
 }
 

@@ -137,10 +137,14 @@ func (b *Bus) lastEntries(ctx context.Context, subjects []string) ([]*journal.En
 	if err := b.lasts.start(b.NC); err != nil {
 		return nil, fmt.Errorf("bus: batched reads: %w", err)
 	}
+	// A pooled timer rather than a context with a timeout: this read is
+	// on every action's path, and the context would cost a dozen
+	// allocations.
+	var timeout <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultGetTimeout)
-		defer cancel()
+		t := getTimer()
+		defer putTimer(t)
+		timeout = t.C
 	}
 	req, err := multiLastRequest(subjects)
 	if err != nil {
@@ -160,6 +164,8 @@ func (b *Bus) lastEntries(ctx context.Context, subjects []string) ([]*journal.En
 		case msg = <-ch:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("bus: batched read: %w", ctx.Err())
+		case <-timeout:
+			return nil, fmt.Errorf("bus: batched read: %w", context.DeadlineExceeded)
 		}
 		// nats.go puts an inline status ("NATS/1.0 204 EOB") in these.
 		status, desc := msg.Header.Get("Status"), msg.Header.Get("Description")
@@ -226,4 +232,23 @@ func directEntry(msg *nats.Msg) (*journal.Entry, error) {
 		return nil, fmt.Errorf("bus: batched read of %s: time stamp: %w", subj, err)
 	}
 	return &journal.Entry{Seq: seq, Subject: subj, Header: events.Header(msg.Header), Data: msg.Data, Time: ts}, nil
+}
+
+// getTimers are stopped timers of lastEntries' default timeout.
+var getTimers sync.Pool
+
+// getTimer returns a timer running for defaultGetTimeout. Since Go 1.23 a
+// stopped timer's channel holds no stale value, so a pooled one can be
+// Reset.
+func getTimer() *time.Timer {
+	if t, ok := getTimers.Get().(*time.Timer); ok {
+		t.Reset(defaultGetTimeout)
+		return t
+	}
+	return time.NewTimer(defaultGetTimeout)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	getTimers.Put(t)
 }

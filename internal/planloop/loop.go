@@ -287,8 +287,9 @@ func (l *Loop) carryOut(ctx context.Context) {
 		for _, n := range r.Held {
 			l.heldLog.Warn().Int("vmid", n.VMID).Str("reason", n.Reason).Msg("disruptive action held by the mass-change guard")
 		}
-		for _, p := range l.admit(ctx, r.Actions) {
-			l.publish(p)
+		ps := l.admit(ctx, r.Actions)
+		for i := range ps {
+			l.publish(&ps[i])
 		}
 		if r.Flush != nil {
 			l.flush(r.Flush)

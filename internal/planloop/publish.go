@@ -13,8 +13,8 @@ import (
 // publish sends one action fenced by the guest's action subject and with
 // its deterministic id as Nats-Msg-Id (planner.Publish), without waiting:
 // the outcome is settled on a later tick.
-func (l *Loop) publish(p planner.Publish) {
-	a := p.Action
+func (l *Loop) publish(p *planner.Publish) {
+	a := &p.Action // not a copy: Encode would box one more on the heap
 	body, err := events.Encode(a)
 	if err != nil {
 		l.log.Error().Err(err).Int("vmid", a.VMID).Msg("encode action")

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	gojson "github.com/goccy/go-json"
 	proxmox "github.com/luthermonson/go-proxmox"
 	"github.com/rs/zerolog"
 )
@@ -205,31 +204,6 @@ func (c *Client) doWith(ctx context.Context, op Op, ref GuestRef, method, path s
 type bodySink struct{ body []byte }
 
 type bodySinkKey struct{}
-
-// envelopeData returns what go-proxmox would decode from an answer: the
-// "data" member of the top-level object (the whole body if it has none),
-// nothing for null, and encoding/json's error for a malformed body.
-func envelopeData(body []byte) (json.RawMessage, error) {
-	var env map[string]json.RawMessage
-	// goccy/go-json skips some malformed JSON that encoding/json (and so
-	// go-proxmox) refuses: the body is checked with the standard scanner,
-	// and any doubt falls back to encoding/json, whose errors Classify
-	// knows.
-	if !json.Valid(body) || gojson.Unmarshal(body, &env) != nil {
-		env = nil
-		if err := json.Unmarshal(body, &env); err != nil {
-			return nil, err
-		}
-	}
-	d, ok := env["data"]
-	if !ok {
-		d = body
-	}
-	if isNull(d) {
-		return nil, nil
-	}
-	return d, nil
-}
 
 func isStatus(err error, code int) bool {
 	var se *statusError

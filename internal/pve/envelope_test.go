@@ -78,3 +78,53 @@ func TestEnvelopeMatchesGoProxmox(t *testing.T) {
 		}
 	}
 }
+
+// envelopeByMap is envelopeData as it was before dataMember: the body
+// decoded into a map by encoding/json.
+func envelopeByMap(body []byte) (json.RawMessage, error) {
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, err
+	}
+	d, ok := env["data"]
+	if !ok {
+		d = body
+	}
+	if isNull(d) {
+		return nil, nil
+	}
+	return d, nil
+}
+
+// FuzzEnvelopeData: the data member found in place is what a decode into
+// a map finds, for every body, and an error where that decode fails.
+func FuzzEnvelopeData(f *testing.F) {
+	for _, s := range []string{`{"data":null}`, `{"data":{"a":"}","b":[1,{"c":"\""}]},"x":1}`, `{"data":1,"data":2}`,
+		`{"d\u0061ta":3}`, `{"message":"x"}`, ` {"data" : [ ] } `, `[1]`, `"s"`, `{}`, `{"data":"\\"}`, `{"a":{"data":1},"data":true}`,
+		`{"data":-1.5e3,"z":null}`, "{\"data\":\"\xff\"}", `{"da":1,"data":"x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, werr := envelopeByMap(body)
+		got, gerr := envelopeData(body)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(want, got) {
+			t.Fatalf("%q: by map %q, %v; found %q, %v", body, want, werr, got, gerr)
+		}
+	})
+}
+
+// TestEnvelopeDataInPlace: the common answer's data is a slice of the
+// body, not a copy.
+func TestEnvelopeDataInPlace(t *testing.T) {
+	body := []byte(`{"data":{"digest":"abc","cores":2}}`)
+	d, err := envelopeData(body)
+	if err != nil || string(d) != `{"digest":"abc","cores":2}` {
+		t.Fatalf("%q, %v", d, err)
+	}
+	if &d[0] != &body[8] {
+		t.Fatal("data copied")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = envelopeData(body) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}

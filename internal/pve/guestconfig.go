@@ -244,9 +244,12 @@ func (g *GuestConfig) pendingFrom(items []pendingItem) {
 		if it.Key == "" || it.Key == "digest" {
 			continue
 		}
-		if del, err := ParseInt(it.Delete); err == nil && del > 0 {
-			g.PendingDelete = append(g.PendingDelete, it.Key)
-			continue
+		// Most items have no "delete": ParseInt would build an error for it.
+		if it.Delete != nil {
+			if del, err := ParseInt(it.Delete); err == nil && del > 0 {
+				g.PendingDelete = append(g.PendingDelete, it.Key)
+				continue
+			}
 		}
 		if p, ok := valueString(it.Pending); ok {
 			g.Pending[it.Key] = p
