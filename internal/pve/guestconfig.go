@@ -111,8 +111,8 @@ func DecodePendingConfig(ref GuestRef, pending []byte) (*GuestConfig, error) {
 	if isNull(pending) {
 		return nil, errNoDigest
 	}
-	var items []pendingItem
-	if err := unmarshalNumber(pending, &items); err != nil {
+	items, err := decodePendingItems(pending)
+	if err != nil {
 		return nil, fmt.Errorf("decode pending: %w", err)
 	}
 	m := make(map[string]any, len(items))
@@ -230,8 +230,8 @@ func (g *GuestConfig) decodePending(data []byte) error {
 	if isNull(data) {
 		return nil
 	}
-	var items []pendingItem
-	if err := unmarshalNumber(data, &items); err != nil {
+	items, err := decodePendingItems(data)
+	if err != nil {
 		return fmt.Errorf("decode pending: %w", err)
 	}
 	g.pendingFrom(items)
