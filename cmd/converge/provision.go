@@ -27,8 +27,12 @@ func newProvisionCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The roles may not change the journal: its limits are set
 			// here, and the keep stream made for them (docs/retention.md).
+			// Without the flags, an existing journal keeps the limits it
+			// has: provisioning again for another setting (--lease-ttl,
+			// --replicas) must not drop them.
+			unset := !cmd.Flags().Changed("retention-age") && !cmd.Flags().Changed("retention-bytes")
 			b, err := g.connectWith(cmd.Context(), "converge-provision", func(c *bus.Config) {
-				c.MaxAge, c.MaxBytes = retentionAge, retentionBytes
+				c.MaxAge, c.MaxBytes, c.LimitsUnset = retentionAge, retentionBytes, unset
 			})
 			if err != nil {
 				return err
@@ -47,7 +51,9 @@ func newProvisionCmd(g *globals) *cobra.Command {
 				return err
 			}
 			keep := ""
-			if retentionAge > 0 || retentionBytes > 0 {
+			if ok, err := b.HasKeepStream(cmd.Context()); err != nil {
+				return err
+			} else if ok {
 				keep = fmt.Sprintf(" (and %s)", b.KeepStream())
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "provisioned: stream %s%s, buckets %s, converge_leases, converge_checkpoints, %s\n",

@@ -69,4 +69,16 @@ func TestProvisionAsAdmin(t *testing.T) {
 	if s, err := js.Stream(ctx, "PVE"); err != nil || s.CachedInfo().Config.MaxAge != 720*time.Hour {
 		t.Errorf("PVE with --retention-age 720h: %v", err)
 	}
+	// Provisioning again for another setting leaves the limits as they are.
+	root = newRoot()
+	root.SetOut(&out)
+	root.SetArgs([]string{"provision", "--nats", srv.ClientURL(), "--nats-user", "admin", "--data", t.TempDir(), "--lease-ttl", "10s"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("provision --lease-ttl: %v", err)
+	}
+	if s, err := js.Stream(ctx, "PVE"); err != nil {
+		t.Error(err)
+	} else if got := s.CachedInfo().Config.MaxAge; got != 720*time.Hour {
+		t.Errorf("PVE after a provisioning without --retention-*: max age %v, want 720h kept", got)
+	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// events go first.
 	MaxAge   time.Duration
 	MaxBytes int64
+	// LimitsUnset leaves an existing journal's MaxAge and MaxBytes as they
+	// are (converge provision run without --retention-* flags).
+	LimitsUnset bool
 
 	Logger zerolog.Logger
 }

@@ -2,9 +2,11 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +25,31 @@ type Bus struct {
 	sc    *streamCache
 	// writes remembers whether the newest write was refused for storage.
 	writes *writeHealth
+	// denied remembers the newest JetStream request NATS refused this
+	// user (Provision).
+	denied *apiDenials
+}
+
+// apiDenials records permission violations on JetStream's API: NATS
+// answers such a request with an asynchronous error and no reply, so the
+// request itself only times out.
+type apiDenials struct{ msg atomic.Pointer[string] }
+
+func (d *apiDenials) note(err error) {
+	if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "$JS.API.") {
+		m := err.Error()
+		d.msg.Store(&m)
+	}
+}
+
+func (d *apiDenials) clear() { d.msg.Store(nil) }
+
+// last is the newest violation noted since clear, "" if none.
+func (d *apiDenials) last() string {
+	if m := d.msg.Load(); m != nil {
+		return *m
+	}
+	return ""
 }
 
 type streamCache struct {
@@ -63,6 +90,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, err
 	}
 	log := cfg.Logger
+	denied := &apiDenials{}
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
@@ -84,6 +112,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		// Asynchronous errors (a slow consumer dropping messages, a
 		// permission denied) are otherwise silent in nats.go.
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			denied.note(err)
 			ev := log.Warn().Err(err)
 			if sub != nil {
 				ev = ev.Str("subject", sub.Subject)
@@ -130,7 +159,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}, sc: &streamCache{}, writes: &writeHealth{}}, nil
+	return &Bus{NC: nc, JS: js, cfg: cfg, log: log, lasts: &lastsMux{}, sc: &streamCache{}, writes: &writeHealth{}, denied: denied}, nil
 }
 
 // redactURLs hides passwords in URLs for error messages.

@@ -93,56 +93,90 @@ func (b *Bus) provisionKeep(ctx context.Context, create bool) error {
 	return nil
 }
 
+// HasKeepStream reports whether the keep stream exists.
+func (b *Bus) HasKeepStream(ctx context.Context) (bool, error) {
+	_, err := b.JS.Stream(ctx, b.KeepStream())
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("bus: stream %s: %w", b.KeepStream(), err)
+	}
+	return true, nil
+}
+
 // KeepBehindError is provisioning waiting to apply the journal's new
 // retention limits until the keep stream has copied the journal's newest
-// desired event, action and result: applied at once, the limits would
-// drop the oldest entries before the keep stream (which sources the
-// journal from its start) had read them.
+// desired event, action and result as of when the wait began: applied at
+// once, the limits would drop the oldest entries before the keep stream
+// (which sources the journal from its start) had read them.
 type KeepBehindError struct {
 	// Kept is the journal sequence of the keep stream's newest copy,
-	// Newest that of the journal's newest desired event, action or result.
-	Kept, Newest uint64
+	// Target the one it must reach.
+	Kept, Target uint64
+	// Source describes the keep stream's sourcing as the server reports
+	// it (lag, last activity, error).
+	Source string
 }
 
 func (e *KeepBehindError) Error() string {
-	return fmt.Sprintf("bus: the keep stream has copied the journal up to #%d of #%d; the journal's retention limits wait until it has all", e.Kept, e.Newest)
+	return fmt.Sprintf("bus: the keep stream has copied the journal up to #%d of #%d; the journal's retention limits wait until it has", e.Kept, e.Target)
 }
 
 // keepCaughtUp returns a *KeepBehindError until the keep stream holds a
-// copy of the journal's newest desired event, action and result (its
-// Nats-Stream-Source names the journal sequence). Sourcing keeps the
-// journal's order, so that copy means every earlier one is there too.
-func (b *Bus) keepCaughtUp(ctx context.Context, journal jetstream.Stream) error {
-	var newest uint64
-	for _, k := range keptKinds {
-		seq, err := b.lastSeqMatching(ctx, events.Prefix+"."+string(k)+".>")
-		if err != nil {
-			return err
+// copy of the journal's newest desired event, action or result as of the
+// first call (p.target; its Nats-Stream-Source names the journal
+// sequence). Sourcing keeps the journal's order, so that copy means every
+// earlier one is there too.
+func (b *Bus) keepCaughtUp(ctx context.Context, journal jetstream.Stream, p *provisioning) error {
+	if p.target == 0 {
+		for _, k := range keptKinds {
+			seq, err := b.lastSeqMatching(ctx, events.Prefix+"."+string(k)+".>")
+			if err != nil {
+				return err
+			}
+			p.target = max(p.target, seq)
 		}
-		newest = max(newest, seq)
-	}
-	if newest == 0 {
-		return nil
+		if p.target == 0 {
+			return nil // nothing to copy
+		}
 	}
 	ks, err := b.JS.Stream(ctx, b.KeepStream())
 	if err != nil {
 		return fmt.Errorf("bus: stream %s: %w", b.KeepStream(), err)
 	}
+	info := ks.CachedInfo()
 	var kept uint64
-	if last := ks.CachedInfo().State.LastSeq; last > 0 {
+	if last := info.State.LastSeq; last > 0 {
+		// A direct get may be answered by a replica that has not stored
+		// it yet: not found is "not yet", never "caught up".
 		m, err := ks.GetMsg(ctx, last)
-		if err != nil {
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
 			return fmt.Errorf("bus: stream %s: %w", b.KeepStream(), err)
-		}
-		// A copy from an earlier journal of the same name says nothing.
-		if seq, ok := SourceSeq(m.Header.Get(streamSourceHeader)); ok && !m.Time.Before(journal.CachedInfo().Created) {
-			kept = seq
+		default:
+			// A copy from an earlier journal of the same name says nothing.
+			if seq, ok := SourceSeq(m.Header.Get(streamSourceHeader)); ok && !m.Time.Before(journal.CachedInfo().Created) {
+				kept = seq
+			}
 		}
 	}
-	if kept < newest {
-		return &KeepBehindError{Kept: kept, Newest: newest}
+	if kept >= p.target {
+		return nil
 	}
-	return nil
+	src := "not reported"
+	if len(info.Sources) > 0 {
+		si := info.Sources[0]
+		src = fmt.Sprintf("lag %d, last active %s ago", si.Lag, si.Active.Round(time.Millisecond))
+		if si.Active < 0 {
+			src = fmt.Sprintf("lag %d, never heard from the journal", si.Lag)
+		}
+		if si.Error != nil {
+			src += ", error: " + si.Error.Error()
+		}
+	}
+	return &KeepBehindError{Kept: kept, Target: p.target, Source: src}
 }
 
 // lastSeqMatching is the sequence of the journal's newest entry whose

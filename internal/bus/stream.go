@@ -101,10 +101,12 @@ const (
 func (b *Bus) Provision(ctx context.Context) error {
 	patience := time.Now().Add(provisionPatience)
 	delay := 250 * time.Millisecond
+	var p provisioning
 	var kept uint64
 	for attempt := 1; ; attempt++ {
+		b.denied.clear()
 		actx, acancel := context.WithTimeout(ctx, provisionAttempt)
-		err := b.provision(actx)
+		err := b.provision(actx, &p)
 		acancel()
 		var behind *KeepBehindError
 		switch {
@@ -114,8 +116,14 @@ func (b *Bus) Provision(ctx context.Context) error {
 			if behind.Kept > kept { // progress: patience again
 				kept, patience = behind.Kept, time.Now().Add(provisionPatience)
 			}
-			b.log.Info().Uint64("kept", behind.Kept).Uint64("journal_newest", behind.Newest).
-				Msg("the keep stream is copying the journal; its retention limits apply once it has all")
+			b.log.Info().Uint64("kept", behind.Kept).Uint64("target", behind.Target).Str("keep_source", behind.Source).
+				Msg("the keep stream is copying the journal; its retention limits apply once it has")
+		case b.denied.last() != "":
+			// Refused, not slow: NATS answers a denied request with an
+			// asynchronous error and no reply, which looks like a timeout.
+			return fmt.Errorf("bus: NATS refused this user %s: the roles of a deployment that may not create or change streams (deploy/nats) need "+
+				"`converge provision` run as the admin user with the journal's settings (--replicas, --retention-age, --retention-bytes), and the same settings themselves: %w",
+				b.denied.last(), err)
 		case !IsTransient(err):
 			return err
 		default:
@@ -123,6 +131,10 @@ func (b *Bus) Provision(ctx context.Context) error {
 				Msg("provisioning the journal failed; retrying (is the NATS cluster still electing leaders?)")
 		}
 		if time.Now().After(patience) {
+			if behind != nil {
+				return fmt.Errorf("bus: gave up waiting %s for the keep stream to copy the journal, without progress (%w; its source: %s)",
+					provisionPatience, err, behind.Source)
+			}
 			return err
 		}
 		select {
@@ -153,42 +165,58 @@ func IsTransient(err error) bool {
 	return false
 }
 
-func (b *Bus) provision(ctx context.Context) error {
+// provisioning is what Provision's attempts share.
+type provisioning struct {
+	// target is the journal sequence the keep stream must have copied
+	// before new limits apply: the journal's newest desired event, action
+	// or result when the wait began. It is fixed then: traffic arriving
+	// meanwhile must not keep it out of reach, and the keep stream copies
+	// in order, so what comes later follows within moments, as it does
+	// once the limits apply.
+	target uint64
+}
+
+func (b *Bus) provision(ctx context.Context, p *provisioning) error {
 	want := b.StreamConfig()
 	s, err := b.JS.Stream(ctx, want.Name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		if _, err := b.JS.CreateStream(ctx, want); err != nil {
+		// Created without limits, which are applied below once the keep
+		// stream sources it: nothing is dropped before it can copy it,
+		// whatever publishes meanwhile and even if it cannot be made.
+		first := want
+		first.MaxAge, first.MaxBytes = 0, -1
+		if s, err = b.JS.CreateStream(ctx, first); err != nil {
 			return fmt.Errorf("bus: create stream %s: %w", want.Name, err)
-		}
-		// After the journal it sources; an empty journal needs no
-		// catching up.
-		if err := b.provisionKeep(ctx, limited(want)); err != nil {
-			return err
 		}
 	case err != nil:
 		return fmt.Errorf("bus: stream %s: %w", want.Name, err)
-	default:
-		have := s.CachedInfo().Config
-		if have.SubjectTransform == nil || have.SubjectTransform.Destination != want.SubjectTransform.Destination {
-			return fmt.Errorf("bus: stream %s exists with transform %+v; converge wants %q (partitions are fixed at creation)",
-				want.Name, have.SubjectTransform, want.SubjectTransform.Destination)
-		}
-		if err := b.provisionKeep(ctx, limited(have) || limited(want)); err != nil {
-			return err
-		}
-		// An unchanged stream is left alone: on a cluster an update is a
-		// Raft proposal, and every role of every instance provisions at
-		// start.
-		if !sameStream(have, want) {
-			if limited(want) && (have.MaxAge != want.MaxAge || have.MaxBytes != want.MaxBytes) {
-				if err := b.keepCaughtUp(ctx, s); err != nil {
-					return err
-				}
+	}
+	have := s.CachedInfo().Config
+	if have.SubjectTransform == nil || have.SubjectTransform.Destination != want.SubjectTransform.Destination {
+		return fmt.Errorf("bus: stream %s exists with transform %+v; converge wants %q (partitions are fixed at creation)",
+			want.Name, have.SubjectTransform, want.SubjectTransform.Destination)
+	}
+	if b.cfg.LimitsUnset {
+		want.MaxAge, want.MaxBytes = have.MaxAge, have.MaxBytes
+	}
+	if err := b.provisionKeep(ctx, limited(have) || limited(want)); err != nil {
+		return err
+	}
+	// An unchanged stream is left alone: on a cluster an update is a Raft
+	// proposal, and every role of every instance provisions at start.
+	if !sameStream(have, want) {
+		if limited(want) && (have.MaxAge != want.MaxAge || have.MaxBytes != want.MaxBytes) {
+			if err := b.keepCaughtUp(ctx, s, p); err != nil {
+				return err
 			}
-			if _, err := b.JS.UpdateStream(ctx, want); err != nil {
-				return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
-			}
+		}
+		if limited(have) && !limited(want) {
+			b.log.Warn().Dur("max_age", have.MaxAge).Int64("max_bytes", have.MaxBytes).
+				Msg("removing the journal's retention limits: this process was given none (--retention-age, --retention-bytes)")
+		}
+		if _, err := b.JS.UpdateStream(ctx, want); err != nil {
+			return fmt.Errorf("bus: update stream %s: %w", want.Name, err)
 		}
 	}
 	return b.ProvisionViews(ctx)

@@ -235,8 +235,14 @@ func (l *Loop) foldKept(ctx context.Context) (after uint64, err error) {
 	}
 	l.eng.Fold(evs, 0, l.clk.Now())
 	l.metrics.folded.Add(float64(len(evs)))
-	l.log.Info().Uint64("after", from).Uint64("journal_first", info.FirstSeq).Int("recovered", len(evs)).
-		Msg("journal retention dropped events the fold needs; folded what the keep stream holds of them")
+	ev := l.log.Info().Uint64("after", from).Uint64("journal_first", info.FirstSeq).Int("recovered", len(evs))
+	if len(evs) == 0 {
+		// Also a journal without limits (and so without a keep stream)
+		// whose oldest entries were expired observations and heartbeats.
+		ev.Msg("the journal starts after what the fold has seen; the keep stream holds nothing of the gap")
+	} else {
+		ev.Msg("journal retention dropped events the fold needs; folded what the keep stream holds of them")
+	}
 	return info.FirstSeq - 1, nil
 }
 

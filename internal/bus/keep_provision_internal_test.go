@@ -1,0 +1,128 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/natsserver"
+)
+
+// TestNewJournalLimitedOnlyWithItsKeepStream: a new journal gets its
+// retention limits only once its keep stream exists. A user that may
+// create the journal but not the keep stream is refused, saying so
+// within one attempt, and leaves a journal without limits, which drops
+// nothing (before: the journal was created with its limits and no keep
+// stream, and every publish after it could evict a guest's only desired
+// event for good; the refusal looked like a timeout for two minutes).
+func TestNewJournalLimitedOnlyWithItsKeepStream(t *testing.T) {
+	u := &server.User{Username: "half", Password: "pw", Permissions: &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.CREATE.PVE_KEEP"}}}}
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Users: []*server.User{u}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := Connect(ctx, Config{InProcess: srv, Name: t.Name(), User: "half", Password: "pw", MaxBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	err = b.Provision(ctx)
+	if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "converge provision") {
+		t.Fatalf("provisioning without the right to create the keep stream: %v, want a refusal naming converge provision", err)
+	}
+	s, err := b.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; limited(c) {
+		t.Fatalf("the journal has limits (max bytes %d) without a keep stream", c.MaxBytes)
+	}
+}
+
+// TestKeepTargetFixed: the sequence the keep stream must reach before
+// new limits apply is the journal's newest desired event, action or
+// result when the wait began: events published meanwhile do not move it
+// (before, a steady stream of them kept it out of reach and the role
+// never started).
+func TestKeepTargetFixed(t *testing.T) {
+	b := newTestBus(t)
+	ctx := context.Background()
+	var last uint64
+	for id := 100; id < 110; id++ {
+		a, err := b.Publish(ctx, events.Subject(events.KindDesired, "pve", id), []byte(`{}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a.Sequence
+	}
+	if err := b.provisionKeep(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p provisioning
+	err = b.keepCaughtUp(ctx, s, &p)
+	var behind *KeepBehindError
+	if err != nil && !errors.As(err, &behind) {
+		t.Fatal(err)
+	}
+	if p.target != last {
+		t.Fatalf("target %d, want the newest desired event %d", p.target, last)
+	}
+	if _, err := b.Publish(ctx, events.Subject(events.KindDesired, "pve", 200), []byte(`{}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	err = b.keepCaughtUp(ctx, s, &p)
+	if errors.As(err, &behind) && behind.Target != last || p.target != last {
+		t.Fatalf("target moved to %d (%v), want %d", p.target, err, last)
+	}
+}
+
+// TestProvisionWithoutLimitsKeepsThemWhenAsked: with LimitsUnset (converge
+// provision without --retention-* flags) an existing journal keeps its
+// limits; without it they are removed, as the flags say.
+func TestProvisionWithoutLimitsKeepsThemWhenAsked(t *testing.T) {
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	maxAge := func(c Config) time.Duration {
+		c.InProcess, c.Name = srv, t.Name()
+		b, err := Connect(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.JS.Stream(ctx, DefaultStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().Config.MaxAge
+	}
+	if got := maxAge(Config{MaxAge: time.Hour}); got != time.Hour {
+		t.Fatalf("max age %s", got)
+	}
+	if got := maxAge(Config{LimitsUnset: true}); got != time.Hour {
+		t.Fatalf("limits unset: max age %s, want the journal's hour kept", got)
+	}
+	if got := maxAge(Config{}); got != 0 {
+		t.Fatalf("no limits: max age %s", got)
+	}
+}
