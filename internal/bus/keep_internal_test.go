@@ -1,12 +1,14 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
@@ -100,24 +102,10 @@ func TestKeepStream(t *testing.T) {
 // made, a keep stream stays when the limits go: it holds what the journal
 // may have dropped meanwhile.
 func TestKeepStreamOnlyWithLimits(t *testing.T) {
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	connect := func(maxAge time.Duration) *Bus {
-		b, err := Connect(ctx, Config{InProcess: srv, Name: "keep", MaxAge: maxAge})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		if err := b.Provision(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	connect := func(maxAge time.Duration) *Bus { return testConnect(t, ctx, srv, Config{MaxAge: maxAge}, true) }
 	b := connect(0)
 	if _, err := b.JS.Stream(ctx, b.KeepStream()); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("keep stream of a journal without limits: %v, want none", err)
@@ -148,21 +136,10 @@ func TestKeepStreamOnlyWithLimits(t *testing.T) {
 // event before the keep stream, which sources from the journal's start,
 // had read it.
 func TestLimitsWaitForTheKeepStream(t *testing.T) {
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := Connect(ctx, Config{InProcess: srv, Name: "before"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	if err := b.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := testConnect(t, ctx, srv, Config{Name: "before"}, true)
 	const guests = 2000
 	body := []byte(`{"vmid":0,"description":"` + strings.Repeat("x", 400) + `"}`)
 	for id := 100; id < 100+guests; id++ {
@@ -178,14 +155,7 @@ func TestLimitsWaitForTheKeepStream(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("publishes not acknowledged")
 	}
-	limitedBus, err := Connect(ctx, Config{InProcess: srv, Name: "after", MaxBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(limitedBus.Close)
-	if err := limitedBus.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
+	testConnect(t, ctx, srv, Config{Name: "after", MaxBytes: 64 << 10}, true)
 	s, err := b.Stream(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -226,23 +196,40 @@ func TestLastSeqMatching(t *testing.T) {
 	}
 }
 
-// newTestBus is a provisioned bus on a server of the test's own.
-func newTestBus(t *testing.T) *Bus {
+// testServer starts an embedded server of the test's own, admitting
+// users (anyone if none).
+func testServer(t *testing.T, users ...*server.User) *server.Server {
 	t.Helper()
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Users: users})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := Connect(ctx, Config{InProcess: srv, Name: t.Name()})
+	return srv
+}
+
+// testConnect connects c to srv (named for the test unless c names it)
+// and provisions it when provision is set.
+func testConnect(t *testing.T, ctx context.Context, srv *server.Server, c Config, provision bool) *Bus {
+	t.Helper()
+	c.InProcess, c.Name = srv, cmp.Or(c.Name, t.Name())
+	b, err := Connect(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	if err := b.Provision(ctx); err != nil {
-		t.Fatal(err)
+	if provision {
+		if err := b.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return b
+}
+
+// newTestBus is a provisioned bus on a server of the test's own.
+func newTestBus(t *testing.T) *Bus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return testConnect(t, ctx, testServer(t), Config{}, true)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/natsserver"
 )
 
 // TestNewJournalLimitedOnlyWithItsKeepStream: a new journal gets its
@@ -23,19 +22,11 @@ import (
 func TestNewJournalLimitedOnlyWithItsKeepStream(t *testing.T) {
 	u := &server.User{Username: "half", Password: "pw", Permissions: &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.CREATE.PVE_KEEP"}}}}
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Users: []*server.User{u}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testServer(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := Connect(ctx, Config{InProcess: srv, Name: t.Name(), User: "half", Password: "pw", MaxBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	err = b.Provision(ctx)
+	b := testConnect(t, ctx, srv, Config{User: "half", Password: "pw", MaxBytes: 64 << 10}, false)
+	err := b.Provision(ctx)
 	if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "converge provision") {
 		t.Fatalf("provisioning without the right to create the keep stream: %v, want a refusal naming converge provision", err)
 	}
@@ -93,24 +84,11 @@ func TestKeepTargetFixed(t *testing.T) {
 // provision without --retention-* flags) an existing journal keeps its
 // limits; without it they are removed, as the flags say.
 func TestProvisionWithoutLimitsKeepsThemWhenAsked(t *testing.T) {
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxAge := func(c Config) time.Duration {
-		c.InProcess, c.Name = srv, t.Name()
-		b, err := Connect(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		if err := b.Provision(ctx); err != nil {
-			t.Fatal(err)
-		}
-		s, err := b.JS.Stream(ctx, DefaultStream)
+		s, err := testConnect(t, ctx, srv, c, true).JS.Stream(ctx, DefaultStream)
 		if err != nil {
 			t.Fatal(err)
 		}
