@@ -249,6 +249,13 @@ func getTimer() *time.Timer {
 }
 
 func putTimer(t *time.Timer) {
-	t.Stop()
+	if !t.Stop() {
+		// Only under GODEBUG=asynctimerchan=1 can a fired timer's value
+		// still wait in C: drained, so that its next user does not read it.
+		select {
+		case <-t.C:
+		default:
+		}
+	}
 	getTimers.Put(t)
 }
