@@ -123,6 +123,8 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 				rep.PipelineChangesPerS, rep.StreamWritesPerChange, rep.Efficiency, det.PipelineSeconds, rep.Changes, det.Actions, det.StreamWrites)
 			fmt.Fprintf(tw, "  per action\t%.0f actions/s\taction efficiency %.3f\t%.2f ms CPU\t%.2f Proxmox calls\t%.1f KB allocated\n",
 				rep.ActionsPerS, rep.ActionEfficiency, rep.CPUMsPerAction, rep.PveCallsPerAction, rep.BytesAllocatedPerAction/1000)
+			fmt.Fprintf(tw, "  bus messages\t%.1f in\t%.1f out\t(to and from the embedded server, per action)\n",
+				det.MsgsInPerAction, det.MsgsOutPerAction)
 			if rep.BurstChanges > 0 {
 				fmt.Fprintf(tw, "coalesced burst\t%.0f changes/s\t%.2f writes/change\tefficiency %.3f\t(%.1f s, %d changes, %d actions)\n",
 					rep.BurstChangesPerS, rep.BurstWritesPerChange, rep.BurstEfficiency, det.BurstSeconds, rep.BurstChanges, det.BurstActions)

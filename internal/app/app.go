@@ -403,3 +403,7 @@ func (a *App) Planner() *planloop.Loop { return a.plan }
 
 // Executors are the executor instances.
 func (a *App) Executors() []*executor.Executor { return a.execs }
+
+// Server is the embedded NATS server, nil when converge connects to
+// another.
+func (a *App) Server() *server.Server { return a.srv }

@@ -65,7 +65,10 @@ type Details struct {
 	BurstSeconds    float64
 	BurstActions    int
 	StreamWrites    uint64
-	LatencyChanges  int
+	// Messages the embedded server received from its clients and sent to
+	// them per action of the throughput run: what an action costs the bus.
+	MsgsInPerAction, MsgsOutPerAction float64
+	LatencyChanges                    int
 	// The latency run split where the action was published: desired
 	// sent → action (planner), action → mutation (executor, Proxmox).
 	LatencyPlanner, LatencyExecutor Latency

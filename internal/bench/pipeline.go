@@ -45,6 +45,9 @@ type flow struct {
 	cpu              time.Duration // the process's CPU (every in-process role, server, simulator)
 	alloc            uint64        // bytes the process allocated
 	calls            int64         // Proxmox calls the simulator answered
+	// msgsIn and msgsOut are the messages the embedded server received
+	// from its clients and sent to them: what the bus carried.
+	msgsIn, msgsOut int64
 }
 
 // pipeline is the throughput run: one change per guest (Options.Changes,
@@ -66,6 +69,7 @@ func (r *run) pipeline(ctx context.Context) error {
 		r.rep.CPUMsPerAction = float64(f.cpu.Microseconds()) / 1000 / n
 		r.rep.PveCallsPerAction = float64(f.calls) / n
 		r.rep.BytesAllocatedPerAction = float64(f.alloc) / n
+		r.det.MsgsInPerAction, r.det.MsgsOutPerAction = float64(f.msgsIn)/n, float64(f.msgsOut)/n
 	}
 	if r.o.BurstChanges <= 0 {
 		return nil
@@ -108,6 +112,7 @@ func (r *run) flow(ctx context.Context, n int, label, phase string) (f flow, err
 		return f, err
 	}
 	_, alloc0 := gcCounters()
+	in0, out0 := r.busMsgs()
 	cpu0 := processCPU()
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
@@ -160,6 +165,8 @@ func (r *run) flow(ctx context.Context, n int, label, phase string) (f flow, err
 	f.cpu = processCPU() - cpu0
 	_, alloc1 := gcCounters()
 	f.alloc = alloc1 - alloc0
+	in1, out1 := r.busMsgs()
+	f.msgsIn, f.msgsOut = in1-in0, out1-out0
 	calls1, err := r.sim.Calls(ctx)
 	if err != nil {
 		return f, err
@@ -176,6 +183,20 @@ func (r *run) flow(ctx context.Context, n int, label, phase string) (f flow, err
 	f.writes = after - before
 	f.actions = r.countActions() - actionsBefore
 	return f, nil
+}
+
+// busMsgs are the messages the embedded server has received from and sent
+// to its clients so far.
+func (r *run) busMsgs() (in, out int64) {
+	srv := r.app.Server()
+	if srv == nil {
+		return 0, 0
+	}
+	v, err := srv.Varz(nil)
+	if err != nil {
+		return 0, 0
+	}
+	return v.InMsgs, v.OutMsgs
 }
 
 func (r *run) countActions() int {

@@ -65,8 +65,8 @@ func (c *Client) Inventory(ctx context.Context) ([]Resource, error) {
 }
 
 // decodeInventory reads an inventory answer ({"data":[rows…]}) row by row
-// with encoding/json's streaming decoder, which checks the JSON as strictly
-// as go-proxmox would, paced by p (package pace; nil: not paced). An
+// (scanInventory, or where it declines encoding/json's streaming decoder),
+// checking the JSON as strictly as go-proxmox would, paced by p (package pace; nil: not paced). An
 // inventory of 10,000 guests is tens of milliseconds of CPU every pass;
 // done in one piece it held a processor while the executors waited for
 // one (on two cores, a burst of changes at 10–50 ms instead of under
@@ -74,6 +74,15 @@ func (c *Client) Inventory(ctx context.Context) ([]Resource, error) {
 // (envelopeData, DecodeResources) then reads and reports as before; when
 // ok, the result is what that path returns.
 func decodeInventory(body []byte, p *pace.Pacer) (out []Resource, ok bool) {
+	if out, ok := scanInventory(body, p); ok {
+		return out, true
+	}
+	return decodeInventoryStream(body, p)
+}
+
+// decodeInventoryStream is decodeInventory for the answers scanInventory
+// declines.
+func decodeInventoryStream(body []byte, p *pace.Pacer) (out []Resource, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, false

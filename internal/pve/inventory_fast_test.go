@@ -151,3 +151,49 @@ func TestDecodeInventoryMatchesGeneral(t *testing.T) {
 		}
 	}
 }
+
+// FuzzInventoryScan: wherever scanInventory reads an inventory answer,
+// encoding/json's streaming decoder reads the same guests from it.
+func FuzzInventoryScan(f *testing.F) {
+	for _, s := range []string{
+		`{"data":[{"id":"qemu/100","type":"qemu","vmid":100,"node":"pve1","name":"web","status":"running","template":0,"maxcpu":2,"maxmem":2147483648,"uptime":42,"tags":"b;A","lock":"backup","cpu":0.0123,"netin":5}]}`,
+		`{"data":[{"id":"lxc/101","type":"lxc","vmid":"101","node":"pve2","status":"unknown","template":"1","maxcpu":0.5,"maxmem":5.36870912e+08},{"id":"node/pve1","type":"node","node":"pve1"}],"total":2}`,
+		`{"data":[{"type":"qemu","vmid":1.03e2,"node":"pve1","maxcpu":"4","uptime":null,"name":null,"template":true}]}`,
+		`{"data":[{"type":"qemu","vmid":105,"name":"first","name":"second","name":null}]}`,
+		`{"data":[{"type":"qemu","VMID":104,"Node":"pve1","NAME":"upper"}]}`,
+		"{\"data\":[{\"type\":\"qemu\",\"vmid\":106,\"name\":\"caf\u00e9\",\"\u017ftatus\":\"x\"}]}",
+		`{"data":[{"type":"qemu","vmid":107,"name":7}]}`,
+		`{"data":[{"type":"qemu","vmid":108,"extra":{"nested":[1]}}]}`,
+		` { "data" : [ { "type" : "qemu" , "vmid" : 109 , "uptime" : -0 , "maxmem" : 1E3 } , {} ] } `,
+		`{"data":[]}`, `{"data":null}`, `{}`, `{"data":[{"type":"qemu","vmid":01}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fast, ok := scanInventory(body, nil)
+		if !ok {
+			return
+		}
+		slow, ok := decodeInventoryStream(body, nil)
+		if !ok {
+			t.Fatalf("scanned what the streaming decoder declines: %q\n%+v", body, fast)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q\nscanned  %+v\nstreamed %+v", body, fast, slow)
+		}
+	})
+}
+
+// TestScanInventoryReadsTheUsualShape: the answers of Proxmox and of the
+// simulator are read by the scanner, not left to the streaming decoder.
+func TestScanInventoryReadsTheUsualShape(t *testing.T) {
+	for _, b := range []string{
+		`{"data":[{"id":"qemu/100","type":"qemu","vmid":100,"node":"pve1","name":"web","status":"running","template":0,"maxcpu":2,"maxmem":2147483648,"maxdisk":34359738368,"disk":0,"cpu":0.0123,"mem":1073741824,"netin":5,"netout":6,"diskread":7,"diskwrite":8,"uptime":42,"tags":"b;A","lock":"backup","hastate":"started","pool":"prod"}]}`,
+		`{"data":[]}`,
+		"{\"data\":[{\"type\":\"lxc\",\"vmid\":101,\"name\":\"caf\u00e9\"}]}",
+	} {
+		if _, ok := scanInventory([]byte(b), nil); !ok {
+			t.Errorf("declined %s", b)
+		}
+	}
+}
