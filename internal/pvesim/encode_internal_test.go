@@ -60,12 +60,23 @@ func TestEncodeDataEquivalent(t *testing.T) {
 		}
 		values = append(values, v)
 	}
+	envelopes := 0
 	for _, v := range values {
 		want, werr := json.Marshal(v)
 		got, gerr := encodeData(v)
 		if werr != nil || gerr != nil || !bytes.Equal(want, got) {
 			t.Errorf("encoding/json %s (%v)\ngoccy         %s (%v)", want, werr, got, gerr)
 		}
+		// writeData's envelope without a map: the same bytes.
+		if env := v.(map[string]any); len(env) == 1 {
+			envelopes++
+			if got, err := encodeEnvelope(env["data"]); err != nil || !bytes.Equal(want, got) {
+				t.Errorf("encodeEnvelope %s (%v)\nencoding/json  %s", got, err, want)
+			}
+		}
+	}
+	if envelopes < 10 {
+		t.Errorf("only %d answers compared as envelopes", envelopes)
 	}
 }
 

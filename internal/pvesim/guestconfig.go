@@ -39,19 +39,23 @@ type pendingItem struct {
 // Like Proxmox (PVE::GuestHelpers::config_with_pending_array, whose printer
 // skips it), the list includes the config's digest as a key.
 func (s *Sim) getPending(q *req, g *guest) (any, error) {
-	keys := map[string]bool{}
+	// Every key once, sorted: built without a set, as every digest check
+	// of an executor reads this.
+	keys := make([]string, 0, len(g.conf)+len(g.pending)+len(g.pendingDel)+1)
 	for k := range g.conf {
-		keys[k] = true
+		keys = append(keys, k)
 	}
 	for k := range g.pending {
-		keys[k] = true
+		keys = append(keys, k)
 	}
 	for k := range g.pendingDel {
-		keys[k] = true
+		keys = append(keys, k)
 	}
-	keys["digest"] = true
+	keys = append(keys, "digest")
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	out := make([]pendingItem, 0, len(keys))
-	for _, k := range sortedKeys(keys) {
+	for _, k := range keys {
 		e := pendingItem{Key: k}
 		if k == "digest" {
 			e.Value = g.digest

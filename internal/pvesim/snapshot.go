@@ -98,26 +98,27 @@ func (g *guest) snapOrder() []string {
 	return names
 }
 
-// writeSections appends the [snapname] sections and [special:cloudinit]
+// appendSections appends the [snapname] sections and [special:cloudinit]
 // to the serialised config the digest is taken of.
-func (g *guest) writeSections(b *strings.Builder) {
+func (g *guest) appendSections(b []byte) []byte {
 	for _, name := range sortedKeys(g.snaps) {
 		sn := g.snaps[name]
-		fmt.Fprintf(b, "\n[%s]\n", name)
+		b = fmt.Appendf(b, "\n[%s]\n", name)
 		if sn.description != "" {
-			b.WriteString("#" + sn.description + "\n")
+			b = append(append(append(b, '#'), sn.description...), '\n')
 		}
 		for _, k := range sortedKeys(sn.conf) {
-			b.WriteString(k + ": " + sn.conf[k] + "\n")
+			b = appendLine(b, k, sn.conf[k])
 		}
-		fmt.Fprintf(b, "snaptime: %d\nsnapstate: %s\nvmstate: %s\n", sn.snaptime, sn.snapstate, sn.vmstate)
+		b = fmt.Appendf(b, "snaptime: %d\nsnapstate: %s\nvmstate: %s\n", sn.snaptime, sn.snapstate, sn.vmstate)
 	}
 	if len(g.ci.recorded) > 0 && g.cloudInitDrive() != "" {
-		b.WriteString("\n[special:cloudinit]\n")
+		b = append(b, "\n[special:cloudinit]\n"...)
 		for _, k := range sortedKeys(g.ci.recorded) {
-			b.WriteString(k + ": " + g.ci.recorded[k] + "\n")
+			b = appendLine(b, k, g.ci.recorded[k])
 		}
 	}
+	return b
 }
 
 func snapTaskType(kind Kind, verb string) string {

@@ -66,31 +66,38 @@ func confPath(kind Kind, node string, vmid int) string {
 // touch recomputes the digest: SHA-1 of the serialised config file,
 // [PENDING] section included, so any write changes it.
 func (g *guest) touch() {
-	var b strings.Builder
+	// One buffer, no string per line: every config write of a guest
+	// passes here.
+	b := make([]byte, 0, 512)
 	if d, ok := g.conf["description"]; ok {
-		for _, line := range strings.Split(d, "\n") {
-			b.WriteString("#" + url.PathEscape(line) + "\n")
+		for line := range strings.SplitSeq(d, "\n") {
+			b = append(append(append(b, '#'), url.PathEscape(line)...), '\n')
 		}
 	}
 	for _, k := range sortedKeys(g.conf) {
 		if k != "description" {
-			b.WriteString(k + ": " + g.conf[k] + "\n")
+			b = appendLine(b, k, g.conf[k])
 		}
 	}
 	if len(g.pending) > 0 || len(g.pendingDel) > 0 {
-		b.WriteString("\n[PENDING]\n")
+		b = append(b, "\n[PENDING]\n"...)
 		for _, k := range sortedKeys(g.pending) {
-			b.WriteString(k + ": " + g.pending[k] + "\n")
+			b = appendLine(b, k, g.pending[k])
 		}
 		if len(g.pendingDel) > 0 {
-			b.WriteString("delete: " + strings.Join(sortedKeys(g.pendingDel), ",") + "\n")
+			b = appendLine(b, "delete", strings.Join(sortedKeys(g.pendingDel), ","))
 		}
 	}
-	g.writeSections(&b)
-	sum := sha1.Sum([]byte(b.String()))
+	b = g.appendSections(b)
+	sum := sha1.Sum(b)
 	g.digest = hex.EncodeToString(sum[:])
 	g.disk = g.diskSize()
 	g.bcast = rrdEntry{name: g.displayName(), maxcpu: g.cpus(), maxmem: memoryMiB(g.conf) << 20, known: true}
+}
+
+// appendLine appends a config file's "key: value" line.
+func appendLine(b []byte, k, v string) []byte {
+	return append(append(append(append(b, k...), ": "...), v...), '\n')
 }
 
 // effective is the config with pending values applied, what GET /config
