@@ -20,6 +20,9 @@ import (
 type Proxmox interface {
 	Inventory(ctx context.Context) ([]pve.Resource, error)
 	GuestConfig(ctx context.Context, ref pve.GuestRef) (*pve.GuestConfig, error)
+	// GuestStatus confirms a status the inventory shows that the journal
+	// contradicts (status.go).
+	GuestStatus(ctx context.Context, ref pve.GuestRef) (*pve.GuestStatus, error)
 }
 
 var _ Proxmox = (*pve.Client)(nil)
@@ -27,13 +30,15 @@ var _ Proxmox = (*pve.Client)(nil)
 // Journal is what the observer needs of the journal: heartbeats are
 // published and waited for, observations published asynchronously (a
 // window of MaxInFlight), the newest observation of each guest read back
-// after a restart, and the journal's last sequence before each pass (the
-// passes' observations carry it as AfterSeq). *bus.Bus is one.
+// after a restart, the journal's last sequence before each pass (the
+// passes' observations carry it as AfterSeq), and a guest's newest result
+// (the executor's read-back a status is checked against). *bus.Bus is one.
 type Journal interface {
 	journal.Appender
 	journal.AsyncAppender
 	journal.Latest
 	Extent
+	Lasts(ctx context.Context, cluster string, vmid int, kinds ...events.Kind) ([]*journal.Entry, error)
 }
 
 // Extent reports the journal's extent (journal.Follower has it).
@@ -53,6 +58,10 @@ type PassStats struct {
 	ConfigReads  int
 	ConfigErrors int
 	Verified     int
+	// StatusReads are status/current reads that confirmed a status the
+	// journal contradicted, StatusErrors those that failed.
+	StatusReads  int
+	StatusErrors int
 	// VerifyPeriod bounds, at this estate's size, how long drift the
 	// inventory does not show may go unseen: every guest is verified at
 	// least this often.
@@ -110,6 +119,7 @@ type Observer struct {
 	list       []listed
 	seen       map[int]struct{}
 	verifyHeap []int
+	checks     []statusCheck
 	// strs interns the strings kept across passes (own.go).
 	strs map[string]string
 }
@@ -128,6 +138,11 @@ type guestState struct {
 	// published once more, with a newer AfterSeq, in case the projector
 	// ordered it before a concurrent executor's read-back.
 	unconfirmed bool
+	// decided: status is what the guest's status was found to be
+	// (status.go) when the inventory showed statusRow; it stands while
+	// the inventory shows the same.
+	decided           bool
+	status, statusRow string
 }
 
 // New validates cfg and returns an observer. It does no I/O.

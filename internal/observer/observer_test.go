@@ -508,6 +508,10 @@ func (f *fakePVE) GuestConfig(_ context.Context, r pve.GuestRef) (*pve.GuestConf
 	return &pve.GuestConfig{Ref: r, Digest: "d", Name: "vm", Tags: []string{}, Cores: 1, MemoryMiB: 512}, nil
 }
 
+func (f *fakePVE) GuestStatus(_ context.Context, r pve.GuestRef) (*pve.GuestStatus, error) {
+	return &pve.GuestStatus{Status: "running"}, nil
+}
+
 // TestManyGuests: 10,000 guests at once go out through the bounded async
 // window, each exactly once.
 func TestManyGuests(t *testing.T) {
@@ -627,8 +631,9 @@ func TestPublishFailureIsRetried(t *testing.T) {
 }
 
 // TestNewGuestWhileResourcesLag: a guest /cluster/resources lists before
-// pvestatd's broadcast (status "unknown", no name) is published as such,
-// and again once its row fills in.
+// pvestatd's broadcast (status "unknown", no name) is published with the
+// status read from its status/current (a power state is what the planner
+// needs), and not again once its row fills in with the same.
 func TestNewGuestWhileResourcesLag(t *testing.T) {
 	s, c := demo(t)
 	b := bustest.New(t)
@@ -648,7 +653,7 @@ func TestNewGuestWhileResourcesLag(t *testing.T) {
 	pass(t, o)
 	got := j.next()
 	ob := got.observed[200]
-	if len(got.observed) != 1 || ob.Status != "unknown" || ob.Config.Name != "late" || ob.Config.Cores != 2 ||
+	if len(got.observed) != 1 || ob.Status != "running" || ob.Config.Name != "late" || ob.Config.Cores != 2 ||
 		len(ob.Config.Tags) != 1 || ob.Config.Tags[0] != "new" {
 		t.Fatalf("new guest: %s %+v", got, ob)
 	}
@@ -659,7 +664,7 @@ func TestNewGuestWhileResourcesLag(t *testing.T) {
 	clk.Advance(10 * time.Second)
 	st := pass(t, o)
 	got = j.next()
-	if st.ConfigReads != 1 || len(got.observed) != 1 || got.observed[200].Status != "running" {
+	if st.ConfigReads != 1 || st.StatusReads != 0 || len(got.observed) != 0 {
 		t.Fatalf("after the broadcast: %+v %s", st, got)
 	}
 }

@@ -61,6 +61,14 @@ func (p *viewProxmox) GuestConfig(_ context.Context, ref pve.GuestRef) (*pve.Gue
 		MemoryMiB: 2048, Raw: map[string]string{v[5]: v[6], v[7]: v[8]}, Pending: map[string]string{v[9]: v[10]}}, nil
 }
 
+func (p *viewProxmox) GuestStatus(_ context.Context, ref pve.GuestRef) (*pve.GuestStatus, error) {
+	status := "running"
+	if ref.VMID-100 < p.pass*10 {
+		status = "stopped"
+	}
+	return &pve.GuestStatus{Status: within(64<<10, status)[0]}, nil
+}
+
 // TestObserverKeepsNoAnswer: what the observer keeps between passes (row
 // keys, config snapshots, published observations) holds none of
 // Proxmox's answers: keeping a string of one kept the whole answer.

@@ -74,25 +74,50 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	}
 
 	now := o.now()
-	var out []*events.Observed
-	var unread []int
+	// Guests read this pass, and those whose snapshot is to be published
+	// for another reason than its age, have their status checked against
+	// the journal first (status.go). Built on the stack, and copied to the
+	// heap only when published: an idle pass allocates nothing per guest.
+	checks := o.checks[:0]
 	for i := range guests {
 		l := &guests[i]
 		if l.read && l.err != nil || !l.state.read {
+			continue
+		}
+		snap := o.snapshot(l.res, l.state, now)
+		if l.read || !sameObservation(&snap, o.published[snap.VMID]) || l.state.unconfirmed {
+			checks = append(checks, statusCheck{idx: i})
+		}
+	}
+	o.checks = checks
+	st.StatusReads, st.StatusErrors = o.confirmStatuses(ctx, guests, checks)
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	var out []*events.Observed
+	var unread []int
+	for i, c := 0, 0; i < len(guests); i++ {
+		l := &guests[i]
+		var chk *statusCheck
+		if c < len(checks) && checks[c].idx == i {
+			chk = &checks[c]
+			c++
+		}
+		if l.read && l.err != nil || !l.state.read || chk != nil && chk.err != nil {
 			if o.published[l.res.VMID] == nil {
 				unread = append(unread, l.res.VMID) // listed, yet nothing journalled
 			}
 			continue // keep the last published snapshot; read again next pass
 		}
-		// Built on the stack, and copied to the heap only when it is
-		// published: an idle pass allocates nothing per guest.
 		snap := o.snapshot(l.res, l.state, now)
-		if prev := o.published[snap.VMID]; !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed {
+		prev := o.published[snap.VMID]
+		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed || chk != nil && chk.contradicts(&snap) {
 			published := snap
 			o.ownObservation(&published)
 			out = append(out, &published)
 		}
 	}
+	clear(checks)
 	out = append(out, o.disappeared(readAt, now, st.AfterSeq)...)
 	clear(guests) // the inventory and the configs read go with the pass
 
@@ -109,12 +134,13 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	herr := o.heartbeat(ctx, st, nil)
 	o.metrics.lastPass.Set(float64(o.now().UnixNano()) / 1e9)
 	ev := o.log.Debug()
-	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 {
+	if st.Published > 0 || st.PublishErrors > 0 || st.ConfigErrors > 0 || st.StatusErrors > 0 {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
 		Int("verified", st.Verified).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
-		Int("config_errors", st.ConfigErrors).Int("published", st.Published).Int("gone", st.Gone).
+		Int("config_errors", st.ConfigErrors).Int("status_reads", st.StatusReads).Int("status_errors", st.StatusErrors).
+		Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")
 	return st, errors.Join(pubErr, herr)
 }

@@ -26,6 +26,10 @@ func (p *benchProxmox) GuestConfig(_ context.Context, ref pve.GuestRef) (*pve.Gu
 	return p.cfg[ref.VMID], nil
 }
 
+func (p *benchProxmox) GuestStatus(_ context.Context, ref pve.GuestRef) (*pve.GuestStatus, error) {
+	return &pve.GuestStatus{Status: "running"}, nil
+}
+
 // benchJournal acknowledges every publish at once and keeps nothing.
 type benchJournal struct{ seq atomic.Uint64 }
 
@@ -40,6 +44,10 @@ func (j *benchJournal) Append(context.Context, events.Message, jrnl.Expect) (jrn
 
 func (j *benchJournal) AppendAsync(events.Message, jrnl.Expect) (jrnl.Future, error) {
 	return ack{Seq: j.seq.Add(1)}, nil
+}
+
+func (j *benchJournal) Lasts(_ context.Context, _ string, _ int, kinds ...events.Kind) ([]*jrnl.Entry, error) {
+	return make([]*jrnl.Entry, len(kinds)), nil
 }
 
 func (j *benchJournal) LastPerSubject(context.Context, string, func(jrnl.Entry)) error { return nil }

@@ -83,7 +83,7 @@ func (o *Observer) snapshot(r *pve.Resource, g *guestState, now time.Time) event
 		Exists:   true,
 		Node:     r.Node,
 		Kind:     eventKind(r.Kind),
-		Status:   r.Status,
+		Status:   g.statusFor(r),
 		Lock:     r.Lock,
 		Template: r.Template,
 		Digest:   g.cfg.Digest,
@@ -98,6 +98,16 @@ func (o *Observer) snapshot(r *pve.Resource, g *guestState, now time.Time) event
 		AfterSeq:  g.afterSeq,
 		Source:    events.SourceObserver,
 	}
+}
+
+// statusFor is the status a snapshot of the guest carries: the one
+// decided (status.go) while the inventory still shows what it showed then,
+// else the inventory's.
+func (g *guestState) statusFor(r *pve.Resource) string {
+	if g.decided && g.statusRow == r.Status {
+		return g.status
+	}
+	return r.Status
 }
 
 // goneSnapshot is the observation of a guest Proxmox no longer lists.

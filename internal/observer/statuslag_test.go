@@ -1,0 +1,198 @@
+package observer_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/bus/bustest"
+	ijournal "github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/observer"
+	"github.com/converge-pve/converge/internal/pve"
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+// A guest's status in /cluster/resources is pvestatd's last broadcast
+// (about every 10 s). These tests freeze it (ResourcesLag of an hour: the
+// broadcast of the first inventory call is all there is), act on a guest
+// as an executor does (the task, then a result carrying a read-back), and
+// let the observer read the guest's config again, as a verification or a
+// row change makes it do. Before status.go the observer journalled the
+// lagging status with an AfterSeq after the read-back, the fold adopted it,
+// and the planner repeated the finished action (issue 34: a second
+// shutdown of guest 104, a second start of guest 127).
+
+// lagWorld is a simulator with a frozen broadcast, a journal and an
+// observer that re-reads every config every pass.
+type lagWorld struct {
+	s   *pvesim.Sim
+	c   *pve.Client
+	b   *bus.Bus
+	clk *clock
+	o   *observer.Observer
+	j   *journal
+}
+
+func newLagWorld(t *testing.T) *lagWorld {
+	t.Helper()
+	s, c := demo(t)
+	if err := s.UpdateFaults(func(f *pvesim.Faults) { f.ResourcesLag = pvesim.Duration(time.Hour) }); err != nil {
+		t.Fatal(err)
+	}
+	w := &lagWorld{s: s, c: c, b: bustest.New(t), clk: newClock()}
+	w.o = newObserver(t, c, w.b, w.clk, func(c *observer.Config) { c.ConfigRefresh = time.Second; c.VerifyRate = 1000 })
+	w.j = newJournal(t, w.b)
+	w.pass(t)
+	return w
+}
+
+// pass runs an observer pass 10 s later and returns what it published.
+func (w *lagWorld) pass(t *testing.T) batch {
+	t.Helper()
+	w.clk.Advance(10 * time.Second)
+	pass(t, w.o)
+	return w.j.next()
+}
+
+// readBack journals the result of an action on vmid as an executor does:
+// the guest read back (status/current and its config) after the task.
+func (w *lagWorld) readBack(t *testing.T, vmid int, op events.Op) {
+	t.Helper()
+	r := ref(t, w.s, vmid)
+	st, err := w.c.GuestStatus(tctx(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := w.c.GuestConfig(tctx(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := w.clk.Now()
+	res := events.Result{Meta: events.NewMeta("executor@test", "", now), ActionID: "a-" + string(op), VMID: vmid,
+		Cluster: "pve", Op: op, Status: events.ResultSucceeded, Executor: "executor@test",
+		Observed: &events.Observed{Meta: events.NewMeta("executor@test", "", now), VMID: vmid, Cluster: "pve", Exists: true,
+			Node: r.Node, Kind: events.GuestKind(r.Kind), Status: st.Status, Digest: cfg.Digest, Config: cfg.Managed(),
+			Pending: cfg.ManagedPending(), ReadAt: now, Source: events.SourceExecutor}}
+	body, err := events.Encode(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body}
+	if _, err := w.b.Append(tctx(t), m, ijournal.Expect{}); err != nil {
+		t.Fatal(err)
+	}
+	w.j.seq = w.j.lastSeq() // what the test journalled is not the observer's
+}
+
+func (w *lagWorld) setCores(t *testing.T, vmid, cores int) {
+	t.Helper()
+	tr, err := w.c.UpdateConfig(tctx(t), ref(t, w.s, vmid), pve.ConfigChange{Set: map[string]string{"cores": strconv.Itoa(cores)}})
+	if tr.UPID != "" || err != nil {
+		mustTask(t, w.c, tr, err)
+	}
+}
+
+// TestLaggingStatusAfterShutdown is guest 104's history: shutdown
+// succeeded (read back stopped), cores written (read back stopped, 3
+// cores), then the observer reads the config while the inventory still
+// says running. The observation it journals must say stopped.
+func TestLaggingStatusAfterShutdown(t *testing.T) {
+	w := newLagWorld(t)
+	const vmid = 104 // running, 1 core
+	r := ref(t, w.s, vmid)
+	tr, err := w.c.Shutdown(tctx(t), r, time.Minute, true)
+	mustTask(t, w.c, tr, err)
+	w.readBack(t, vmid, events.OpShutdown)
+	w.setCores(t, vmid, 3)
+	w.readBack(t, vmid, events.OpSetConfig)
+	if rs, err := w.c.Inventory(tctx(t)); err != nil || statusOf(rs, vmid) != "running" {
+		t.Fatalf("the inventory should still lag (running): %v %v", err, rs)
+	}
+
+	got := w.pass(t)
+	ob, ok := got.observed[vmid]
+	if !ok || ob.Config.Cores != 3 || ob.Status != "stopped" {
+		t.Fatalf("observation after the read-backs: %s %+v; want cores 3, status stopped (not the inventory's running)", got, ob)
+	}
+	// The decision stands while the inventory shows the same: no status
+	// read every pass for a stuck pvestatd.
+	calls := w.s.Calls()
+	got = w.pass(t)
+	if _, again := got.observed[vmid]; again && got.observed[vmid].Status != "stopped" {
+		t.Fatalf("second pass journalled %+v", got.observed[vmid])
+	}
+	if n := w.s.Calls() - calls; n > 1+demoGuests {
+		t.Fatalf("second pass made %d calls: the status is read again although nothing changed", n)
+	}
+}
+
+// TestLaggingStatusAfterStart is guest 127's history with demo guest 103:
+// start succeeded (read back running), cores written, then the observer
+// reads the config while the inventory still says stopped.
+func TestLaggingStatusAfterStart(t *testing.T) {
+	w := newLagWorld(t)
+	const vmid = 103 // stopped, 2 cores
+	tr, err := w.c.Start(tctx(t), ref(t, w.s, vmid))
+	mustTask(t, w.c, tr, err)
+	w.readBack(t, vmid, events.OpStart)
+	w.setCores(t, vmid, 3) // pending on a running VM: the config read shows it
+	w.readBack(t, vmid, events.OpSetConfig)
+
+	got := w.pass(t)
+	ob, ok := got.observed[vmid]
+	if !ok || ob.Status != "running" {
+		t.Fatalf("observation after the read-backs: %s %+v; want status running (not the inventory's stopped)", got, ob)
+	}
+}
+
+// TestStatusChangeConfirmed: a status the inventory shows that nothing
+// journalled explains (a guest stopped by hand) is read from status/current
+// before it is journalled, and journalled as read.
+func TestStatusChangeConfirmed(t *testing.T) {
+	w := newLagWorld(t)
+	if err := w.s.UpdateFaults(func(f *pvesim.Faults) { f.ResourcesLag = 0 }); err != nil {
+		t.Fatal(err)
+	}
+	const vmid = 100
+	tr, err := w.c.Stop(tctx(t), ref(t, w.s, vmid))
+	mustTask(t, w.c, tr, err)
+	w.clk.Advance(10 * time.Second)
+	st := pass(t, w.o)
+	got := w.j.next()
+	if got.observed[vmid].Status != "stopped" || st.StatusReads != 1 {
+		t.Fatalf("%+v %s: want the stop journalled after one status read", st, got)
+	}
+}
+
+// TestReadBackNoLongerTrue: the fold holds an executor's read-back
+// (stopped) that the observer never journalled; the guest is started by
+// hand before pvestatd ever broadcast it stopped, so the inventory shows
+// running throughout, as the observer last journalled. The next read of
+// the guest finds the read-back contradicted, confirms running and
+// journals it, although it equals the observer's own last observation.
+func TestReadBackNoLongerTrue(t *testing.T) {
+	w := newLagWorld(t)
+	const vmid = 100 // running
+	r := ref(t, w.s, vmid)
+	tr, err := w.c.Shutdown(tctx(t), r, time.Minute, true)
+	mustTask(t, w.c, tr, err)
+	w.readBack(t, vmid, events.OpShutdown)
+	tr, err = w.c.Start(tctx(t), r) // by hand
+	mustTask(t, w.c, tr, err)
+
+	got := w.pass(t)
+	if ob, ok := got.observed[vmid]; !ok || ob.Status != "running" {
+		t.Fatalf("%s %+v: want running journalled over the read-back's stopped", got, ob)
+	}
+}
+
+func statusOf(rs []pve.Resource, vmid int) string {
+	for _, r := range rs {
+		if r.VMID == vmid {
+			return r.Status
+		}
+	}
+	return ""
+}
