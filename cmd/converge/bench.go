@@ -17,6 +17,7 @@ import (
 
 	"github.com/converge-pve/converge/internal/bench"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/pvesim"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -91,6 +92,9 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 				// Every allocation sampled, so that per-action figures are exact.
 				runtime.MemProfileRate = 4096
 			}
+			if o.ResourcesLag == 0 {
+				o.ResourcesLag = -1 // live (bench.Options takes 0 for Proxmox's cycle)
+			}
 			if prox.profile == profileProxmox {
 				return prox.run(cmd, g, o, memProfile, tty)
 			}
@@ -162,6 +166,7 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
 	fl.IntVar(&o.Concurrency, "executor-concurrency", bench.DefaultConcurrency, "actions each executor runs at once")
 	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
+	fl.DurationVar(&o.ResourcesLag, "sim-resources-lag", pvesim.DefaultPvestatdCycle, "the simulator's pvestatd cycle: how often each node updates /cluster/resources (0: live)")
 	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as \"converge sim\" in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")

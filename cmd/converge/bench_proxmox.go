@@ -78,7 +78,7 @@ func (p *proxmoxBench) run(cmd *cobra.Command, g *globals, base bench.Options, m
 	if cmd.Flags().Changed("guests") {
 		o.Guests = base.Guests
 	}
-	o.Dir, o.Progress, o.Logger = base.Dir, base.Progress, base.Logger
+	o.Dir, o.Progress, o.Logger, o.ResourcesLag = base.Dir, base.Progress, base.Logger, base.ResourcesLag
 	// An explicit 0 is none (bench.ProxmoxOptions takes 0 for its default).
 	for name, d := range map[string]*time.Duration{"api-latency": &o.APILatency, "power-task": &o.PowerTask,
 		"config-task": &o.ConfigTask, "baseline-poll": &o.BaselinePoll} {

@@ -59,7 +59,7 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.Float64Var(&f.failRate, "fail-rate", 0, "probability (0..1) that a mutating call fails transiently")
 	fl.StringVar(&f.failMessage, "fail-message", "", "the text of those failures (default: the flock timeout, which clients wait out as a lock)")
 	fl.Float64Var(&f.warnRate, "warn-rate", 0, "probability (0..1) that a task ends with warnings")
-	fl.DurationVar(&f.resourcesLag, "resources-lag", 0, "how far /cluster/resources lags behind config (pvestatd broadcast)")
+	fl.DurationVar(&f.resourcesLag, "resources-lag", pvesim.DefaultPvestatdCycle, "pvestatd's cycle: each node broadcasts its guests' status, name, maxcpu and maxmem to /cluster/resources this often, on its own phase (0: live)")
 	fl.StringVar(&f.password, "password", "", "root@pam password (default: generated and printed)")
 	fl.StringArrayVar(&f.tokens, "token", nil, "API token as ID=SECRET, e.g. root@pam!converge=s3cret (repeatable; default: one generated)")
 	fl.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (fingerprint printed)")

@@ -22,13 +22,15 @@ import (
 
 type upFlags struct {
 	roleFlags
-	sim        bool
-	simListen  string
-	simGuests  int
-	simNodes   int
-	natsListen string
-	natsConfig string
-	simToken   string
+	sim       bool
+	simListen string
+	simGuests int
+	simNodes  int
+	// simResourcesLag is the simulator's pvestatd cycle.
+	simResourcesLag time.Duration
+	natsListen      string
+	natsConfig      string
+	simToken        string
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -51,6 +53,7 @@ credentials.`,
 	fl.StringVar(&f.simListen, "sim-listen", "127.0.0.1:8006", "where the simulator listens")
 	fl.IntVar(&f.simGuests, "sim-guests", 12, "demo guests in the simulator")
 	fl.IntVar(&f.simNodes, "sim-nodes", 3, "nodes in the simulator")
+	fl.DurationVar(&f.simResourcesLag, "sim-resources-lag", pvesim.DefaultPvestatdCycle, "the simulator's pvestatd cycle: how often each node updates /cluster/resources (0: live)")
 	fl.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "where the embedded NATS server listens, for other processes and the nats CLI")
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
@@ -80,7 +83,8 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			}
 		}
 		sim, err := pvesim.New(pvesim.Options{Nodes: f.simNodes, Guests: f.simGuests, DemoTemplates: true,
-			Password: randomSecret(), Tokens: map[string]string{tokenID: secret}, Logger: log})
+			Password: randomSecret(), Tokens: map[string]string{tokenID: secret}, Logger: log,
+			Faults: pvesim.Faults{ResourcesLag: pvesim.Duration(f.simResourcesLag)}})
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/pvesim"
 )
 
 // Options size a run. Zero fields take the defaults of the issue's targets.
@@ -30,6 +31,9 @@ type Options struct {
 	// with it, executors rather than the bus bound throughput, which is
 	// how scale-out is measured.
 	TaskLatency time.Duration
+	// ResourcesLag is the simulator's pvestatd cycle (default
+	// pvesim.DefaultPvestatdCycle, as on Proxmox; negative: none).
+	ResourcesLag time.Duration
 	// SimCommand, if set, runs the simulator in a process of its own: the
 	// command of `converge sim` (e.g. the converge binary and "sim"), to
 	// which the bench adds its flags. Otherwise it runs in the bench's
@@ -86,6 +90,7 @@ func (o *Options) defaults() error {
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	o.ResourcesLag = resourcesLag(o.ResourcesLag)
 	switch {
 	case o.Guests < 1 || o.Guests > 1000000:
 		return fmt.Errorf("bench: guests must be within 1..1000000, got %d", o.Guests)
@@ -119,4 +124,16 @@ func (o *Options) maxGuests() int {
 		n = max(n, m)
 	}
 	return n
+}
+
+// resourcesLag is a bench's pvestatd cycle: Proxmox's by default, none
+// when negative.
+func resourcesLag(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return pvesim.DefaultPvestatdCycle
+	case d < 0:
+		return 0
+	}
+	return d
 }

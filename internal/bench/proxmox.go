@@ -36,6 +36,9 @@ type ProxmoxOptions struct {
 	// the providers' task polling interval.
 	BaselineParallelism int
 	BaselinePoll        time.Duration
+	// ResourcesLag is the simulator's pvestatd cycle (default
+	// pvesim.DefaultPvestatdCycle; negative: none).
+	ResourcesLag time.Duration
 	// Dir holds the journal; default a temp dir removed afterwards.
 	Dir      string
 	Progress func(phase string, done, total int)
@@ -64,6 +67,7 @@ func (o *ProxmoxOptions) defaults() error {
 	orDefault(&o.Nodes, DefaultProxmoxNodes)
 	orDefault(&o.NodeConcurrency, planner.DefaultNodeConcurrency)
 	orDefault(&o.BaselineParallelism, DefaultBaselineParallel)
+	o.ResourcesLag = resourcesLag(o.ResourcesLag)
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
@@ -207,7 +211,7 @@ const (
 func proxmoxSim(o ProxmoxOptions, onMutation func(pvesim.Mutation)) (*pvesim.Sim, error) {
 	power := pvesim.Duration(o.PowerTask)
 	sim, err := pvesim.New(pvesim.Options{Nodes: o.Nodes, Tokens: map[string]string{tokenID: tokenSecret}, Seed: 1, OnMutation: onMutation,
-		Faults: pvesim.Faults{Latency: pvesim.Duration(o.APILatency), TaskLatencyByType: map[string]pvesim.Duration{
+		Faults: pvesim.Faults{Latency: pvesim.Duration(o.APILatency), ResourcesLag: pvesim.Duration(o.ResourcesLag), TaskLatencyByType: map[string]pvesim.Duration{
 			"qmstart": power, "qmstop": power, "qmshutdown": power, "qmreboot": power,
 			"qmconfig": pvesim.Duration(o.ConfigTask)}}})
 	if err != nil {

@@ -77,7 +77,7 @@ func (r *run) startSim(ctx context.Context) error {
 		return nil
 	}
 	sim, err := pvesim.New(pvesim.Options{Nodes: 3, Guests: r.o.Guests, Tokens: map[string]string{tokenID: tokenSecret},
-		Faults:     pvesim.Faults{TaskLatency: pvesim.Duration(r.o.TaskLatency)},
+		Faults:     pvesim.Faults{TaskLatency: pvesim.Duration(r.o.TaskLatency), ResourcesLag: pvesim.Duration(r.o.ResourcesLag)},
 		OnMutation: func(m pvesim.Mutation) { onMutation(m.VMID, m.At.UnixNano()) }})
 	if err != nil {
 		return err

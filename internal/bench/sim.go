@@ -41,7 +41,7 @@ func (s inProcess) CPU() time.Duration                   { return 0 }
 // simArgs are what the bench asks of the simulator, as `converge sim` flags.
 func simArgs(o Options) []string {
 	return []string{"--listen", "127.0.0.1:0", "--nodes", "3", "--guests", strconv.Itoa(o.Guests), "--templates=false",
-		"--token", tokenID + "=" + tokenSecret, "--task-latency", o.TaskLatency.String(),
+		"--token", tokenID + "=" + tokenSecret, "--task-latency", o.TaskLatency.String(), "--resources-lag", o.ResourcesLag.String(),
 		"--mutation-log", "-", "-o", "json", "--log-level", "warn"}
 }
 

@@ -115,27 +115,11 @@ type vmResource struct {
 }
 
 type rrdEntry struct {
-	name, status   string
-	maxcpu         float64
-	maxmem         int64
-	known          bool
-	broadcastAfter time.Time
-}
-
-// refreshRRD brings the broadcast view up to date when the lag has passed.
-// Caller holds s.mu.
-func (s *Sim) refreshRRD(now time.Time) {
-	lag := time.Duration(s.faults.ResourcesLag)
-	if lag > 0 && now.Sub(s.rrdAt) < lag {
-		return
-	}
-	s.rrdAt = now
-	clear(s.rrd)
-	for id, g := range s.guests {
-		e := g.bcast
-		e.status = g.status
-		s.rrd[id] = e
-	}
+	name, status string
+	maxcpu       float64
+	maxmem       int64
+	known        bool
+	of           *guest // the guest broadcast (a vmid may be reused)
 }
 
 // resourcesLockRows is how many guests clusterResources reads under one
@@ -155,10 +139,6 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 	out := make([]any, 0, len(s.guests)+2*len(s.nodes))
 	if typ == "" || typ == "vm" {
 		p := pace.Default(context.Background())
-		lag := s.faults.ResourcesLag > 0
-		if lag {
-			s.refreshRRD(now)
-		}
 		ids := make([]int, 0, len(s.guests))
 		for id := range s.guests {
 			ids = append(ids, id)
@@ -187,14 +167,7 @@ func (s *Sim) clusterResources(q *req) (any, error) {
 			if g == nil {
 				continue
 			}
-			var r rrdEntry
-			if lag {
-				r = s.rrd[id]
-			} else {
-				// No lag: the broadcast is the live state.
-				r = g.bcast
-				r.status = g.status
-			}
+			r := s.broadcastRow(g)
 			e := &rows[i]
 			*e = vmResource{ID: g.resID, Type: string(g.kind), VMID: id, Node: g.node,
 				Template: boolInt(g.template()), MaxDisk: g.disk,

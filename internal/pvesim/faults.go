@@ -53,9 +53,11 @@ type Faults struct {
 	// WarnRate is the probability (0..1) that a successful task ends with
 	// "TASK WARNINGS: 1" instead of "TASK OK".
 	WarnRate float64 `json:"warn_rate"`
-	// ResourcesLag makes name, status, maxcpu and maxmem in
-	// /cluster/resources refresh only every ResourcesLag, like pvestatd's
-	// RRD broadcast; lock and tags stay live, as on Proxmox.
+	// ResourcesLag is pvestatd's cycle (10s on Proxmox): each node
+	// broadcasts its guests' name, status, maxcpu and maxmem that often,
+	// on its own phase, and /cluster/resources shows the last broadcast;
+	// lock, tags, node and pool stay live, as on Proxmox (pvestatd.go).
+	// 0: no lag.
 	ResourcesLag Duration `json:"resources_lag"`
 	// UnreachableUntil: until then every /api2/json connection is closed
 	// without a response, as when Proxmox is down or the network is cut.
@@ -100,10 +102,15 @@ func (s *Sim) faultsNow() *Faults {
 	return &Faults{}
 }
 
-// publishFaults makes the faults readable without the lock. Caller holds mu.
+// publishFaults makes the faults readable without the lock, and runs
+// pvestatd at the cycle in force (once New has seeded the guests). Caller
+// holds mu.
 func (s *Sim) publishFaults() {
 	f := s.faults
 	s.faultSnap.Store(&f)
+	if s.handler != nil {
+		s.syncPvestatd()
+	}
 }
 
 // SetFaults replaces the faults in force.
@@ -285,6 +292,10 @@ func (s *Sim) controlRoutes(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, map[string]any{"vmid": vmid})
+	})
+	mux.HandleFunc("POST /_sim/pvestatd", func(w http.ResponseWriter, r *http.Request) {
+		s.Pvestatd()
+		writeJSON(w, s.Faults())
 	})
 	mux.HandleFunc("GET /_sim/guests", func(w http.ResponseWriter, r *http.Request) {
 		gs := s.Guests()

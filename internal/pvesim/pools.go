@@ -253,12 +253,7 @@ func (s *Sim) poolWithMembers(q *req) (map[string]any, error) {
 // of a guest (status "unknown" until it knows it). Caller holds s.mu.
 func (s *Sim) memberRow(g *guest, now time.Time) map[string]any {
 	m := map[string]any{"id": g.resID, "vmid": g.vmid, "node": g.node, "type": string(g.kind), "status": "unknown"}
-	r := g.bcast
-	r.status = g.status
-	if s.faults.ResourcesLag > 0 {
-		s.refreshRRD(now)
-		r = s.rrd[g.vmid]
-	}
+	r := s.broadcastRow(g)
 	if !r.known {
 		return m
 	}

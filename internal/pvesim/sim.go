@@ -87,8 +87,10 @@ type Sim struct {
 	pidSeq    int
 	tickets   map[string]ticket
 	noACPI    map[int]bool
-	rrd       map[int]rrdEntry
-	rrdAt     time.Time
+	// rrd is what the nodes' pvestatd last broadcast, by vmid; statd
+	// the daemons (pvestatd.go), nil without a cycle.
+	rrd   map[int]rrdEntry
+	statd *pvestatd
 	// ha is ha/resources.cfg, by sid ("vm:100").
 	ha map[string]*haResource
 	// pools are the resource pools of user.cfg, by id; vmPool is its vms
@@ -175,6 +177,9 @@ func New(opts Options) (*Sim, error) {
 	s.publishFaults()
 	s.seedDemo()
 	s.handler = s.routes()
+	s.mu.Lock()
+	s.syncPvestatd() // after the seed: the first broadcast knows the demo guests
+	s.mu.Unlock()
 	return s, nil
 }
 
@@ -217,8 +222,9 @@ func (s *Sim) Start(addr string) error {
 	return nil
 }
 
-// Close stops serving and cancels pending task timers.
+// Close stops serving, the pvestatd daemons and pending task timers.
 func (s *Sim) Close() error {
+	s.closePvestatd()
 	s.mu.Lock()
 	for _, t := range s.tasks {
 		if t.timer != nil {
