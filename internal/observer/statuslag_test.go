@@ -196,3 +196,36 @@ func statusOf(rs []pve.Resource, vmid int) string {
 	}
 	return ""
 }
+
+// TestLaggingStatusAfterReboot: a reboot that applied pending cores was
+// read back running; pvestatd's cycle caught the guest in the reboot's
+// stop, so the inventory says stopped while status/current says running.
+// The observer's next read of the guest journals running: the lagging
+// status plans nothing. (The simulator applies a reboot at once, so it
+// cannot show this window; the inventory here is scripted.)
+func TestLaggingStatusAfterReboot(t *testing.T) {
+	px := newCountingPVE(1)
+	clk := newClock()
+	o, j := memObserver(t, px, clk, func(c *observer.Config) { c.ConfigRefresh = time.Second; c.VerifyRate = 100 })
+	pass(t, o)
+	const vmid = 100
+	px.edit(vmid, func(c *pve.GuestConfig) { c.Cores = 4 }) // the reboot applied the pending cores
+	readBack := events.Result{ActionID: "a-reboot", VMID: vmid, Cluster: "pve", Op: events.OpReboot, Status: events.ResultSucceeded,
+		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
+			Config: events.GuestConfig{Cores: 4, MemoryMiB: 512}, Source: events.SourceExecutor}}
+	body, err := events.Encode(readBack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
+	px.mu.Lock()
+	px.inv[0].Status, px.live = "stopped", map[int]string{vmid: "running"}
+	px.mu.Unlock()
+
+	clk.Advance(10 * time.Second)
+	st := pass(t, o)
+	obs := j.observed(t, after)
+	if len(obs) != 1 || obs[0].Status != "running" || obs[0].Config.Cores != 4 || st.StatusReads != 1 {
+		t.Fatalf("%+v: observed %+v, want running with 4 cores after one status read", st, obs)
+	}
+}

@@ -75,7 +75,10 @@ type countingPVE struct {
 	inventories int
 	reads       map[int]int
 	statusReads int
-	onRead      func(vmid int)
+	// live, when it names a guest, is its status/current where the
+	// inventory (pvestatd's broadcast) says otherwise.
+	live   map[int]string
+	onRead func(vmid int)
 }
 
 func newCountingPVE(n int) *countingPVE {
@@ -114,6 +117,9 @@ func (p *countingPVE) GuestStatus(_ context.Context, r pve.GuestRef) (*pve.Guest
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.statusReads++
+	if st, ok := p.live[r.VMID]; ok {
+		return &pve.GuestStatus{Status: st}, nil
+	}
 	for _, res := range p.inv {
 		if res.VMID == r.VMID {
 			return &pve.GuestStatus{Status: res.Status}, nil
