@@ -39,7 +39,20 @@
 //     reads it combines; AfterSeq, which orders reads (the projector adopts
 //     an observation only if its AfterSeq reaches the sequence of the one
 //     it replaces), is the AfterSeq of the pass that read the config.
-//  4. A publish to pve.observed.<cluster>.<vmid> when the snapshot differs
+//  4. The status check (status.go), for guests read this pass and those
+//     to be published for another reason than their age: the inventory's
+//     status (pvestatd's broadcast, up to a cycle old) is kept only if it
+//     agrees with the guest's newest journalled status, the observer's own
+//     last observation or an executor's read-back journalled after what
+//     that observation had read (the guest's newest result, one direct
+//     get on the journal); nothing journalled of the guest at all accepts
+//     a power state. Otherwise the status is read from status/current
+//     (PassStats.StatusReads) and the snapshot carries it; the decision
+//     stands while the inventory shows the same status. A snapshot whose
+//     directly read status contradicts the read-back the projector holds
+//     is published even if it equals the observer's own last one. A failed
+//     status read keeps the last snapshot, like a failed config read.
+//  5. A publish to pve.observed.<cluster>.<vmid> when the snapshot differs
 //     from the last one this observer published for the vmid (Meta,
 //     ReadAt and AfterSeq ignored), or is past half ObservedTTL (published
 //     again as it is, so it never expires from the journal; its AfterSeq,
@@ -53,12 +66,12 @@
 //     no confirmation (nothing came between). Publishes are asynchronous
 //     with a bounded number in flight; one that is not acknowledged is
 //     not recorded and is retried on the next pass.
-//  5. After a successful inventory only: every vmid last published as
+//  6. After a successful inventory only: every vmid last published as
 //     existing that the inventory no longer lists is published as
 //     Exists=false (and confirmed like a change). A failed inventory
 //     (unreachable, timeout, 5xx, bad credentials) publishes nothing but
 //     the heartbeat.
-//  6. A heartbeat on pve.heartbeat.<cluster>, reachable or not, with the
+//  7. A heartbeat on pve.heartbeat.<cluster>, reachable or not, with the
 //     error text, the pass number, the guest count of the last successful
 //     inventory and the interval.
 //
@@ -94,9 +107,10 @@
 // are published as Exists=false after the first successful inventory). The
 // first pass of a process reads every guest's config once.
 //
-// The observer compares against what observers published; observations
-// embedded in results by executors are not consulted (the projector orders
-// all observations by AfterSeq and journal sequence).
+// The observer compares what it publishes against what it published; of
+// the observations embedded in results by executors it consults only the
+// guest's newest, for the status check (the projector orders all
+// observations by AfterSeq and journal sequence).
 //
 // # Concurrency
 //

@@ -3,7 +3,8 @@ package observer
 import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the observer's Prometheus series (Config.Registerer): the
-// verification delay the estate's size allows, reads by why, resyncs
+// verification delay the estate's size allows, reads by why, status reads
+// that confirmed what a lagging inventory contradicted, resyncs
 // asked for against those carried out (the rest were merged), whether
 // Proxmox answered the last pass (as its heartbeat says) and when the
 // last pass ended.
@@ -12,6 +13,7 @@ type metrics struct {
 	lastPass     prometheus.Gauge
 	verifyPeriod prometheus.Gauge
 	reads        *prometheus.CounterVec
+	statusReads  prometheus.Counter
 	resyncAsked  prometheus.Counter
 	resyncDone   prometheus.Counter
 }
@@ -29,13 +31,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Every guest's config (applied and pending values) is verified at least this often, at the current number of guests."}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_observer_config_reads_total",
 			Help: "Proxmox config reads by reason: verify (within the budget) or change (new, changed, failed before, unconfirmed)."}, []string{"reason"}),
+		statusReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_status_reads_total",
+			Help: "Proxmox status/current reads of guests whose /cluster/resources status (pvestatd's broadcast) disagreed with the journal's newest status."}),
 		resyncAsked: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_resync_requests_total",
 			Help: "Resync requests received; those beyond converge_observer_resyncs_total were merged."}),
 		resyncDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_resyncs_total",
 			Help: "Resyncs carried out (every guest verified first, within the budget)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.reachable, m.lastPass, m.verifyPeriod, m.reads, m.resyncAsked, m.resyncDone)
+		reg.MustRegister(m.reachable, m.lastPass, m.verifyPeriod, m.reads, m.statusReads, m.resyncAsked, m.resyncDone)
 	}
 	return m
 }
@@ -47,6 +51,7 @@ func (m *metrics) pass(st PassStats) {
 	}
 	m.reads.WithLabelValues("verify").Add(float64(st.Verified))
 	m.reads.WithLabelValues("change").Add(float64(st.ConfigReads - st.Verified))
+	m.statusReads.Add(float64(st.StatusReads))
 	if st.Resync {
 		m.resyncDone.Inc()
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -197,35 +196,13 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 			todo = append(todo, i)
 		}
 	}
-	if len(todo) == 0 {
-		return 0, 0
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(o.cfg.ReadConcurrency, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				l := &guests[i]
-				l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
-				if l.err == nil && l.cfg == nil {
-					l.err = errors.New("no config returned")
-				}
-			}
-		}()
-	}
-feed:
-	for _, i := range todo {
-		select {
-		case next <- i:
-			reads++
-		case <-ctx.Done():
-			break feed
+	reads = parallel(ctx, o.cfg.ReadConcurrency, len(todo), func(k int) {
+		l := &guests[todo[k]]
+		l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
+		if l.err == nil && l.cfg == nil {
+			l.err = errors.New("no config returned")
 		}
-	}
-	close(next)
-	wg.Wait()
+	})
 
 	var firstErr error
 	for _, i := range todo[:reads] {

@@ -50,7 +50,8 @@ func (j journalled) agrees(status string) bool {
 type statusCheck struct {
 	idx    int // into the pass's guests
 	j      journalled
-	direct bool // status read from status/current this pass
+	direct bool   // status read from status/current this pass
+	status string // what it read
 	err    error
 }
 
@@ -98,8 +99,7 @@ func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks 
 		}
 		c.direct, c.err = true, err
 		if err == nil {
-			g := l.state
-			g.status, g.statusRow, g.decided = o.intern(st.Status), o.intern(l.res.Status), true
+			c.status = st.Status
 		}
 	})
 	for i := range checks {
@@ -108,7 +108,10 @@ func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks 
 			continue
 		}
 		reads++
-		if c.err != nil {
+		if c.err == nil { // interned here: the reads ran concurrently
+			l := &guests[c.idx]
+			l.state.status, l.state.statusRow, l.state.decided = o.intern(c.status), o.intern(l.res.Status), true
+		} else {
 			failed++
 			g := guests[c.idx].state
 			g.force = true
@@ -126,11 +129,12 @@ func (c *statusCheck) contradicts(s *events.Observed) bool {
 	return c.direct && c.j.known && (!c.j.exists || c.j.status != s.Status)
 }
 
-// parallel calls fn(0..n-1) on at most width goroutines, stopping early
-// when ctx ends.
-func parallel(ctx context.Context, width, n int, fn func(i int)) {
+// parallel calls fn(0..n-1) on at most width goroutines, in order,
+// stopping early when ctx ends; it returns how many it called fn for
+// (those are 0..fed-1).
+func parallel(ctx context.Context, width, n int, fn func(i int)) (fed int) {
 	if n == 0 {
-		return
+		return 0
 	}
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -144,11 +148,12 @@ func parallel(ctx context.Context, width, n int, fn func(i int)) {
 		}()
 	}
 	defer func() { close(next); wg.Wait() }()
-	for i := range n {
+	for ; fed < n; fed++ {
 		select {
-		case next <- i:
+		case next <- fed:
 		case <-ctx.Done():
-			return
+			return fed
 		}
 	}
+	return fed
 }
