@@ -54,7 +54,8 @@ func TestTrialStatusLag(t *testing.T) {
 			f.Close()
 		}
 	}
-	t.Logf("%d runs: %s", runs, total)
+	t.Logf("%d runs: %d guests with a repeated task, %d tasks already done, %d guests not converged (%d tasks: %d failed, %d with warnings)",
+		runs, total.Repeated, total.AlreadyDone, total.NotConverged, total.Tasks, total.Failed, total.Warned)
 	if total.Repeated+total.AlreadyDone+total.NotConverged > 0 {
 		t.Fail()
 	}
