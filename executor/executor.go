@@ -122,6 +122,7 @@ func (e *Executor) WorkSpec(p int) journal.WorkSpec {
 		MaxAckPending: e.cfg.Concurrency,
 		Batch:         min(e.cfg.Concurrency, pullBatch),
 		Expiry:        pullExpiry,
+		Recreated:     func() { e.cfg.Metrics.recreated.WithLabelValues(e.ConsumerName(p)).Inc() },
 	}
 }
 

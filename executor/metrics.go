@@ -19,6 +19,9 @@ import (
 type Metrics struct {
 	actions  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// recreated counts partition consumers found deleted and created
+	// again (package bus).
+	recreated *prometheus.CounterVec
 	// reachable is what the executors' own Proxmox calls found: 0 unknown
 	// (no call yet: the series is left out rather than read as down),
 	// 1 answered, 2 not.
@@ -47,6 +50,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "converge_action_duration_seconds",
 			Help:    "Time from an action's delivery to its final result journalled, by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 3, 10)}, []string{"op"}),
+		recreated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_consumer_recreated_total",
+			Help: "Partition consumers an executor found deleted (by an operator, or lost with the stream) and created again."},
+			[]string{"consumer"}),
 		partitionsDesc: prometheus.NewDesc("converge_partitions_owned",
 			"Journal partitions this process's role holds a lease on.", nil, prometheus.Labels{"role": "executor"}),
 		pendingDesc: prometheus.NewDesc("converge_consumer_pending",
@@ -57,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Whether Proxmox VE answers: the observer's last pass (role=observer), the executors' last call (role=executor).", nil, prometheus.Labels{"role": "executor"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.actions, m.duration, m, backlog{m})
+		reg.MustRegister(m.actions, m.duration, m.recreated, m, backlog{m})
 	}
 	return m
 }

@@ -139,6 +139,10 @@ type WorkSpec struct {
 	// pull request lives before it is renewed.
 	Batch  int
 	Expiry time.Duration
+	// Recreated, if set, hears that the consumer was found deleted (by an
+	// operator, or lost with the stream's state) and was created again:
+	// consumption goes on, its unacknowledged entries delivered again.
+	Recreated func()
 }
 
 // Delivery is one delivery of an entry to a worker.
@@ -166,6 +170,7 @@ type Backlog interface {
 type Consumer interface {
 	// Consume creates or updates the durable consumer of spec and calls
 	// fn with each delivery, on the consumer's goroutine (fn must not
-	// block), until stop is called or ctx ends.
+	// block), until stop is called or ctx ends. A consumer deleted under
+	// it is created again within seconds (spec.Recreated hears it).
 	Consume(ctx context.Context, spec WorkSpec, fn func(Delivery)) (stop func(), err error)
 }
