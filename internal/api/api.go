@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -159,7 +160,7 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request, who caller)
 	if _, err := events.DecodeDesired(body, vmid); err != nil {
 		var ve *events.ValidationError
 		if errors.As(err, &ve) {
-			problem(w, http.StatusBadRequest, "invalid desired state; nothing was published", ve.Problems)
+			problem(w, http.StatusBadRequest, "invalid desired state; nothing was published", overHTTP(ve.Problems, r.URL.Path))
 			return
 		}
 		problem(w, http.StatusInternalServerError, err.Error(), nil)
@@ -182,7 +183,7 @@ func (s *Server) postDesired(w http.ResponseWriter, r *http.Request, who caller)
 	}
 	ack, err := s.Journal.Append(ctx, m, journal.Expect{})
 	if err != nil {
-		problem(w, http.StatusServiceUnavailable, fmt.Sprintf("publish desired %d: %v", vmid, err), nil)
+		publishFailed(w, fmt.Sprintf("publish desired %d", vmid), err)
 		return
 	}
 	seq := ack.Seq
@@ -202,6 +203,30 @@ func (s *Server) publisher(who caller) string {
 type problemDoc struct {
 	Error    string              `json:"error"`
 	Problems []events.FieldError `json:"problems,omitempty"`
+}
+
+// publishFailed answers a write the journal did not take: 503 when it may
+// take it later (NATS or the stream unavailable), 500 when this process's
+// NATS user may not publish it at all: a deployment that serves /v1 from
+// the wrong process, which only its operator can correct.
+func publishFailed(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, journal.ErrNotPermitted) {
+		problem(w, http.StatusInternalServerError, fmt.Sprintf("%s: %v; this process cannot take writes: serve /v1 from `converge api` under the NATS user api (docs/http.md)", what, err), nil)
+		return
+	}
+	problem(w, http.StatusServiceUnavailable, fmt.Sprintf("%s: %v", what, err), nil)
+}
+
+// overHTTP words the desired contract's problems for a caller of the
+// HTTP API, which names the guest in the URL rather than a subject.
+func overHTTP(ps []events.FieldError, path string) []events.FieldError {
+	out := slices.Clone(ps)
+	for i, p := range out {
+		if p.Field == "vmid" {
+			out[i].Message = strings.Replace(p.Message, "the subject is for", "the URL "+path+" is for", 1)
+		}
+	}
+	return out
 }
 
 func problem(w http.ResponseWriter, code int, msg string, p []events.FieldError) {

@@ -292,6 +292,10 @@ func TestPostDesiredRejected(t *testing.T) {
 			if strings.Join(fields, ",") != strings.Join(c.fields, ",") {
 				t.Errorf("problem fields %q, want %q (%s)", fields, c.fields, r.body)
 			}
+			// An HTTP caller names the guest in the URL, not a subject.
+			if strings.Contains(string(r.body), "subject") {
+				t.Errorf("the answer speaks of a subject: %s", r.body)
+			}
 			if after := f.msgs(t); after != before {
 				t.Fatalf("stream went from %d to %d messages: a rejected request was published", before, after)
 			}

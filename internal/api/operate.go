@@ -57,7 +57,7 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request, c events.Contro
 	defer cancel()
 	seq, err := control.Publish(ctx, s.Journal, s.Cluster, c)
 	if err != nil {
-		problem(w, http.StatusServiceUnavailable, err.Error(), nil)
+		publishFailed(w, "publish "+c.Command, err)
 		return
 	}
 	s.Logger.Info().Str("command", c.Command).Ints("vmids", c.VMIDs).Bool("all", c.All).Uint64("seq", seq).

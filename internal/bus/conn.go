@@ -2,11 +2,9 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,28 +26,6 @@ type Bus struct {
 	// denied remembers the newest JetStream request NATS refused this
 	// user (Provision).
 	denied *apiDenials
-}
-
-// apiDenials records permission violations on JetStream's API: NATS
-// answers such a request with an asynchronous error and no reply, so the
-// request itself only times out.
-type apiDenials struct{ msg atomic.Pointer[string] }
-
-func (d *apiDenials) note(err error) {
-	if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "$JS.API.") {
-		m := err.Error()
-		d.msg.Store(&m)
-	}
-}
-
-func (d *apiDenials) clear() { d.msg.Store(nil) }
-
-// last is the newest violation noted since clear, "" if none.
-func (d *apiDenials) last() string {
-	if m := d.msg.Load(); m != nil {
-		return *m
-	}
-	return ""
 }
 
 type streamCache struct {
@@ -90,7 +66,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, err
 	}
 	log := cfg.Logger
-	denied := &apiDenials{}
+	denied := &apiDenials{user: cfg.User}
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
@@ -152,7 +128,7 @@ func Connect(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	nc, err := nats.Connect(strings.ReplaceAll(url, " ", ""), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("bus: connect %s: %w", redactURLs(url), err)
+		return nil, fmt.Errorf("cannot connect to NATS at %s: %w", redactURLs(url), err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 	if err != nil {

@@ -317,13 +317,21 @@ func (b *Bus) Views(ctx context.Context) (jetstream.KeyValue, error) {
 // with a Nats-Msg-Id (jetstream.WithMsgID or the header) so that the
 // stream's dedupe window drops the second copy, or publish events that
 // are harmless twice.
+//
+// A publish NATS refuses (the user's role may not publish to subject)
+// fails at once with a *PermissionError rather than waiting out ctx.
 func (b *Bus) Publish(ctx context.Context, subject string, body []byte, hdr nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: subject, Data: body, Header: hdr}
-	if len(opts) == 0 {
-		return b.JS.PublishMsg(ctx, msg, publishRetries...)
+	if len(opts) > 0 {
+		// Caller options come last, so they can override these.
+		opts = append(slices.Clip(publishRetries), opts...)
+	} else {
+		opts = publishRetries
 	}
-	// Caller options come last, so they can override these.
-	return b.JS.PublishMsg(ctx, msg, append(slices.Clip(publishRetries), opts...)...)
+	wctx, done := b.denied.watch(ctx, subject)
+	defer done()
+	ack, err := b.JS.PublishMsg(wctx, msg, opts...)
+	return ack, refused(wctx, err)
 }
 
 // publishRetries are Publish's retries while no stream answers, made once.

@@ -53,6 +53,11 @@ type Ack struct {
 // ErrFenced is a publish refused by its fence: the subject moved on.
 var ErrFenced = errors.New("journal: fenced: the subject has a newer entry")
 
+// ErrNotPermitted is a write the journal refuses its writer for lack of
+// permission (a NATS user whose role may not publish there): retrying
+// cannot help.
+var ErrNotPermitted = errors.New("journal: not permitted")
+
 // ErrStale is a compare-and-set write refused because the value changed
 // since it was read (the limits ledger): read it again.
 var ErrStale = errors.New("journal: the value changed since it was read")
