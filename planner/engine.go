@@ -201,13 +201,16 @@ func NewEngine(cfg Config) (*Engine, error) {
 // Config returns the validated configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Restore resumes from a checkpoint taken at now (before Begin).
+// Restore resumes from a checkpoint taken at now (before Begin). It
+// refuses one folded under other signing settings than Config.Auth
+// (projector.ErrSigningChanged): the journal is then folded from the
+// start, so that every desired event is judged by the settings in force.
 func (e *Engine) Restore(s *projector.Snapshot, now time.Time) error {
-	p, err := projector.Restore(s, e.cfg.Cluster)
+	p, err := projector.Restore(s, e.cfg.Cluster, e.cfg.Auth)
 	if err != nil {
 		return err
 	}
-	p.Partitions, p.Auth = e.cfg.Partitions, e.cfg.Auth
+	p.Partitions = e.cfg.Partitions
 	e.proj = p
 	for _, v := range p.Views {
 		if v.InFlight != nil {

@@ -41,12 +41,17 @@ type harness struct {
 	// sequence), for results.
 	lastAction map[int]planner.Publish
 	snapshot   *projector.Snapshot
+	// journal is every event folded, for restarts that fold the tail
+	// after a checkpoint or the whole journal (rebuild, replay,
+	// scenario_sign_test.go); guests are the vmids it names.
+	journal []projector.Event
+	guests  map[int]bool
 }
 
 var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
-	h := &harness{t: t, now: t0, lost: map[int]bool{}, lastAction: map[int]planner.Publish{}}
+	h := &harness{t: t, now: t0, lost: map[int]bool{}, lastAction: map[int]planner.Publish{}, guests: map[int]bool{}}
 	h.cfg = planner.Config{Name: "planner@test", Owner: h}
 	h.cfg.Policy.Location = time.UTC // restart windows in the script's time
 	return h
@@ -59,7 +64,11 @@ func (h *harness) cmds() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"config":    scenario.Cmd("set engine options before begin", "key=value...", h.config),
 		"begin":     scenario.Cmd("start the engine: fold up to the journal's end is catching up", "", h.begin),
-		"restart":   scenario.Cmd("a new engine restored from the last checkpoint, then begin", "", h.restart),
+		"restart":   scenario.Cmd("a new engine restored from the last checkpoint (from the start if it refuses it), folds the journal after it", "", h.restart),
+		"rebuild":   scenario.Cmd("converge rebuild: the checkpoint dropped, a new engine folds the whole journal", "", h.rebuild),
+		"replay":    scenario.Cmd("converge replay: fold the whole journal with the engine's settings, print every guest's status planned now", "", h.replay),
+		"states":    scenario.Cmd("print every guest's decision, as replay prints it", "", h.states),
+		"signed":    scenario.Cmd("fold a desired event signed now by the test key KEY", "KEY VMID JSON", h.signed),
 		"heartbeat": scenario.Cmd("fold an observer heartbeat read now", "[unreachable MESSAGE | incomplete | unread VMID...]", h.heartbeat),
 		"desired":   scenario.Cmd("fold a desired event", "VMID JSON", h.desired),
 		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D)", "VMID key=value...", h.observe),
@@ -113,6 +122,8 @@ func (h *harness) config(args []string) (string, error) {
 			h.cfg.Policy.CreatePools = v != "false"
 		case "snapshot-keep":
 			h.cfg.Policy.SnapshotKeep, err = strconv.Atoi(v)
+		case "trusted", "require-signed", "signature-window", "signing":
+			err = h.signing(k, v)
 		default:
 			return "", fmt.Errorf("unknown option %q", k)
 		}
@@ -138,17 +149,32 @@ func (h *harness) restart([]string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	out, from := "", uint64(0)
 	if h.snapshot != nil {
 		if err := e.Restore(h.snapshot, h.now); err != nil {
-			return "", err
+			// As the planner's loop does: a checkpoint it cannot resume
+			// from is dropped and the journal folded from the start.
+			out = fmt.Sprintf("checkpoint refused: %v\n", err)
+		} else {
+			from = h.snapshot.Seq
 		}
 	}
 	h.e, h.outbox = e, nil
-	// What the checkpoint missed is the journal's tail: replayed from the
-	// harness's record is not possible, so scenarios restart right after
-	// a checkpoint, as a planner that checkpointed at shutdown does.
 	e.Begin(h.seq, h.now)
-	return h.ready(), nil
+	h.foldJournal(from)
+	return out + h.ready(), nil
+}
+
+// foldJournal folds the journal's events after seq into the engine, as
+// a restarted planner follows the journal from its checkpoint.
+func (h *harness) foldJournal(after uint64) {
+	var tail []projector.Event
+	for _, ev := range h.journal {
+		if ev.Seq > after {
+			tail = append(tail, ev) // copies: folding predecodes its own
+		}
+	}
+	h.e.Fold(tail, h.pending, h.now)
 }
 
 // fold appends one event to the journal and folds it.
@@ -158,7 +184,12 @@ func (h *harness) fold(kind events.Kind, vmid int, hdr events.Header, body []byt
 	if vmid != 0 {
 		subject = events.StoredSubject(kind, "pve", vmid, planner.DefaultPartitions)
 	}
-	h.e.Fold([]projector.Event{{Seq: h.seq, Subject: subject, Header: hdr, Data: body, Time: h.now}}, h.pending, h.now)
+	ev := projector.Event{Seq: h.seq, Subject: subject, Header: hdr, Data: body, Time: h.now}
+	h.journal = append(h.journal, ev)
+	if vmid != 0 {
+		h.guests[vmid] = true
+	}
+	h.e.Fold([]projector.Event{ev}, h.pending, h.now)
 	return h.seq
 }
 

@@ -9,11 +9,12 @@
 //
 // [Projector.Apply] is a pure fold: it reads only the event (its stream
 // sequence, subject, headers, body and the times written inside it), never
-// the clock. The same events in the same order give the same views, so
-// replaying the journal rebuilds exactly what the live planner holds
-// (DESIGN.md §4, invariant 5). Anything that depends on the current time,
-// such as a silent observer, is decided by planner.Plan, which is given
-// the time.
+// the clock. The same events in the same order, folded with the same
+// settings (Partitions, and Auth: the signing settings), give the same
+// views, so replaying the journal with the planner's settings rebuilds
+// exactly what the live planner holds (DESIGN.md §4, invariant 5).
+// Anything that depends on the current time, such as a silent observer,
+// is decided by planner.Plan, which is given the time.
 //
 // # Rules
 //
@@ -54,16 +55,26 @@
 // and its signature was not folded before for that guest (the seen
 // signatures are part of the view, so checkpoints keep them); with
 // Auth.Require, unsigned events are rejected too. Rejections carry the
-// reason; View.SignedBy names the key of the accepted event. A result's
-// read-back replaces the observation only when the result is for the
-// guest's own in-flight or last action.
+// reason; View.SignedBy names the key of the accepted event. The settings
+// judge every desired event whenever it was journalled: turned on (or
+// keys changed), an unsigned desired state already in force is rejected
+// as if it had just arrived, by the live planner (see Snapshots), a
+// rebuild and a replay alike. A result's read-back replaces the
+// observation only when the result is for the guest's own in-flight or
+// last action.
 //
 // # Snapshots
 //
 // [Projector.Snapshot] copies the fold as of its last sequence; [Restore]
 // continues from one. Snapshots are versioned ([SnapshotVersion]): a
 // snapshot of another version is refused, and the journal folded from
-// the start instead. The planner checkpoints them.
+// the start instead. A snapshot records the digest of the signing
+// settings it was folded under ([Auth.Digest]); Restore refuses it under
+// other settings ([ErrSigningChanged]), and the journal is folded from
+// the start: re-checking only the desired state in force could not bring
+// back the signed revision an unsigned one replaced, so only a refold
+// gives the views a fold of the whole journal gives. The planner
+// checkpoints them.
 //
 // # Decoding
 //

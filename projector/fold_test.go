@@ -688,7 +688,7 @@ func TestRecurringDesiredValuesShared(t *testing.T) {
 	if err := json.Unmarshal(raw, &snap); err != nil {
 		t.Fatal(err)
 	}
-	r, err := projector.Restore(&snap, "pve")
+	r, err := projector.Restore(&snap, "pve", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

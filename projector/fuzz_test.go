@@ -72,7 +72,7 @@ func FuzzFold(f *testing.F) {
 		if err := json.Unmarshal(raw, &snap); err != nil {
 			t.Fatalf("a checkpoint does not decode: %v", err)
 		}
-		restored, err := projector.Restore(&snap, events.DefaultCluster)
+		restored, err := projector.Restore(&snap, events.DefaultCluster, nil)
 		if err != nil {
 			t.Fatalf("a checkpoint is refused: %v", err)
 		}

@@ -2,8 +2,12 @@ package projector
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -24,6 +28,23 @@ type Auth struct {
 	Keys    map[string]ed25519.PublicKey
 	Require bool
 	Window  time.Duration // default DefaultSignatureWindow
+}
+
+// Digest identifies the signing settings (trusted keys, Require, the
+// window): two Auths with the same digest judge every desired event
+// alike. A snapshot records it, and [Restore] refuses one folded under
+// other settings: a fold continued under new settings would keep what the
+// old ones accepted (docs/signing.md). "" for nil: no signature check.
+func (a *Auth) Digest() string {
+	if a == nil {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "converge-signing-v1\nrequire %t\nwindow %d\n", a.Require, a.window())
+	for _, id := range slices.Sorted(maps.Keys(a.Keys)) {
+		fmt.Fprintf(h, "key %q %x\n", id, []byte(a.Keys[id]))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func (a *Auth) window() time.Duration {

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -82,11 +83,10 @@ func TestSignedDesired(t *testing.T) {
 	if err := json.Unmarshal(raw, &snap); err != nil {
 		t.Fatal(err)
 	}
-	r, err := projector.Restore(&snap, "pve")
+	r, err := projector.Restore(&snap, "pve", auth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Auth = auth
 	again := good
 	again.Seq, again.Time = 10, at.Add(3*time.Second)
 	r.Apply(again)
@@ -117,4 +117,78 @@ func TestSignedOptional(t *testing.T) {
 		t.Fatalf("forged accepted: %+v", v)
 	}
 	_ = priv
+}
+
+// A snapshot records the signing settings it was folded under, and Restore
+// refuses it under others (issue 35, defect 6): a fold continued under new
+// settings would keep what the old ones accepted, and differ from a fold
+// of the whole journal under the new ones.
+func TestRestoreSigningSettings(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	other, _, _ := ed25519.GenerateKey(rand.Reader)
+	at := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
+	keys := func(ks ...ed25519.PublicKey) map[string]ed25519.PublicKey {
+		m := map[string]ed25519.PublicKey{}
+		for i, k := range ks {
+			m[[]string{"ci", "ops"}[i]] = k
+		}
+		return m
+	}
+	evs := []projector.Event{
+		signedEv(t, 1, `{"vmid":101,"cores":2}`, nil, "", at, at),
+		signedEv(t, 2, `{"vmid":101,"cores":3}`, priv, "ci", at, at),
+		signedEv(t, 3, `{"vmid":101,"cores":4}`, nil, "", at, at),
+	}
+	snapshot := func(a *projector.Auth) *projector.Snapshot {
+		p := projector.New("pve")
+		p.Auth = a
+		for _, ev := range evs {
+			p.Apply(ev)
+		}
+		raw, err := json.Marshal(p.Snapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s projector.Snapshot
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	required := &projector.Auth{Keys: keys(pub), Require: true}
+	cases := []struct {
+		name     string
+		from, to *projector.Auth
+		ok       bool
+	}{
+		{"off, off", nil, nil, true},
+		{"off, then required", nil, required, false},
+		{"required, then off", required, nil, false},
+		{"same settings, other map", required, &projector.Auth{Keys: keys(pub), Require: true}, true},
+		{"default window spelled out", required, &projector.Auth{Keys: keys(pub), Require: true, Window: projector.DefaultSignatureWindow}, true},
+		{"require dropped", required, &projector.Auth{Keys: keys(pub)}, false},
+		{"key added", required, &projector.Auth{Keys: keys(pub, other), Require: true}, false},
+		{"key replaced", required, &projector.Auth{Keys: keys(other), Require: true}, false},
+		{"window changed", required, &projector.Auth{Keys: keys(pub), Require: true, Window: time.Hour}, false},
+	}
+	for _, c := range cases {
+		s := snapshot(c.from)
+		r, err := projector.Restore(s, "pve", c.to)
+		if c.ok != (err == nil) {
+			t.Errorf("%s: restore error %v, want ok=%t", c.name, err, c.ok)
+			continue
+		}
+		if err != nil && !errors.Is(err, projector.ErrSigningChanged) {
+			t.Errorf("%s: %v, want ErrSigningChanged", c.name, err)
+		}
+		if err == nil && r.Auth != c.to {
+			t.Errorf("%s: restored projector does not judge with the settings given", c.name)
+		}
+	}
+	// Under the new settings, a fold from the start: the unsigned desired
+	// states are rejected, the signed one in force.
+	s := snapshot(required)
+	if v := s.Views[101]; v.DesiredSeq != 2 || v.Rejected == nil || v.Rejected.Seq != 3 || !strings.Contains(v.Rejected.Reason, "unsigned") {
+		t.Fatalf("fold under require: desired #%d, rejection %+v", v.DesiredSeq, v.Rejected)
+	}
 }

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 )
@@ -14,9 +15,13 @@ const SnapshotVersion = 1
 // checkpoints it, and a restarted one restores it and folds only the
 // events after Seq. It is plain data (JSON).
 type Snapshot struct {
-	Version int           `json:"version"`
-	Cluster string        `json:"cluster"`
-	Seq     uint64        `json:"seq"`
+	Version int    `json:"version"`
+	Cluster string `json:"cluster"`
+	Seq     uint64 `json:"seq"`
+	// Signing is the digest of the signing settings the fold judged
+	// desired events by (Auth.Digest; empty: none): snapshots from
+	// before it was recorded were all folded without any.
+	Signing string        `json:"signing,omitempty"`
 	State   ClusterState  `json:"state"`
 	Views   map[int]*View `json:"views"`
 }
@@ -33,13 +38,20 @@ func (p *Projector) Snapshot() *Snapshot {
 		views = map[int]*View{}
 	}
 	p.gen++
-	return &Snapshot{Version: SnapshotVersion, Cluster: p.Cluster, Seq: p.LastSeq, State: p.State, Views: views}
+	return &Snapshot{Version: SnapshotVersion, Cluster: p.Cluster, Seq: p.LastSeq, Signing: p.Auth.Digest(), State: p.State, Views: views}
 }
 
-// Restore returns a projector that continues from s, for cluster. It
-// refuses a snapshot of another version or cluster, or one whose views do
-// not match their keys.
-func Restore(s *Snapshot, cluster string) (*Projector, error) {
+// ErrSigningChanged is Restore's refusal of a snapshot folded under other
+// signing settings than the ones given.
+var ErrSigningChanged = errors.New("projector: snapshot folded under other signing settings (trusted keys, require-signed or signature window changed); fold the journal from the start")
+
+// Restore returns a projector that continues from s, for cluster, judging
+// signatures with auth (nil: none). It refuses a snapshot of another
+// version or cluster, one whose views do not match their keys, and one
+// folded under other signing settings (ErrSigningChanged): every desired
+// event is judged by the settings in force, whenever it was journalled,
+// so a fold under new settings starts from the start.
+func Restore(s *Snapshot, cluster string, auth *Auth) (*Projector, error) {
 	switch {
 	case s == nil:
 		return nil, fmt.Errorf("projector: no snapshot")
@@ -47,8 +59,11 @@ func Restore(s *Snapshot, cluster string) (*Projector, error) {
 		return nil, fmt.Errorf("projector: snapshot version %d, want %d", s.Version, SnapshotVersion)
 	case s.Cluster != cluster:
 		return nil, fmt.Errorf("projector: snapshot of cluster %q, want %q", s.Cluster, cluster)
+	case s.Signing != auth.Digest():
+		return nil, ErrSigningChanged
 	}
 	p := New(cluster)
+	p.Auth = auth
 	for id, v := range s.Views {
 		if v == nil || v.VMID != id || v.Cluster != cluster {
 			return nil, fmt.Errorf("projector: snapshot holds an inconsistent view for vmid %d", id)

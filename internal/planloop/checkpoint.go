@@ -18,7 +18,10 @@ import (
 
 // Checkpoint is a planner's fold as of a journal sequence
 // (projector.Snapshot) and which journal it is of: a restarted planner
-// loads it and folds only the events after Seq.
+// loads it and folds only the events after Seq. The snapshot records the
+// signing settings it was folded under: under others the engine refuses
+// it (projector.ErrSigningChanged) and the journal is folded from the
+// start, so that turning --require-signed on judges every desired event.
 type Checkpoint struct {
 	projector.Snapshot
 	Stream string `json:"stream"`

@@ -61,11 +61,15 @@ func foldAll(t *testing.T, b *bus.Bus) *projector.Projector {
 	return p
 }
 
-// runLoop runs a planner named name on b until the returned stop.
-func runLoop(t *testing.T, b *bus.Bus, name string) (*Loop, func()) {
+// runLoop runs a planner named name on b, configured further by mods,
+// until the returned stop.
+func runLoop(t *testing.T, b *bus.Bus, name string, mods ...func(*Config)) (*Loop, func()) {
 	t.Helper()
 	cfg := Config{Planner: planner.Config{Name: name}, Logger: zerolog.New(zerolog.NewTestWriter(t))}
 	cfg.Planner.Policy.ObserveOnly = true // no executor here: plan, never act
+	for _, m := range mods {
+		m(&cfg)
+	}
 	store, err := b.ViewStore()
 	if err != nil {
 		t.Fatal(err)
