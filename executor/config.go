@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -10,12 +11,13 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
 )
 
 // Config configures an [Executor]. Defaults and validation live in
-// withDefaults, and nowhere else.
+// withDefaults and the Check functions it calls, and nowhere else.
 type Config struct {
 	// Cluster is the Proxmox cluster id whose actions this executor runs
 	// (default events.DefaultCluster).
@@ -110,6 +112,49 @@ const (
 	pullExpiry = 5 * time.Second
 )
 
+// Validate checks c as New does (a zero field takes its default). The
+// Check functions below check one setting at a time, as an operator gives
+// it, so that a caller can name the setting.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// The settings an operator gives (flags), one at a time. In a Config a
+// zero field means "the default"; given by an operator, zero is a value,
+// and refused where it means nothing. Each error reads after the
+// setting's name. withDefaults checks the fields with them (LeaseTTL
+// with lease.CheckTTL).
+
+// CheckConcurrency checks Config.Concurrency as given.
+func CheckConcurrency(n int) error {
+	if n < 1 {
+		return fmt.Errorf("must be >= 1, got %d", n)
+	}
+	return nil
+}
+
+// CheckAckWait checks Config.AckWait as given: heartbeats go every
+// AckWait/3, which must leave room for a round trip.
+func CheckAckWait(d time.Duration) error {
+	if d < minAckWait {
+		return fmt.Errorf("must be at least %s, got %s", minAckWait, d)
+	}
+	return nil
+}
+
+// CheckNodeRate checks Config.NodeRate as given: negative is no limit; 0
+// would be no call at all.
+func CheckNodeRate(r float64) error {
+	if r == 0 || math.IsNaN(r) || math.IsInf(r, 1) {
+		return fmt.Errorf("must be > 0 calls per second, or negative for no limit, got %v", r)
+	}
+	return nil
+}
+
+// minAckWait leaves a heartbeat (every AckWait/3) time for its round trip.
+const minAckWait = 30 * time.Millisecond
+
 func (c Config) withDefaults() (Config, error) {
 	const p = "executor.Config."
 	if c.Cluster == "" {
@@ -134,23 +179,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
-	switch {
-	case c.Concurrency < 0:
-		return c, fmt.Errorf(p+"Concurrency must be >= 0, got %d", c.Concurrency)
-	case c.Concurrency == 0:
-		c.Concurrency = DefaultConcurrency
-	}
-	if err := duration(p+"AckWait", &c.AckWait, DefaultAckWait, 30*time.Millisecond); err != nil {
-		return c, err
-	}
-	if err := duration(p+"LeaseTTL", &c.LeaseTTL, DefaultLeaseTTL, 100*time.Millisecond); err != nil {
-		return c, err
+	for _, err := range []error{
+		setting("Concurrency", &c.Concurrency, DefaultConcurrency, CheckConcurrency),
+		setting("AckWait", &c.AckWait, DefaultAckWait, CheckAckWait),
+		setting("LeaseTTL", &c.LeaseTTL, DefaultLeaseTTL, lease.CheckTTL), // the lease store's TTL
+		setting("NodeRate", &c.NodeRate, DefaultNodeRate, CheckNodeRate),
+	} {
+		if err != nil {
+			return c, err
+		}
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
-	}
-	if c.NodeRate == 0 {
-		c.NodeRate = DefaultNodeRate
 	}
 	c.Clock = clock.Or(c.Clock)
 	if c.Metrics == nil {
@@ -162,15 +202,16 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// duration defaults a zero *d to def and refuses one below least.
-func duration(name string, d *time.Duration, def, least time.Duration) error {
-	switch {
-	case *d < 0:
-		return fmt.Errorf("%s must be >= 0, got %s", name, *d)
-	case *d == 0:
-		*d = def
-	case *d < least:
-		return fmt.Errorf("%s must be at least %s, got %s", name, least, *d)
+// setting defaults a zero field *v of Config to def, and checks one that
+// is set.
+func setting[T comparable](name string, v *T, def T, check func(T) error) error {
+	var zero T
+	if *v == zero {
+		*v = def
+		return nil
+	}
+	if err := check(*v); err != nil {
+		return fmt.Errorf("executor.Config.%s %w", name, err)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -115,18 +117,22 @@ func (p *Policy) Validate() error {
 	orDefault(&p.BackoffBase, d.BackoffBase)
 	orDefault(&p.BackoffMax, d.BackoffMax)
 	orDefault(&p.MaxBurst, d.MaxBurst)
-	switch {
-	case p.Restart != events.RestartNever && p.Restart != events.RestartAllowed:
+	if p.Restart != events.RestartNever && p.Restart != events.RestartAllowed {
 		return fmt.Errorf("restart policy must be %q or %q, got %q", events.RestartNever, events.RestartAllowed, p.Restart)
-	case p.SnapshotKeep < 0:
-		return fmt.Errorf("snapshot keep must be >= 0, got %d", p.SnapshotKeep)
+	}
+	if err := CheckSnapshotKeep(p.SnapshotKeep); err != nil {
+		return fmt.Errorf("snapshot keep %w", err)
+	}
+	switch {
 	case p.MaxBurst < 1:
 		return fmt.Errorf("planner.Policy.MaxBurst must be >= 1, got %d", p.MaxBurst)
 	case p.ObserverTimeout < 0:
 		return fmt.Errorf("planner.Policy.ObserverTimeout must be > 0, got %v", p.ObserverTimeout)
-	case p.ShutdownTimeout < time.Second:
-		return fmt.Errorf("planner.Policy.ShutdownTimeout must be >= 1s, got %v", p.ShutdownTimeout)
-	case p.BackoffBase <= 0 || p.BackoffMax < p.BackoffBase:
+	}
+	if err := CheckShutdownTimeout(p.ShutdownTimeout); err != nil {
+		return fmt.Errorf("planner.Policy.ShutdownTimeout %w", err)
+	}
+	if p.BackoffBase <= 0 || p.BackoffMax < p.BackoffBase {
 		return fmt.Errorf("planner.Policy backoff must satisfy 0 < BackoffBase <= BackoffMax, got %v..%v", p.BackoffBase, p.BackoffMax)
 	}
 	return nil
@@ -245,4 +251,84 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("planner.Config.Limits: %w", err)
 	}
 	return c.Policy.Validate()
+}
+
+// The settings an operator gives (flags), one at a time. In a Config, a
+// Policy or Limits a zero field means "the default"; given by an
+// operator, zero is a value, and refused where it means nothing. Any
+// other value is checked as Validate checks the field. Each error reads
+// after the setting's name.
+
+// CheckShutdownTimeout checks Policy.ShutdownTimeout as given.
+func CheckShutdownTimeout(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("must be >= 1s, got %v", d)
+	}
+	return nil
+}
+
+// CheckSnapshotKeep checks Policy.SnapshotKeep as given (0: keep all).
+func CheckSnapshotKeep(n int) error {
+	if n < 0 {
+		return fmt.Errorf("must be >= 0, got %d", n)
+	}
+	return nil
+}
+
+// CheckCheckpointInterval checks Config.CheckpointInterval as given
+// (negative: never).
+func CheckCheckpointInterval(d time.Duration) error {
+	if d == 0 {
+		return errors.New("must be > 0, or negative for never, got 0s")
+	}
+	return nil
+}
+
+// CheckNodeConcurrency checks Limits.NodeConcurrency as given (negative:
+// no limit).
+func CheckNodeConcurrency(n int) error {
+	return given(n, "must be >= 1, or negative for no limit, got 0", func() error { return (&Limits{NodeConcurrency: n}).validate() })
+}
+
+// CheckCloneConcurrency checks Limits.CloneConcurrency as given
+// (negative: no limit).
+func CheckCloneConcurrency(n int) error {
+	return given(n, "must be >= 1, or negative for no limit, got 0", func() error { return (&Limits{CloneConcurrency: n}).validate() })
+}
+
+// CheckCreateRate checks Limits.CreateRate as given (negative: no limit).
+func CheckCreateRate(n int) error {
+	return given(n, "must be >= 1, or negative for no limit, got 0", func() error { return (&Limits{CreateRate: n}).validate() })
+}
+
+// CheckGuardWindow checks Limits.GuardWindow as given.
+func CheckGuardWindow(d time.Duration) error {
+	return given(d, "must be > 0, got 0s", func() error { return (&Limits{GuardWindow: d}).validate() })
+}
+
+// CheckGuardShare checks Limits.GuardShare as given (a Limits reads 0 as
+// the default share; NaN, which Limits' validate lets through, is none).
+func CheckGuardShare(s float64) error {
+	if math.IsNaN(s) {
+		return errors.New("must be within (0, 1], got NaN")
+	}
+	return given(s, "must be within (0, 1], got 0", func() error { return (&Limits{GuardShare: s}).validate() })
+}
+
+// CheckGuardMin checks Limits.GuardMin as given.
+func CheckGuardMin(n int) error {
+	return given(n, "must be >= 1, got 0", func() error { return (&Limits{GuardMin: n}).validate() })
+}
+
+// CheckMaxGuests checks Limits.MaxGuests as given (0: no cap).
+func CheckMaxGuests(n int) error { return (&Limits{MaxGuests: n}).validate() }
+
+// given refuses a zero setting, saying why, and checks any other with
+// check (the setting in an otherwise default value).
+func given[T comparable](v T, zero string, check func() error) error {
+	var z T
+	if v == z {
+		return errors.New(zero)
+	}
+	return check()
 }

@@ -123,15 +123,24 @@ func TestAPISignKey(t *testing.T) {
 }
 
 // A guard flag given as 0 became its default without a word (the library
-// reads a zero limit as "unset"): --guard-min 0 meant 5. It is an error
-// now, naming the flag.
+// reads a zero limit as "unset"): --guard-min 0 meant 5. So did
+// --executor-concurrency, --node-rate, --ack-wait and --lease-ttl (issue
+// 35). Each is an error now, naming the flag.
 func TestZeroLimitFlagsRefused(t *testing.T) {
 	for _, c := range []struct{ flag, want string }{
-		{"--guard-min=0", flagRef("guard-min") + " must be >= 1"},
-		{"--guard-share=0", flagRef("guard-share") + " must be within (0, 1]"},
-		{"--guard-share=1.5", flagRef("guard-share") + " must be within (0, 1]"},
-		{"--guard-window=0s", flagRef("guard-window") + " must be > 0"},
-		{"--node-concurrency=0", flagRef("node-concurrency") + " must be >= 1"},
+		{"--guard-min=0", flagRef("guard-min") + ": must be >= 1"},
+		{"--guard-share=0", flagRef("guard-share") + ": must be within (0, 1]"},
+		{"--guard-share=NaN", flagRef("guard-share") + ": must be within (0, 1]"},
+		{"--guard-share=1.5", flagRef("guard-share") + ": guard share must be within"},
+		{"--guard-window=0s", flagRef("guard-window") + ": must be > 0"},
+		{"--node-concurrency=0", flagRef("node-concurrency") + ": must be >= 1"},
+		{"--executor-concurrency=0", flagRef("executor-concurrency") + ": must be >= 1"},
+		{"--node-rate=0", flagRef("node-rate") + ": must be > 0"},
+		{"--ack-wait=0s", flagRef("ack-wait") + ": must be at least"},
+		{"--lease-ttl=0s", flagRef("lease-ttl") + ": must be at least"},
+		{"--checkpoint-interval=0s", flagRef("checkpoint-interval") + ": must be > 0, or negative for never"},
+		{"--shutdown-timeout=0s", flagRef("shutdown-timeout") + ": must be >= 1s"},
+		{"--resync-interval=0s", flagRef("resync-interval") + ": must be > 0"},
 	} {
 		f := &roleFlags{}
 		cmd := &cobra.Command{Use: "x"}
@@ -146,11 +155,11 @@ func TestZeroLimitFlagsRefused(t *testing.T) {
 	f := &roleFlags{}
 	cmd := &cobra.Command{Use: "x"}
 	addRoleFlags(cmd, f, "")
-	if err := cmd.ParseFlags([]string{"--node-concurrency=-1", "--guard-share=1"}); err != nil {
+	if err := cmd.ParseFlags([]string{"--node-concurrency=-1", "--guard-share=1", "--node-rate=-1", "--checkpoint-interval=-1s"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop()); err != nil {
-		t.Errorf("no node limit and a share of 1: %v", err)
+		t.Errorf("no node limit, a share of 1, no node rate, no checkpoints: %v", err)
 	}
 }
 

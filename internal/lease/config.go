@@ -66,6 +66,16 @@ const (
 	defaultReleaseTimeout = 60 * time.Second
 )
 
+// CheckTTL checks a TTL as an operator gives it (a flag), where 0 is a
+// value, not the default; Config.TTL is checked by it once defaulted. Its
+// error reads after the setting's name.
+func CheckTTL(d time.Duration) error {
+	if d < minTTL {
+		return fmt.Errorf("must be at least %s, got %s", minTTL, d)
+	}
+	return nil
+}
+
 // withDefaults checks c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
 	if !validToken.MatchString(c.Group) {
@@ -80,8 +90,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TTL == 0 {
 		c.TTL = defaultTTL
 	}
-	if c.TTL < minTTL {
-		return c, fmt.Errorf("lease: Config.TTL must be at least %s, got %s", minTTL, c.TTL)
+	if err := CheckTTL(c.TTL); err != nil {
+		return c, fmt.Errorf("lease: Config.TTL %w", err)
 	}
 	if c.Renew <= 0 {
 		c.Renew = c.TTL / defaultRenewDivisor

@@ -92,6 +92,48 @@ type Config struct {
 	Clock clock.Clock
 }
 
+// The settings an operator gives (flags), one at a time. In a Config a
+// zero field means "the default"; given by an operator, zero is a value,
+// and refused where it means nothing. Each error reads after the
+// setting's name; defaults checks the fields with them. ConfigRefresh
+// takes any value (0: Interval; negative: no verification).
+
+// CheckInterval checks Config.Interval as given.
+func CheckInterval(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("must be > 0, got %s", d)
+	}
+	return nil
+}
+
+// CheckVerifyRate checks Config.VerifyRate as given: 0 would verify
+// nothing, which a negative ConfigRefresh says.
+func CheckVerifyRate(r float64) error {
+	if r <= 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return fmt.Errorf("must be > 0, got %v", r)
+	}
+	return nil
+}
+
+// CheckResyncInterval checks Config.ResyncInterval as given.
+func CheckResyncInterval(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("must be > 0, got %s", d)
+	}
+	return nil
+}
+
+// CheckObservedTTL checks Config.ObservedTTL (0: none) against the
+// Interval it is observed at (defaulted): a snapshot is refreshed at TTL/2
+// on the next pass, so TTL must leave room for a few passes (and NATS
+// counts TTLs in whole seconds).
+func CheckObservedTTL(ttl, interval time.Duration) error {
+	if ttl < 0 || (ttl > 0 && (ttl < time.Second || ttl < 4*interval)) {
+		return fmt.Errorf("must be 0 or at least 1s and 4 × the observe interval (%s), got %s", 4*interval, ttl)
+	}
+	return nil
+}
+
 func (c *Config) defaults() error {
 	if c.Cluster == "" {
 		c.Cluster = events.DefaultCluster
@@ -106,26 +148,23 @@ func (c *Config) defaults() error {
 		}
 		c.Name = "observer@" + host
 	}
-	switch {
-	case c.Interval == 0:
+	if c.Interval == 0 {
 		c.Interval = DefaultInterval
-	case c.Interval < 0:
-		return fmt.Errorf("observer: Interval must be > 0, got %s", c.Interval)
+	} else if err := CheckInterval(c.Interval); err != nil {
+		return fmt.Errorf("observer: Interval %w", err)
 	}
 	if c.ConfigRefresh == 0 {
 		c.ConfigRefresh = c.Interval
 	}
-	switch {
-	case c.VerifyRate == 0:
+	if c.VerifyRate == 0 {
 		c.VerifyRate = DefaultVerifyRate
-	case c.VerifyRate < 0 || math.IsNaN(c.VerifyRate) || math.IsInf(c.VerifyRate, 0):
-		return fmt.Errorf("observer: VerifyRate must be > 0, got %v", c.VerifyRate)
+	} else if err := CheckVerifyRate(c.VerifyRate); err != nil {
+		return fmt.Errorf("observer: VerifyRate %w", err)
 	}
-	switch {
-	case c.ResyncInterval == 0:
+	if c.ResyncInterval == 0 {
 		c.ResyncInterval = DefaultResyncInterval
-	case c.ResyncInterval < 0:
-		return fmt.Errorf("observer: ResyncInterval must be > 0, got %s", c.ResyncInterval)
+	} else if err := CheckResyncInterval(c.ResyncInterval); err != nil {
+		return fmt.Errorf("observer: ResyncInterval %w", err)
 	}
 	switch {
 	case c.ReadConcurrency == 0:
@@ -145,10 +184,8 @@ func (c *Config) defaults() error {
 	case c.AckTimeout < 0:
 		return fmt.Errorf("observer: AckTimeout must be > 0, got %s", c.AckTimeout)
 	}
-	// A snapshot is refreshed at TTL/2 on the next pass: TTL must leave
-	// room for a few passes (and NATS counts TTLs in whole seconds).
-	if c.ObservedTTL < 0 || (c.ObservedTTL > 0 && (c.ObservedTTL < time.Second || c.ObservedTTL < 4*c.Interval)) {
-		return fmt.Errorf("observer: ObservedTTL must be 0 or at least 1s and 4 × Interval (%s), got %s", 4*c.Interval, c.ObservedTTL)
+	if err := CheckObservedTTL(c.ObservedTTL, c.Interval); err != nil {
+		return fmt.Errorf("observer: ObservedTTL %w", err)
 	}
 	c.Clock = clock.Or(c.Clock)
 	return nil

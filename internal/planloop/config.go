@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/planner"
 )
 
@@ -70,11 +71,12 @@ func (c *Config) Validate() error {
 		c.Planner.FlushInterval = c.Tick // every tick
 	}
 	c.Clock = clock.Or(c.Clock)
-	switch {
-	case c.Tick < 0:
+	if c.Tick < 0 {
 		return fmt.Errorf("planloop.Config.Tick must be > 0, got %v", c.Tick)
-	case c.LeaseTTL < 0:
-		return fmt.Errorf("planloop.Config.LeaseTTL must be > 0, got %v", c.LeaseTTL)
+	}
+	// The lease store's TTL: checked as package lease would at start.
+	if err := lease.CheckTTL(c.LeaseTTL); err != nil {
+		return fmt.Errorf("planloop.Config.LeaseTTL %w", err)
 	}
 	return c.Planner.Validate()
 }
