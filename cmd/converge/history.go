@@ -21,9 +21,10 @@ func newHistoryCmd(g *globals) *cobra.Command {
 desired change (publisher, correlation id, fields, or why it was rejected),
 the observations that mattered (the first, then each that differs from the
 one before: existence, power, node, lock, config; identical polls are left
-out), every action (operation, reason, action id, desired revision, attempt)
-and result (status, Proxmox task id, error and its class, warnings and task
-log, executor).
+out; with --since, the window's first is "first since …" when the guest
+was observed before it), every action (operation, reason, action id,
+desired revision, attempt) and result (status, Proxmox task id, error and
+its class, warnings and task log, executor).
 
 -o json prints {"vmid":…,"cluster":…,"entries":[…]}; -o jsonl prints one
 self-contained JSON object per entry (vmid, cluster, seq, time, kind, who,

@@ -58,12 +58,19 @@ a terminal or the replay is longer than 100,000 events.`,
 			if err != nil {
 				return err
 			}
+			// The journal's end before the fold: a --until beyond it (and
+			// beyond what the fold reached) replayed the whole journal.
+			info, err := b.Info(ctx)
+			if err != nil {
+				return err
+			}
 			p, err := audit.FoldUntil(ctx, b.JS, g.stream, g.cluster, pt, bar.update, auth)
 			bar.finish()
 			if err != nil {
 				return err
 			}
-			asOf := replayAsOf{Seq: p.LastSeq, Time: pt.Time}
+			asOf := replayAsOf{Seq: p.LastSeq, Time: pt.Time,
+				PastEnd: (pt.Seq > info.LastSeq && pt.Seq > p.LastSeq) || pt.Time.After(time.Now())}
 			if asOf.Time.IsZero() && p.LastSeq > 0 {
 				if asOf.Time, err = audit.EventTime(ctx, b.JS, g.stream, p.LastSeq); err != nil {
 					return err
@@ -106,6 +113,9 @@ a terminal or the replay is longer than 100,000 events.`,
 type replayAsOf struct {
 	Seq  uint64    `json:"seq"`
 	Time time.Time `json:"time,omitzero"`
+	// PastEnd: --until named a sequence past the journal's end, or a
+	// time to come; the whole journal was replayed.
+	PastEnd bool `json:"past_end,omitempty"`
 }
 
 type replayDoc struct {
@@ -148,7 +158,10 @@ func printReplay(w io.Writer, g *globals, pt audit.Point, asOf replayAsOf, st pr
 		return
 	}
 	fmt.Fprintf(w, "cluster %s as of journal %s seq %d (%s)", g.cluster, g.stream, asOf.Seq, asOf.Time.Local().Format(historyTime))
-	if !pt.IsZero() {
+	switch {
+	case asOf.PastEnd:
+		fmt.Fprintf(w, "; --until %s is past the journal's end (seq %d): replayed the whole journal", pt, asOf.Seq)
+	case !pt.IsZero():
 		fmt.Fprintf(w, ", replayed up to %s", pt)
 	}
 	fmt.Fprintln(w)

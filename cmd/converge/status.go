@@ -111,12 +111,24 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return enc.Encode(map[string]any{"cluster": g.cluster, "planner": cd, "guests": sums})
 			}
 			printStatus(cmd.OutOrStdout(), sums, cd, time.Now())
+			if len(sums) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), noGuestMatched(states, len(docs)))
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only guests in these states, comma-separated: "+strings.Join(stateNames(), ", "))
 	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(stateNames(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// noGuestMatched says why status lists no guest: none in the states
+// asked for (of n with a document), or no document at all.
+func noGuestMatched(states []string, n int) string {
+	if n == 0 {
+		return "no guests in the views yet (the planner writes a document for each guest it observes or that has a desired state)"
+	}
+	return fmt.Sprintf("no guest matched --state %s (%d guest(s) in other states)", strings.Join(states, ","), n)
 }
 
 func stateNames() []string {
@@ -177,6 +189,9 @@ func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now ti
 		// What /cluster/resources does not show (pending values, description,
 		// onboot) is found within this bound.
 		fmt.Fprintf(w, "every guest's config is verified within %s\n", p.Round(time.Second))
+	}
+	if len(sums) == 0 {
+		return // no table of headers alone: the caller says why
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VMID\tKIND\tNAME\tTAGS\tSTATE\tNODE\tPOWER\tDESIRED\tOBSERVED\tLAST ACTION\tAGE\tREASON")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -64,46 +63,21 @@ func TestStatusDesiredWholeGuestFields(t *testing.T) {
 	}
 }
 
-func waitDoc(id int, kind planner.StatusKind, reason, lastErr string) *views.GuestDoc {
-	return &views.GuestDoc{View: &projector.View{VMID: id, DesiredSeq: 5, LastError: lastErr},
-		Status: planner.Status{Kind: kind, Reason: reason}}
-}
-
-// wait exiting 4 names every guest in error or rejected, each with its
-// reason, not only the first; timing out, it gives each guest's last error.
-func TestWaitNamesEveryFailure(t *testing.T) {
-	ids := []int{108, 109, 110, 111}
-	want := map[int]uint64{108: 5, 109: 5, 110: 5, 111: 5}
-	ch := make(chan *views.GuestDoc, 4)
-	ch <- waitDoc(108, planner.Error, "clone failed: storage full (not retried until the desired state changes)", "storage full")
-	ch <- waitDoc(109, planner.Converged, "", "")
-	ch <- waitDoc(110, planner.Rejected, "cores: must be >= 1", "")
-	ch <- waitDoc(111, planner.Error, "start failed: no quorum", "no quorum")
-	_, err := awaitConverged(context.Background(), ids, want, ch, time.Minute)
-	if codeOf(err) != exitGuestFailed {
-		t.Fatalf("exit %d: %v", codeOf(err), err)
+// Issue 35, point 10: status --state that matches no guest says so,
+// instead of printing a header alone.
+func TestStatusStateNoMatch(t *testing.T) {
+	c := startCLIBus(t)
+	out, code := c.cli(t, "status")
+	if code != 0 || !strings.Contains(out, "no guests in the views yet") || strings.Contains(out, "VMID") {
+		t.Fatalf("no documents: exit %d:\n%s", code, out)
 	}
-	for _, w := range []string{"guest 108 is error: clone failed: storage full", "guest 110 is rejected: cores", "guest 111 is error: start failed: no quorum"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("%q does not say %q", err, w)
-		}
+	c.put(t, &views.GuestDoc{View: &projector.View{VMID: 101}, Status: planner.Status{Kind: planner.Converged}})
+	out, code = c.cli(t, "status", "--state", "error,held")
+	if code != 0 || !strings.Contains(out, "no guest matched --state error,held (1 guest(s) in other states)") || strings.Contains(out, "VMID") {
+		t.Fatalf("--state error,held: exit %d:\n%s", code, out)
 	}
-	if strings.Contains(err.Error(), "109") {
-		t.Errorf("names the converged guest: %v", err)
-	}
-
-	// Timing out: what is left, with the last error status shows.
-	ctx, cancel := context.WithCancel(context.Background())
-	ch = make(chan *views.GuestDoc, 1)
-	ch <- waitDoc(108, planner.Pending, "retry 2 after clone failed", "storage full")
-	go func() {
-		for len(ch) > 0 {
-			time.Sleep(time.Millisecond) // until the doc is read
-		}
-		cancel()
-	}()
-	_, err = awaitConverged(ctx, []int{108}, map[int]uint64{108: 5}, ch, time.Minute)
-	if codeOf(err) != exitNotDone || !strings.Contains(err.Error(), "[last error: storage full]") {
-		t.Fatalf("exit %d: %v", codeOf(err), err)
+	out, code = c.cli(t, "status", "--state", "converged")
+	if code != 0 || !strings.Contains(out, "VMID") || !strings.Contains(out, "101") || strings.Contains(out, "no guest") {
+		t.Fatalf("--state converged: exit %d:\n%s", code, out)
 	}
 }

@@ -22,15 +22,20 @@ const (
 	exitUsage       = 2 // bad flags, arguments or configuration; nothing was done
 	exitNotDone     = 3 // wait: timed out, or the watch ended, before every guest converged
 	exitGuestFailed = 4 // wait: a guest is error or rejected
-	exitInterrupted = 130
+	// exitNeedsOperator: wait stopped at a guest that only an operator
+	// can move on (held, paused, a destroy behind its gate, a change that
+	// waits for a restart under restart: never).
+	exitNeedsOperator = 5
+	exitInterrupted   = 130
 )
 
 const exitCodesHelp = `Exit codes:
   0    success
   1    error (NATS or Proxmox unreachable, credentials refused, a role failed)
   2    usage: a bad flag, argument or setting (also: wait for a guest without desired state)
-  3    wait: timed out (or the watch ended) before every guest converged
+  3    wait: timed out (or the watch ended) before every guest converged; rebuild --wait: no planner rewrote the views
   4    wait: a guest is error or rejected
+  5    wait: a guest waits for an operator (held, paused, a destroy behind its gate, a restart under restart: never)
   130  interrupted twice (the second Ctrl-C does not wait for the drain)`
 
 // usageError is a bad flag, argument or setting: exit status 2.

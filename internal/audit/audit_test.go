@@ -226,6 +226,15 @@ func TestHistoryTimeline(t *testing.T) {
 	if len(es) != 4 || es[0].Seq != marks["succeeded"] || es[1].Seq != marks["obs2"] || es[1].Changes != nil {
 		t.Fatalf("since %s: %+v", since, es)
 	}
+	// Issue 35: the window's first observation is not the guest's first.
+	if want := "first since " + since.UTC().Format(time.RFC3339) + " (seen before): qemu on pve1, running, 4 cores"; !strings.HasPrefix(es[1].Summary, want) {
+		t.Errorf("first observation since %s: %q, want %q…", since, es[1].Summary, want)
+	}
+	// A window that begins with the guest's first observation says so.
+	es, err = audit.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 16, byseq[marks["obs1"]].Time)
+	if err != nil || len(es) == 0 || es[0].Seq != marks["obs1"] || !strings.HasPrefix(es[0].Summary, "first seen: ") {
+		t.Fatalf("since the first observation: %v %+v", err, es)
+	}
 	es, err = audit.Timeline(ctx, w.b.JS, "PVE", "pve", 101, 16, time.Now().Add(time.Hour))
 	if err != nil || len(es) != 0 {
 		t.Fatalf("since the future: %v %+v", err, es)

@@ -11,7 +11,9 @@
 // observations that mattered (the first one, then each whose normalised
 // state differs from the previous observation: existence, power, node,
 // lock, kind, template, managed config, pending values; identical polls
-// and digest-only changes are left out), actions and results (status,
+// and digest-only changes are left out; from a time on, the first in the
+// window is called "first seen" only if the journal holds no observation
+// of the guest stored before it), actions and results (status,
 // UPID, node, warnings, task log, error and its class, executor; the
 // read-back a result embeds is left out). It reads the guest's four
 // literal stored subjects (pve.<kind>.<cluster>.<vmid>.<partition>) with

@@ -107,6 +107,18 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 	defer it.Stop()
 	tl := newTimeline(cluster, vmid)
 	tl.proj.Auth = firstAuth(auth) // desired events judged as the planner judges them
+	if !since.IsZero() {
+		// The window's first observation is the guest's first only if the
+		// journal holds none stored before the window.
+		m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subjects[1]))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("journal: first observation of %d: %w", vmid, err)
+		case m.Time.Before(since):
+			tl.seenBefore = since
+		}
+	}
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -134,7 +146,10 @@ type timeline struct {
 	// proj decides desired events exactly as the planner's fold does.
 	proj    *projector.Projector
 	prevObs *obsState
-	entries []Entry
+	// seenBefore is the start of a window (--since) the guest was
+	// observed before: its first observation in it is not "first seen".
+	seenBefore time.Time
+	entries    []Entry
 }
 
 func newTimeline(cluster string, vmid int) *timeline {
@@ -172,9 +187,12 @@ func (t *timeline) add(ev projector.Event) {
 		}
 		t.prevObs = st
 		e.Who, e.CorrelationID, e.Observed = o.Publisher, o.CorrelationID, &o
-		if e.Changes == nil {
+		switch {
+		case e.Changes == nil && !t.seenBefore.IsZero():
+			e.Summary = "first since " + t.seenBefore.UTC().Format(time.RFC3339) + " (seen before): " + st.describe()
+		case e.Changes == nil:
 			e.Summary = "first seen: " + st.describe()
-		} else {
+		default:
 			e.Summary = strings.Join(e.Changes, "; ")
 		}
 	case events.KindAction:
