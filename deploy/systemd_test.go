@@ -4,9 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/converge-pve/converge/internal/natsauth"
 )
 
 // unitFile is a systemd unit: section -> key -> values, in order (a key
@@ -95,6 +98,12 @@ func TestSystemdUnits(t *testing.T) {
 			if f := svc["SystemCallFilter"]; len(f) == 0 || f[0] != "@system-service" {
 				t.Errorf("SystemCallFilter=%v, want @system-service first", f)
 			}
+			// A usage error (exit 2, docs/exit-codes.md) fails again on every
+			// restart: a unit that restarts must not retry it for ever.
+			if r := u.last("Service", "Restart"); r != "" && r != "no" &&
+				!slices.Contains(strings.Fields(strings.Join(svc["RestartPreventExitStatus"], " ")), "2") {
+				t.Errorf("Restart=%s without RestartPreventExitStatus=2: a usage error restarts every %s for ever", r, u.last("Service", "RestartSec"))
+			}
 			// The role's command: converge-<role>[@].service.
 			role := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "converge-"), ".service"), "@")
 			stop, err := time.ParseDuration(u.last("Service", "TimeoutStopSec"))
@@ -149,5 +158,64 @@ func TestSystemdUnits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSecretFileNames checks that the NATS password files the systemd
+// examples name (CONVERGE_NATS_PASSWORD_FILE beside CONVERGE_NATS_USER)
+// follow one naming scheme, and that nats/README.md and README.md name
+// each role's file the same way: an operator following either must end
+// up with the files the units read.
+func TestSecretFileNames(t *testing.T) {
+	examples, _ := filepath.Glob("systemd/*.env.example")
+	scheme := "" // the path with the user replaced by {user}
+	for _, path := range examples {
+		env := readEnvFile(t, path)
+		user, file := env["CONVERGE_NATS_USER"], env["CONVERGE_NATS_PASSWORD_FILE"]
+		if user == "" || file == "" {
+			continue
+		}
+		if !strings.Contains(file, user) {
+			t.Errorf("%s: CONVERGE_NATS_PASSWORD_FILE=%s does not name its user %s", path, file, user)
+			continue
+		}
+		s := strings.Replace(file, user, "{user}", 1)
+		if scheme == "" {
+			scheme = s
+		} else if s != scheme {
+			t.Errorf("%s: CONVERGE_NATS_PASSWORD_FILE=%s; another example names its file %s", path, file, strings.ReplaceAll(scheme, "{user}", user))
+		}
+	}
+	if scheme == "" {
+		t.Fatal("no systemd/*.env.example names a NATS user and its password file")
+	}
+	want := func(user string) string { return strings.ReplaceAll(scheme, "{user}", user) }
+
+	b, err := os.ReadFile("nats/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := regexp.MustCompile(`--nats-user\s+(\S+)\s+--nats-password-file\s+(\S+)`).FindAllStringSubmatch(string(b), -1)
+	if len(flags) == 0 {
+		t.Fatal("nats/README.md: no --nats-user … --nats-password-file … found")
+	}
+	for _, m := range flags {
+		if m[2] != want(m[1]) {
+			t.Errorf("nats/README.md: user %s's password file is %s; the systemd examples name it %s", m[1], m[2], want(m[1]))
+		}
+	}
+
+	// README.md's install steps name the files by path alone.
+	b, err = os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(scheme) + "/"
+	for _, p := range regexp.MustCompile(regexp.QuoteMeta(dir)+`nats-[^\s)`+"`"+`"']+`).FindAllString(string(b), -1) {
+		for _, r := range natsauth.Roles {
+			if strings.HasPrefix(p, dir+"nats-"+string(r)) && p != want(string(r)) {
+				t.Errorf("README.md: %s; the systemd examples name %s's password file %s", p, r, want(string(r)))
+			}
+		}
 	}
 }

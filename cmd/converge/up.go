@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +90,10 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			return err
 		}
 		if err := sim.Start(f.simListen); err != nil {
-			return err
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("--sim-listen %s: %w (another converge up or converge sim running? stop it, or choose another address)", f.simListen, err)
+			}
+			return fmt.Errorf("--sim-listen %s: %w", f.simListen, err)
 		}
 		defer sim.Close()
 		log.Info().Str("url", sim.URL()).Str("token_id", tokenID).Str("faults", sim.ControlURL()+"/faults").

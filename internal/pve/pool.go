@@ -3,6 +3,7 @@ package pve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -89,11 +90,11 @@ func (c *Client) CreatePool(ctx context.Context, pool, comment string) error {
 // not exist is ClassTerminal.
 func (c *Client) SetPool(ctx context.Context, pool string, vmid int, remove bool) error {
 	if err := poolIDErr(OpSetPool, pool); err != nil {
-		return err
+		return setPoolError(err, pool, vmid, remove)
 	}
 	if vmid < MinVMID || vmid > MaxVMID {
 		err := fmt.Errorf("vmid %d out of range %d..%d", vmid, MinVMID, MaxVMID)
-		return &Error{Class: ClassTerminal, Op: OpSetPool, Message: err.Error(), Err: err}
+		return setPoolError(&Error{Class: ClassTerminal, Op: OpSetPool, Message: err.Error(), Err: err}, pool, vmid, remove)
 	}
 	body := map[string]any{"vms": strconv.Itoa(vmid)}
 	if remove {
@@ -102,5 +103,50 @@ func (c *Client) SetPool(ctx context.Context, pool string, vmid int, remove bool
 		body["allow-move"] = 1
 	}
 	var raw json.RawMessage
-	return c.do(ctx, OpSetPool, GuestRef{}, http.MethodPut, poolPath(pool, body), body, &raw)
+	return setPoolError(c.do(ctx, OpSetPool, GuestRef{}, http.MethodPut, poolPath(pool, body), body, &raw), pool, vmid, remove)
+}
+
+// poolMissingRE is Proxmox's answer for a pool that does not exist:
+// "update pools failed: pool 'x' does not exist", or from check_pool_exist
+// "Permission check failed (pool 'x' does not exist)", which is no
+// permission problem.
+var poolMissingRE = regexp.MustCompile(`(?i)\bpool '[^']*' does not exist`)
+
+// poolError is a failed pool change worded for the operator, who reads
+// it as a guest's status reason: what was asked and Proxmox's answer,
+// without the client's op and class jargon (the result carries the class
+// on its own). It is the *Error underneath for errors.As, Classify and
+// errors.Is.
+type poolError struct {
+	text string
+	err  *Error
+}
+
+func (e *poolError) Error() string { return e.text }
+func (e *poolError) Unwrap() error { return e.err }
+
+// setPoolError words a SetPool failure for the operator; nil stays nil.
+func setPoolError(err error, pool string, vmid int, remove bool) error {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	what := fmt.Sprintf("moving guest %d into pool %q", vmid, pool)
+	if remove {
+		what = fmt.Sprintf("taking guest %d out of pool %q", vmid, pool)
+	}
+	why := pe.Message
+	switch {
+	case poolMissingRE.MatchString(why):
+		why = fmt.Sprintf("pool %q does not exist in Proxmox", pool)
+	case why == "" && pe.Err != nil:
+		why = pe.Err.Error()
+	}
+	switch {
+	case pe.Class == ClassUnauthorized:
+		why = "Proxmox refused converge's credentials or privileges: " + why
+	case pe.Indeterminate:
+		why += " (Proxmox may have applied it: no answer came back)"
+	}
+	return &poolError{text: what + " failed: " + why, err: pe}
 }

@@ -188,7 +188,9 @@ func New(opts Options) (*Sim, error) {
 func (s *Sim) Start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("pvesim: listen %s: %w", addr, err)
+		// net's error says what and where ("listen tcp ADDR: bind: address
+		// already in use"); the command that gave addr names its flag.
+		return err
 	}
 	s.srv = &http.Server{
 		Handler:           s.handler,
