@@ -101,7 +101,7 @@ func TestCompose(t *testing.T) {
 			}
 		}
 		switch cmd {
-		case "observer", "planner", "executor", "provision":
+		case "observer", "planner", "executor", "api", "provision":
 			if got := flagValue(args, "--replicas"); got != "3" {
 				t.Errorf("%s: --replicas %q, want 3", name, got)
 			}
@@ -138,7 +138,7 @@ func TestCompose(t *testing.T) {
 	if nats != 3 {
 		t.Errorf("%d nats services, want 3", nats)
 	}
-	for role, want := range map[string]int{"sim": 1, "provision": 1, "observer": 1, "planner": 1, "executor": 2} {
+	for role, want := range map[string]int{"sim": 1, "provision": 1, "observer": 1, "planner": 1, "executor": 2, "api": 1} {
 		if len(roles[role]) != want {
 			t.Errorf("%d %s services (%v), want %d", len(roles[role]), role, roles[role], want)
 		}
@@ -160,9 +160,17 @@ func checkNATSService(t *testing.T, name string, s composeService, expand func(s
 	if got := expand(s.Environment["NATS_SERVER_NAME"]); got != name {
 		t.Errorf("%s: NATS_SERVER_NAME %q, want %q (cluster.conf routes to nats1..3)", name, got, name)
 	}
-	for _, v := range []string{"PUBLISHER", "OBSERVER", "PLANNER", "EXECUTOR", "AUDITOR", "ADMIN"} {
-		if _, ok := s.Environment["CONVERGE_NATS_"+v+"_PASSWORD"]; !ok {
-			t.Errorf("%s: no CONVERGE_NATS_%s_PASSWORD for users.conf", name, v)
+	// Every variable the configurations read (unquoted, outside comments):
+	// users.conf's passwords and cluster.conf's addresses, store and routes.
+	for _, f := range []string{"nats/users.conf", "nats/cluster.conf"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^[^#"\n]*?\$([A-Z][A-Z_0-9]*)`).FindAllStringSubmatch(string(b), -1) {
+			if _, ok := s.Environment[m[1]]; !ok {
+				t.Errorf("%s: %s reads $%s, which the service does not set", name, f, m[1])
+			}
 		}
 	}
 	mounted := strings.Join(s.Volumes, " ")

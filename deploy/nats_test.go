@@ -8,16 +8,21 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/converge-pve/converge/internal/natsauth"
 )
 
-// natsEnv sets every variable the configurations in nats/ read (the role
-// passwords of users.conf) and returns the passwords by variable.
+// natsEnv sets every variable the configurations in nats/ read, as
+// nats/nats.env.example lists them (a password per role of users.conf, and
+// the server's name, addresses, store and routes), and returns the
+// passwords by variable. A test then overrides what it runs differently.
 func natsEnv(t *testing.T) map[string]string {
 	t.Helper()
 	b, err := os.ReadFile("nats/users.conf")
@@ -25,36 +30,57 @@ func natsEnv(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	vars := regexp.MustCompile(`\$(CONVERGE_NATS_[A-Z]+_PASSWORD)`).FindAllStringSubmatch(string(b), -1)
-	if len(vars) != 6 {
-		t.Fatalf("users.conf: %d password variables, want 6 (one per role)", len(vars))
+	if len(vars) != len(natsauth.Roles) {
+		t.Fatalf("users.conf: %d password variables, want %d (one per role)", len(vars), len(natsauth.Roles))
 	}
+	example := envExample(t)
 	pw := map[string]string{}
 	for _, v := range vars {
+		if _, ok := example[v[1]]; !ok {
+			t.Errorf("nats/nats.env.example does not list %s", v[1])
+		}
 		pw[v[1]] = "pw-" + v[1]
-		t.Setenv(v[1], pw[v[1]])
 	}
+	for k, v := range example {
+		if p, ok := pw[k]; ok {
+			v = p
+		}
+		t.Setenv(k, v)
+	}
+	t.Setenv("NATS_STORE_DIR", t.TempDir())
 	return pw
 }
 
-// loadNATS parses a configuration with nats-server's own parser and makes
-// it listen on loopback ports of its own, storing under a temporary
-// directory, quietly.
+// envExample reads nats/nats.env.example.
+func envExample(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("nats/nats.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// loadNATS parses a configuration with nats-server's own parser, as node
+// name, listening on a loopback port of its own (NATS_LISTEN), storing
+// under a temporary directory (NATS_STORE_DIR), quietly: what the
+// environment sets, the file taken unchanged.
 func loadNATS(t *testing.T, file, name string) *server.Options {
 	t.Helper()
 	t.Setenv("NATS_SERVER_NAME", name)
+	t.Setenv("NATS_LISTEN", "127.0.0.1:-1")
+	t.Setenv("NATS_STORE_DIR", t.TempDir())
 	opts, err := server.ProcessConfigFile(file)
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	opts.Host, opts.Port = "127.0.0.1", -1
 	opts.HTTPHost, opts.HTTPPort = "", 0
-	if opts.JetStream {
-		opts.StoreDir = t.TempDir()
-	}
-	if opts.Cluster.Port != 0 {
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", -1
-	}
-	opts.Routes = nil
 	opts.NoLog, opts.NoSigs = os.Getenv("DEPLOY_TEST_NATS_LOG") == "", true
 	return opts
 }
@@ -96,8 +122,8 @@ func TestNATSConfigsParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(opts.Users) != 6 {
-				t.Errorf("%d users, want 6", len(opts.Users))
+			if len(opts.Users) != len(natsauth.Roles) {
+				t.Errorf("%d users, want %d", len(opts.Users), len(natsauth.Roles))
 			}
 			for _, u := range opts.Users {
 				if want := pw[fmt.Sprintf("CONVERGE_NATS_%s_PASSWORD", upper(u.Username))]; u.Password != want {
@@ -112,18 +138,21 @@ func TestNATSConfigsParse(t *testing.T) {
 					t.Errorf("server_name %q, want NATS_SERVER_NAME's nats2", opts.ServerName)
 				}
 				if opts.Cluster.Name != "converge" || opts.Cluster.Port != 6222 {
-					t.Errorf("cluster %q port %d, want converge on 6222", opts.Cluster.Name, opts.Cluster.Port)
+					t.Errorf("cluster %q port %d, want converge on NATS_CLUSTER_LISTEN's 6222", opts.Cluster.Name, opts.Cluster.Port)
 				}
 				var routes []string
 				for _, r := range opts.Routes {
 					routes = append(routes, r.Host)
 				}
 				if fmt.Sprint(routes) != "[nats1:6222 nats2:6222 nats3:6222]" {
-					t.Errorf("routes %v, want nats1..3:6222", routes)
+					t.Errorf("routes %v, want NATS_ROUTE_1..3's nats1..3:6222", routes)
 				}
 			}
-			if !opts.JetStream || opts.StoreDir == "" {
-				t.Errorf("JetStream %v, store_dir %q: want JetStream with a store", opts.JetStream, opts.StoreDir)
+			if opts.ServerName != "nats2" || opts.Port != 4222 {
+				t.Errorf("server %q on port %d, want NATS_SERVER_NAME's nats2 on NATS_LISTEN's 4222", opts.ServerName, opts.Port)
+			}
+			if !opts.JetStream || opts.StoreDir != os.Getenv("NATS_STORE_DIR") {
+				t.Errorf("JetStream %v, store_dir %q: want JetStream storing in NATS_STORE_DIR", opts.JetStream, opts.StoreDir)
 			}
 		})
 	}
@@ -189,31 +218,20 @@ func TestNATSConfigsStart(t *testing.T) {
 	})
 }
 
-// clusterNode is cluster.conf as node name (NATS_SERVER_NAME), its cluster
-// port clusterPort and its routes nats1..3:6222 rewritten to the loopback
-// ports given, in order. Clustered JetStream refuses to start without
-// routes, so even one node alone gets them.
+// clusterNode is cluster.conf, unchanged, as node name with its cluster
+// port clusterPort and its routes to the loopback ports given, all set
+// through its environment (NATS_CLUSTER_LISTEN, NATS_ROUTE_1..3).
+// Clustered JetStream refuses to start without routes, so even one node
+// alone gets them.
 func clusterNode(t *testing.T, name string, clusterPort int, ports []int) *server.Options {
 	t.Helper()
-	parsed, err := func() (*server.Options, error) {
-		t.Setenv("NATS_SERVER_NAME", name)
-		return server.ProcessConfigFile("nats/cluster.conf")
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(parsed.Routes) != len(ports) {
-		t.Fatalf("cluster.conf: %d routes, want %d", len(parsed.Routes), len(ports))
+	t.Setenv("NATS_CLUSTER_LISTEN", fmt.Sprintf("127.0.0.1:%d", clusterPort))
+	for i, p := range ports {
+		t.Setenv(fmt.Sprintf("NATS_ROUTE_%d", i+1), fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	opts := loadNATS(t, "nats/cluster.conf", name)
-	if opts.ServerName != name {
-		t.Fatalf("server_name %q, want %q", opts.ServerName, name)
-	}
-	opts.Cluster.Port = clusterPort
-	for i, r := range parsed.Routes {
-		u := *r
-		u.Host = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		opts.Routes = append(opts.Routes, &u)
+	if opts.ServerName != name || len(opts.Routes) != len(ports) {
+		t.Fatalf("server_name %q with %d routes, want %q with %d", opts.ServerName, len(opts.Routes), name, len(ports))
 	}
 	return opts
 }

@@ -19,7 +19,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 	print := &cobra.Command{
 		Use:   "print [COMMAND [FLAGS...]]",
 		Short: "Print the effective configuration of a command (default up): every setting, its value and where it came from; secrets masked",
-		Long: `Prints the settings COMMAND (up, observer, planner, executor or sim; default up)
+		Long: `Prints the settings COMMAND (up, observer, planner, executor, api or sim; default up)
 would run with, given FLAGS, the environment and the --config file: each
 setting's value and its source (flag, env NAME, file PATH or default).
 Secrets (passwords, token secrets) are masked.
@@ -36,7 +36,7 @@ Secrets (passwords, token secrets) are masked.
 			if len(args) > 0 && configurable[args[0]] {
 				target, rest = args[0], args[1:]
 			} else if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-				return usageError{fmt.Errorf("config print: %q is not one of up, observer, planner, executor, sim", args[0])}
+				return usageError{fmt.Errorf("config print: %q is not one of up, observer, planner, executor, api, sim", args[0])}
 			}
 			tc, _, err := cmd.Root().Find([]string{target})
 			if err != nil {

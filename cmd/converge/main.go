@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -181,7 +183,7 @@ func newRoot() *cobra.Command {
 		}
 		return g.resolveSecrets(cmd)
 	}
-	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"),
+	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"), newRoleCmd(g, "api"),
 		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
 		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd(),
 		newApproveCmd(g), newPauseCmd(g), newResumeCmd(g), newReleaseCmd(g), newConfigCmd(g), newVersionCmd())
@@ -245,27 +247,43 @@ func (g *globals) connectWith(ctx context.Context, name string, adjust func(*bus
 	return b, g.natsAuthHint(err)
 }
 
-// natsAuthHint adds to NATS refusing the credentials which ones were
-// used and how to give others; other errors are returned as they are.
+// natsAuthHint adds to a NATS connection that failed at start what to
+// check: for NATS refusing the credentials, which ones converge sent (or
+// that it sent none, and where it looked for `converge up`'s) and how to
+// give others; for no server answering, whether `converge up` runs and
+// which --nats to give. Other errors are returned as they are. It names
+// files and flags, never a secret.
 func (g *globals) natsAuthHint(err error) error {
+	if errors.Is(err, nats.ErrNoServers) {
+		if g.natsURL == "" || g.natsURL == "nats://"+defaultNATSListen {
+			return fmt.Errorf("%w\nNothing answers at nats://%s, where `converge up` listens by default: is `converge up` running on this host "+
+				"(with its default --nats-listen)? Start it, or pass --nats (or CONVERGE_NATS) with the URL of your NATS server "+
+				"or of the --nats-listen address `converge up` was given", err, defaultNATSListen)
+		}
+		return fmt.Errorf("%w\nIs the NATS server named by --nats (CONVERGE_NATS) running and reachable from here? "+
+			"For `converge up`, --nats must name its --nats-listen address (default nats://%s)", err, defaultNATSListen)
+	}
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		return err
 	}
-	const how = "give --nats-user with --nats-password-file (or CONVERGE_NATS_USER and CONVERGE_NATS_PASSWORD_FILE / CONVERGE_NATS_PASSWORD), --nats-creds or --nats-nkey"
-	var used string
+	const how = "--nats-user with --nats-password-file (CONVERGE_NATS_USER, CONVERGE_NATS_PASSWORD_FILE or CONVERGE_NATS_PASSWORD), --nats-creds or --nats-nkey"
+	const upData = "run where `converge up` keeps its data, or pass --data DIR (CONVERGE_DATA) naming its data directory"
 	switch {
 	case g.natsCred != "":
-		used = "the credentials file " + g.natsCred + " (--nats-creds)"
+		return fmt.Errorf("%w\nNATS refused the credentials file %s (--nats-creds): check it, or give others (%s); for `converge up`'s NATS give none and %s",
+			err, g.natsCred, how, upData)
 	case g.natsNKey != "":
-		used = "the nkey " + g.natsNKey + " (--nats-nkey)"
+		return fmt.Errorf("%w\nNATS refused the nkey %s (--nats-nkey): check it, or give others (%s); for `converge up`'s NATS give none and %s",
+			err, g.natsNKey, how, upData)
 	case g.natsUser != "":
-		used = fmt.Sprintf("user %q (--nats-user) and its password (--nats-password-file, CONVERGE_NATS_PASSWORD)", g.natsUser)
-	default:
-		if _, ok, _ := natsauth.Load(g.data); ok {
-			used = "the admin credentials of `converge up` under --data " + g.data + " (are they this NATS's?)"
-		} else {
-			used = "no credentials (none under --data " + g.data + ")"
-		}
+		return fmt.Errorf("%w\nNATS refused user %q (--nats-user) with the password given (--nats-password-file or CONVERGE_NATS_PASSWORD): "+
+			"check them, or give others (%s); for `converge up`'s NATS give none and %s", err, g.natsUser, how, upData)
 	}
-	return fmt.Errorf("%w\nNATS refused %s: check them, or %s, or run where `converge up` keeps its data (or pass --data DIR / CONVERGE_DATA) to use the ones it wrote", err, used, how)
+	file := filepath.Join(g.data, natsauth.CredentialsFile)
+	if _, ok, _ := natsauth.Load(g.data); ok {
+		return fmt.Errorf("%w\nNATS refused the admin credentials `converge up` wrote in %s (found through --data %s): are they another `converge up`'s? "+
+			"For this NATS give its own (%s); for another `converge up`, %s", err, file, g.data, how, upData)
+	}
+	return fmt.Errorf("%w\nNATS refused the connection: converge sent no credentials, as none were given and `converge up`'s are not under --data %s (no %s). "+
+		"On `converge up`'s host, %s; for another NATS give %s", err, g.data, file, upData, how)
 }

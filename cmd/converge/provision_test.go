@@ -23,6 +23,11 @@ func TestProvisionAsAdmin(t *testing.T) {
 	for _, r := range natsauth.Roles {
 		t.Setenv(natsauth.PasswordVar(r), "pw-"+string(r)+"-0123456789abcdef")
 	}
+	// What converge.conf reads from the environment (the options below
+	// override the address).
+	t.Setenv("NATS_SERVER_NAME", "converge-1")
+	t.Setenv("NATS_LISTEN", "127.0.0.1:-1")
+	t.Setenv("NATS_STORE_DIR", t.TempDir())
 	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
 		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
 	if err != nil {

@@ -109,7 +109,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.StringVar(&f.restart, "restart", string(planner.DefaultRestart), "may converge restart a running guest to apply changes Proxmox keeps pending (never|allowed); a desired event's restart field overrides it")
 	fl.StringVar(&f.restartWindow, "restart-window", "", "allow those restarts only inside this weekly window, local time, e.g. \"Sat 02:00-05:00\" or \"Mon-Fri 22:00-02:00\" (default: any time)")
 	fl.IntVar(&f.limits.NodeConcurrency, "node-concurrency", planner.DefaultNodeConcurrency, "most actions (Proxmox tasks) in flight per node, across all planners and executors (negative: no limit)")
-	fl.Float64Var(&f.nodeRate, "node-rate", executor.DefaultNodeRate, "most mutating Proxmox API calls per second per node, shared by all executors")
+	fl.Float64Var(&f.nodeRate, "node-rate", executor.DefaultNodeRate, "most mutating Proxmox API calls per second per node, shared by all executors (negative: no limit)")
 	fl.DurationVar(&f.limits.GuardWindow, "guard-window", planner.DefaultGuardWindow, "the mass-change guard's window")
 	fl.Float64Var(&f.limits.GuardShare, "guard-share", planner.DefaultGuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped, rebooted, migrated or destroyed within --guard-window; the rest are held until \"converge approve\"")
 	fl.IntVar(&f.limits.GuardMin, "guard-min", planner.DefaultGuardMin, "the mass-change guard's threshold is never below this many guests")
@@ -219,9 +219,13 @@ func (f *roleFlags) pveClient(log zerolog.Logger) (*pve.Client, error) {
 // newRoleCmd runs one role against an existing NATS (--nats).
 func newRoleCmd(g *globals, role string) *cobra.Command {
 	f := &roleFlags{}
+	short := "Run the " + role + " role against an existing NATS JetStream (--nats)"
+	if role == "api" {
+		short = "Serve the HTTP API (/v1: desired state, operators' requests, views) against an existing NATS JetStream (--nats), as NATS user api"
+	}
 	cmd := &cobra.Command{
 		Use:   role,
-		Short: "Run the " + role + " role against an existing NATS JetStream (--nats)",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -231,7 +235,10 @@ func newRoleCmd(g *globals, role string) *cobra.Command {
 			if g.natsURL == "" {
 				return usageError{errors.New("the " + role + " role needs " + flagRef("nats") + "; `converge up` runs every role with an embedded server")}
 			}
-			roles := app.Roles{Observer: role == "observer", Planner: role == "planner", Executor: role == "executor"}
+			roles := app.Roles{Observer: role == "observer", Planner: role == "planner", Executor: role == "executor", API: role == "api"}
+			if roles.API && f.http == "" {
+				return usageError{errors.New("the api role serves the HTTP API: give it " + flagRef("http") + " (e.g. 0.0.0.0:8080 with --http-tokens and TLS)")}
+			}
 			cfg, err := f.appConfig(g, roles, log)
 			if err != nil {
 				return err

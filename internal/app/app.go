@@ -21,6 +21,7 @@ import (
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/control"
 	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
@@ -130,16 +131,16 @@ func (a *App) connect(ctx context.Context) error {
 // than one: one connection is read by one goroutine, and a role that
 // receives a flood (the planner folding the journal) would otherwise starve
 // another's subscription (the executor's heartbeats and actions).
-func (a *App) own(ctx context.Context, role string) (*bus.Bus, error) {
+func (a *App) own(ctx context.Context, name string, role natsauth.Role) (*bus.Bus, error) {
 	if a.cfg.Roles.count() == 1 && a.cfg.Executors == 1 {
 		return a.b, nil
 	}
-	b, err := a.b.Another(ctx, a.cfg.connName(role))
+	b, err := a.b.Another(ctx, a.cfg.connName(name))
 	if err != nil {
 		return nil, err
 	}
 	a.buss = append(a.buss, b)
-	a.conns = append(a.conns, connOf("journal:"+role, b))
+	a.conns = append(a.conns, connOf("journal:"+name, natsauth.ProbeSubject(role, a.cfg.Cluster), b))
 	return b, nil
 }
 
@@ -179,7 +180,7 @@ func (a *App) build(ctx context.Context) error {
 		a.pxw = &pxWatch{Proxmox: a.cfg.Proxmox, clock: a.cfg.Ready.Clock}
 	}
 	if a.cfg.Roles.Observer {
-		ob, err := a.own(ctx, "observer")
+		ob, err := a.own(ctx, "observer", natsauth.Observer)
 		if err != nil {
 			return err
 		}
@@ -193,7 +194,7 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if a.cfg.Roles.Planner {
-		pb, err := a.own(ctx, "planner")
+		pb, err := a.own(ctx, "planner", natsauth.Planner)
 		if err != nil {
 			return err
 		}
@@ -228,7 +229,7 @@ func (a *App) build(ctx context.Context) error {
 			if a.cfg.Executors > 1 {
 				name += "-" + strconv.Itoa(i)
 			}
-			eb, err := a.own(ctx, name)
+			eb, err := a.own(ctx, name, natsauth.Executor)
 			if err != nil {
 				return err
 			}

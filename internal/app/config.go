@@ -13,25 +13,45 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
 )
 
 // Roles says which roles a process runs.
-type Roles struct{ Observer, Planner, Executor bool }
+//
+// API alone is the process that serves the HTTP API for a distributed
+// deployment (`converge api`, NATS user api): /v1's writes publish
+// desired state and operators' requests, which the other roles' users may
+// not. `up` serves it with every role (as admin).
+type Roles struct{ Observer, Planner, Executor, API bool }
 
 // All is every role, as `converge up` runs them.
-var All = Roles{Observer: true, Planner: true, Executor: true}
+var All = Roles{Observer: true, Planner: true, Executor: true, API: true}
 
 func (r Roles) count() int {
 	n := 0
-	for _, on := range []bool{r.Observer, r.Planner, r.Executor} {
+	for _, on := range []bool{r.Observer, r.Planner, r.Executor, r.API} {
 		if on {
 			n++
 		}
 	}
 	return n
+}
+
+// first is the NATS role of the process's main connection: its first
+// role's (an `up` process runs as admin, which may publish anything).
+func (r Roles) first() natsauth.Role {
+	switch {
+	case r.Observer:
+		return natsauth.Observer
+	case r.Planner:
+		return natsauth.Planner
+	case r.Executor:
+		return natsauth.Executor
+	}
+	return natsauth.API
 }
 
 // Proxmox is what the observer and the executors need of Proxmox VE
@@ -98,6 +118,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Roles.count() == 0 {
 		return errors.New("app: no role to run")
+	}
+	if c.Roles == (Roles{API: true}) && c.HTTP == "" {
+		return errors.New("app: the api role serves the HTTP API: give it --http")
 	}
 	if (c.Roles.Observer || c.Roles.Executor) && c.Proxmox == nil {
 		return errors.New("app: the observer and the executor need a Proxmox (--pve-url)")

@@ -16,6 +16,7 @@ import (
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 )
@@ -62,15 +63,19 @@ func (c *ReadyConfig) defaults(obsInterval time.Duration) error {
 	return nil
 }
 
-// probeConn is one NATS connection of the process, named by its role.
+// probeConn is one NATS connection of the process, named by its role,
+// and where its probe publishes: a subject its role may publish
+// (natsauth.ProbeSubject), so that a role under its own NATS user is not
+// refused for the probe itself.
 type probeConn struct {
 	name      string
+	subject   string
 	connected func() bool
 	j         journal.Appender
 }
 
-func connOf(name string, b *bus.Bus) probeConn {
-	return probeConn{name: name, connected: b.NC.IsConnected, j: b}
+func connOf(name, subject string, b *bus.Bus) probeConn {
+	return probeConn{name: name, subject: subject, connected: b.NC.IsConnected, j: b}
 }
 
 // readiness computes /readyz: journal probes and Proxmox checks run on
@@ -78,7 +83,6 @@ func connOf(name string, b *bus.Bus) probeConn {
 type readiness struct {
 	cfg     ReadyConfig
 	log     zerolog.Logger
-	subject string // where probes are published (and refused)
 	conns   []probeConn
 	px      *pxWatch    // nil: no role of this process talks to Proxmox
 	planner func() bool // nil: no planner
@@ -134,7 +138,7 @@ func (r *readiness) probeJournal(ctx context.Context, c probeConn) api.Check {
 	}
 	pctx, cancel := context.WithTimeout(ctx, journalProbeTimeout)
 	defer cancel()
-	_, err := c.j.Append(pctx, events.Message{Subject: r.subject, Data: probeBody}, journal.FencedAt(math.MaxInt64))
+	_, err := c.j.Append(pctx, events.Message{Subject: c.subject, Data: probeBody}, journal.FencedAt(math.MaxInt64))
 	var full error
 	if w, ok := c.j.(interface{ WriteRefused() error }); ok {
 		full = w.WriteRefused()
@@ -146,6 +150,9 @@ func (r *readiness) probeJournal(ctx context.Context, c probeConn) api.Check {
 		ck.Reason = "the journal is full: JetStream refuses to store writes: " + full.Error()
 	case err == nil, errors.Is(err, journal.ErrFenced):
 		ck.OK = true
+	case errors.Is(err, journal.ErrNotPermitted):
+		// A deployment whose users do not match the roles: no wait helps.
+		ck.Reason = "this process's NATS user may not publish where its role does: " + err.Error()
 	case pctx.Err() != nil && ctx.Err() == nil:
 		ck.Reason = fmt.Sprintf("the journal does not answer a write within %s (stream missing, no leader or quorum, JetStream disabled?): %v", journalProbeTimeout, err)
 	default:
@@ -309,8 +316,7 @@ func (a *App) HTTPAddr() string {
 func (a *App) newReadiness() *readiness {
 	r := &readiness{
 		cfg: a.cfg.Ready, log: a.log.With().Str("role", "ready").Logger(),
-		subject: events.ClusterSubject(events.KindHeartbeat, a.cfg.Cluster),
-		conns:   append([]probeConn{connOf("journal", a.b)}, a.conns...),
+		conns:   append([]probeConn{connOf("journal", natsauth.ProbeSubject(a.cfg.Roles.first(), a.cfg.Cluster), a.b)}, a.conns...),
 		observe: a.obs != nil, started: a.cfg.Ready.Clock.Now(),
 	}
 	if a.pxw != nil {

@@ -42,7 +42,7 @@ func TestJournalProbe(t *testing.T) {
 	j := journaltest.New(16, clk.Now)
 	connected := true
 	r := &readiness{cfg: ReadyConfig{Clock: clk, Interval: time.Second, ProxmoxFresh: 30 * time.Second}, log: zerolog.Nop(),
-		subject: "pve.heartbeat.pve", conns: []probeConn{{name: "journal", connected: func() bool { return connected }, j: j}}}
+		conns: []probeConn{{name: "journal", subject: "pve.heartbeat.pve", connected: func() bool { return connected }, j: j}}}
 	ctx := context.Background()
 	if c := findCheck(r.checks(), "journal"); c.OK {
 		t.Fatalf("ready before any probe: %+v", c)
@@ -114,7 +114,7 @@ func TestPlannerCaughtUp(t *testing.T) {
 	j := journaltest.New(16, clk.Now)
 	caught := false
 	r := &readiness{cfg: ReadyConfig{Clock: clk, Interval: time.Second, ProxmoxFresh: 30 * time.Second}, log: zerolog.Nop(),
-		subject: "pve.heartbeat.pve", conns: []probeConn{{name: "journal", connected: func() bool { return true }, j: j}},
+		conns:   []probeConn{{name: "journal", subject: "pve.heartbeat.pve", connected: func() bool { return true }, j: j}},
 		planner: func() bool { return caught }}
 	r.refresh(context.Background())
 	if c := findCheck(r.checks(), "planner"); c.OK || c.Reason != "still folding the journal" {

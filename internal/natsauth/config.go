@@ -27,14 +27,22 @@ func UsersConfig(n Names) string {
 		}
 		b.WriteString("      permissions: {\n")
 		for _, dir := range []struct {
-			name string
-			subs []string
-		}{{"publish", p.Publish}, {"subscribe", p.Subscribe}} {
-			fmt.Fprintf(&b, "        %s: { allow: [\n", dir.name)
-			for _, s := range dir.subs {
-				fmt.Fprintf(&b, "          %q\n", s)
+			name        string
+			allow, deny []string
+		}{{"publish", p.Publish, p.DenyPublish}, {"subscribe", p.Subscribe, nil}} {
+			fmt.Fprintf(&b, "        %s: {\n          allow: [\n", dir.name)
+			for _, s := range dir.allow {
+				fmt.Fprintf(&b, "            %q\n", s)
 			}
-			b.WriteString("        ] }\n")
+			b.WriteString("          ]\n")
+			if len(dir.deny) > 0 {
+				b.WriteString("          # the durable consumers other roles own\n          deny: [\n")
+				for _, s := range dir.deny {
+					fmt.Fprintf(&b, "            %q\n", s)
+				}
+				b.WriteString("          ]\n")
+			}
+			b.WriteString("        }\n")
 		}
 		b.WriteString("      }\n    }\n")
 	}

@@ -24,7 +24,7 @@ func (p Perms) Server() *server.Permissions {
 		return nil
 	}
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: p.Publish},
+		Publish:   &server.SubjectPermission{Allow: p.Publish, Deny: p.DenyPublish},
 		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
 	}
 }
@@ -51,27 +51,42 @@ func Load(dir string) (c Credentials, ok bool, err error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, false, fmt.Errorf("%s: %w", filepath.Join(dir, CredentialsFile), err)
 	}
-	for _, r := range Roles {
-		if len(c[r]) < 16 {
+	for r, pw := range c {
+		if len(pw) < 16 {
 			return nil, false, fmt.Errorf("%s: no usable password for %s", filepath.Join(dir, CredentialsFile), r)
 		}
+	}
+	if len(c[Admin]) == 0 {
+		return nil, false, fmt.Errorf("%s: no password for %s", filepath.Join(dir, CredentialsFile), Admin)
 	}
 	return c, true, nil
 }
 
 // LoadOrCreate reads the credentials in dir, or creates them (random
-// passwords, mode 0600 in a directory only its owner reads) on first use.
+// passwords, mode 0600 in a directory only its owner reads) on first use;
+// a role added since they were written (the api role) gets one then.
 func LoadOrCreate(dir string) (Credentials, bool, error) {
-	if c, ok, err := Load(dir); ok || err != nil {
-		return c, false, err
+	c, ok, err := Load(dir)
+	if err != nil {
+		return nil, false, err
 	}
-	c := Credentials{}
+	if !ok {
+		c = Credentials{}
+	}
+	missing := false
 	for _, r := range Roles {
+		if c[r] != "" {
+			continue
+		}
+		missing = true
 		b := make([]byte, 24)
 		if _, err := rand.Read(b); err != nil {
 			return nil, false, err
 		}
 		c[r] = hex.EncodeToString(b)
+	}
+	if !missing {
+		return c, false, nil
 	}
 	raw, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -86,5 +101,5 @@ func LoadOrCreate(dir string) (Credentials, bool, error) {
 	if err := os.WriteFile(filepath.Join(dir, CredentialsFile), raw, 0o600); err != nil {
 		return nil, false, err
 	}
-	return c, true, nil
+	return c, !ok, nil
 }

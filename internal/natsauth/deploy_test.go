@@ -32,7 +32,14 @@ func setPasswords(t *testing.T) map[natsauth.Role]string {
 		pw[r] = "pw-" + string(r) + "-0123456789abcdef"
 		t.Setenv(natsauth.PasswordVar(r), pw[r])
 	}
-	t.Setenv("NATS_SERVER_NAME", "nats1")
+	// What the shipped configurations read from the environment
+	// (deploy/nats/nats.env.example); the nodes' options override the
+	// addresses and routes below.
+	for k, v := range map[string]string{"NATS_SERVER_NAME": "nats1", "NATS_LISTEN": "127.0.0.1:-1", "NATS_STORE_DIR": t.TempDir(),
+		"NATS_CLUSTER_LISTEN": "127.0.0.1:-1", "NATS_ROUTE_1": "nats-route://nats1:6222", "NATS_ROUTE_2": "nats-route://nats2:6222",
+		"NATS_ROUTE_3": "nats-route://nats3:6222"} {
+		t.Setenv(k, v)
+	}
 	return pw
 }
 
@@ -136,8 +143,28 @@ var permissions = []struct {
 	{natsauth.Executor, []string{result}, []string{desired, action, control}},
 	{natsauth.Observer, []string{observed, heartbeat}, []string{desired}},
 	{natsauth.Planner, []string{action}, []string{desired, result, control}},
+	{natsauth.API, []string{desired, control}, []string{action, result, observed, heartbeat}},
 	{natsauth.Auditor, nil, []string{desired, observed, action, result, control, heartbeat, "$KV.converge_views.pve.101"}},
 	{natsauth.Admin, []string{control}, nil},
+}
+
+// ownedConsumer is the API on a durable consumer the executors own: no
+// other role may create, update, delete, pause or pull from it.
+var ownedConsumer = []string{
+	"$JS.API.CONSUMER.DELETE.PVE.executor-pve-p06",
+	"$JS.API.CONSUMER.CREATE.PVE.executor-pve-p06",
+	"$JS.API.CONSUMER.CREATE.PVE.executor-pve-p06.pve.action.pve.*.6",
+	"$JS.API.CONSUMER.DURABLE.CREATE.PVE.executor-pve-p06",
+	"$JS.API.CONSUMER.PAUSE.PVE.executor-pve-p06",
+	"$JS.API.CONSUMER.MSG.NEXT.PVE.executor-pve-p15",
+}
+
+func init() {
+	for i := range permissions {
+		if r := permissions[i].role; r != natsauth.Executor && r != natsauth.Admin {
+			permissions[i].mayNot = append(permissions[i].mayNot, ownedConsumer...)
+		}
+	}
 }
 
 func checkPermissions(t *testing.T, url string, pw map[natsauth.Role]string) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/lease"
 )
@@ -19,12 +20,18 @@ const (
 	Observer  Role = "observer"
 	Planner   Role = "planner"
 	Executor  Role = "executor"
-	Auditor   Role = "auditor" // reads only
-	Admin     Role = "admin"   // everything: provisioning, resync, rebuild
+	// API is the process serving the HTTP API's /v1 (`converge api`):
+	// desired state and operators' requests, nothing more.
+	API     Role = "api"
+	Auditor Role = "auditor" // reads only
+	Admin   Role = "admin"   // everything: provisioning, resync, rebuild
 )
 
-// Roles are all roles, in the order files list them.
-var Roles = []Role{Publisher, Observer, Planner, Executor, Auditor, Admin}
+// Roles are all roles, in the order files list them. A role added later
+// (a notifier with a durable consumer of its own, whoever publishes the
+// releases of a pruned set) is a line here, its case in For and, if it
+// owns durable consumers, in owned.
+var Roles = []Role{Publisher, Observer, Planner, Executor, API, Auditor, Admin}
 
 // ParseRole reads a role's name.
 func ParseRole(s string) (Role, error) {
@@ -46,10 +53,17 @@ func roleNames() []string {
 type Names struct {
 	Stream string // the journal (default bus.DefaultStream)
 	Bucket string // the views (default bus.DefaultBucket)
+	// Clusters are the Proxmox clusters whose durable consumers the table
+	// protects (default the default cluster), Partitions the journal's
+	// partition count (default bus.DefaultPartitions): NATS matches
+	// consumer names whole, so each is named.
+	Clusters   []string
+	Partitions int
 }
 
 // DefaultNames are the resources of a default installation.
-var DefaultNames = Names{Stream: bus.DefaultStream, Bucket: bus.DefaultBucket}
+var DefaultNames = Names{Stream: bus.DefaultStream, Bucket: bus.DefaultBucket,
+	Clusters: []string{events.DefaultCluster}, Partitions: bus.DefaultPartitions}
 
 func (n Names) orDefault() Names {
 	if n.Stream == "" {
@@ -58,13 +72,21 @@ func (n Names) orDefault() Names {
 	if n.Bucket == "" {
 		n.Bucket = DefaultNames.Bucket
 	}
+	if len(n.Clusters) == 0 {
+		n.Clusters = DefaultNames.Clusters
+	}
+	if n.Partitions == 0 {
+		n.Partitions = DefaultNames.Partitions
+	}
 	return n
 }
 
-// Perms are what a role may publish and subscribe to; nil means
-// everything (admin).
+// Perms are what a role may publish and subscribe to, and the publishes
+// it may not make although its allows match them; nil Publish and
+// Subscribe mean everything (admin).
 type Perms struct {
 	Publish, Subscribe []string
+	DenyPublish        []string
 }
 
 // Unrestricted reports a role without limits.
@@ -97,6 +119,39 @@ func readStream(s string) []string {
 // kvWrite is writing (put, create, update, delete) one bucket's keys.
 func kvWrite(bucket string) string { return "$KV." + bucket + ".>" }
 
+// owned are the durable consumers on the journal role owns: only it may
+// create, update, delete, pause or pull from them.
+func owned(role Role, n Names) []string {
+	var out []string
+	if role == Executor {
+		for _, c := range n.Clusters {
+			for p := range n.Partitions {
+				out = append(out, executor.PartitionConsumer(executor.DefaultConsumer(c), p))
+			}
+		}
+	}
+	return out
+}
+
+// othersConsumers are the JetStream API requests on the durable consumers
+// other roles own: every role's read API (ephemeral consumers, their pulls
+// and deletion) would match them otherwise.
+func othersConsumers(role Role, n Names) []string {
+	var out []string
+	api := "$JS.API.CONSUMER."
+	for _, other := range Roles {
+		if other == role {
+			continue
+		}
+		for _, c := range owned(other, n) {
+			s := n.Stream + "." + c
+			out = append(out, api+"CREATE."+s, api+"CREATE."+s+".>", api+"DURABLE.CREATE."+s, api+"DELETE."+s,
+				api+"PAUSE."+s, api+"MSG.NEXT."+s)
+		}
+	}
+	return out
+}
+
 // For is role's permissions over the resources n.
 func For(role Role, n Names) Perms {
 	n = n.orDefault()
@@ -107,24 +162,48 @@ func For(role Role, n Names) Perms {
 	// them; only admin creates or changes them), and reads the journal.
 	read := slices.Concat([]string{"$JS.API.INFO"}, readStream(n.Stream), readStream(keep), readStream(views))
 	sub := []string{inbox, clusterKind(events.KindControl)}
+	deny := othersConsumers(role, n)
 	switch role {
 	case Admin:
 		return Perms{}
 	case Publisher:
-		return Perms{Publish: slices.Concat([]string{kind(events.KindDesired)}, read), Subscribe: sub}
+		return Perms{Publish: slices.Concat([]string{kind(events.KindDesired)}, read), Subscribe: sub, DenyPublish: deny}
+	case API:
+		return Perms{Publish: slices.Concat([]string{kind(events.KindDesired), clusterKind(events.KindControl)}, read),
+			Subscribe: sub, DenyPublish: deny}
 	case Auditor:
-		return Perms{Publish: read, Subscribe: sub}
+		return Perms{Publish: read, Subscribe: sub, DenyPublish: deny}
 	case Observer:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindObserved), clusterKind(events.KindHeartbeat)}, read),
-			Subscribe: sub}
+			Subscribe: sub, DenyPublish: deny}
 	case Planner:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindAction), kvWrite(n.Bucket), kvWrite(lease.Bucket),
 			kvWrite(bus.LimitsBucket), "$O." + bus.CheckpointBucket + ".>", "$JS.API.STREAM.PURGE." + ckpts},
-			read, readStream(leases), readStream(ckpts), readStream(limits)), Subscribe: sub}
+			read, readStream(leases), readStream(ckpts), readStream(limits)), Subscribe: sub, DenyPublish: deny}
 	case Executor:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindResult), kvWrite(lease.Bucket),
 			"$JS.ACK." + n.Stream + ".>", // acknowledging actions of its durable consumers
-		}, read, readStream(leases)), Subscribe: sub}
+		}, read, readStream(leases)), Subscribe: sub, DenyPublish: deny}
 	}
 	panic("natsauth: unknown role " + string(role))
+}
+
+// ProbeSubject is where role's readiness probe publishes (and is refused
+// by its fence, storing nothing): a subject the role may publish, of no
+// guest (vmid 0). "" for a role that publishes nothing (auditor).
+func ProbeSubject(role Role, cluster string) string {
+	var k events.Kind
+	switch role {
+	case Observer, Admin:
+		return events.ClusterSubject(events.KindHeartbeat, cluster)
+	case Publisher, API:
+		k = events.KindDesired
+	case Planner:
+		k = events.KindAction
+	case Executor:
+		k = events.KindResult
+	default:
+		return ""
+	}
+	return events.ClusterSubject(k, cluster) + ".0"
 }
