@@ -42,14 +42,7 @@ func startUp(t *testing.T, guests int, extra ...string) *upEnv {
 	// The CLI commands this test runs find up's NATS credentials there.
 	t.Setenv("CONVERGE_DATA", e.data)
 	e.proc = startProc(t, "up", args...)
-	eventually(t, 90*time.Second, "converge up /readyz", func() bool {
-		res, err := http.Get(e.httpURL + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	})
+	e.proc.ready(t, 90*time.Second, e.httpURL+"/readyz")
 	nc, err := natsConnect(t, e.natsURL)
 	if err != nil {
 		t.Fatal(err)

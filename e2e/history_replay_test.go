@@ -520,33 +520,32 @@ func TestReplayEqualsLiveViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, natsAddr, httpAddr := t.TempDir(), freeAddr(t), freeAddr(t)
+	data := t.TempDir()
 	t.Setenv("CONVERGE_DATA", data) // the CLI and natsConnect find up's NATS credentials there
-	natsURL := "nats://" + natsAddr
+	var natsURL string
+	var js jetstream.JetStream
+	// up starts converge up on the journal in data, on addresses of its
+	// own: a restart never counts on getting back a port its predecessor
+	// released (another process may have taken it meanwhile).
 	up := func(name string) *proc {
+		natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+		natsURL = "nats://" + natsAddr
 		p := startProc(t, name, "up", "--data", data, "--nats-listen", natsAddr, "--http", httpAddr,
 			"--pve-url", sim.URL(), "--pve-token-id", token, "--pve-token-secret", secret,
 			"--observe-interval", "200ms", "--config-refresh", "1s",
 			// Rounds that stop and reboot most guests: held guests and
 			// approvals replay in TestSafetyCommands.
 			"--guard-share", "1")
-		eventually(t, 90*time.Second, name+" ready", func() bool {
-			res, err := http.Get("http://" + httpAddr + "/readyz")
-			if err != nil {
-				return false
-			}
-			res.Body.Close()
-			return res.StatusCode == 200
-		})
+		p.ready(t, 90*time.Second, "http://"+httpAddr+"/readyz")
+		nc, err := natsConnect(t, natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ = jetstream.New(nc)
 		return p
 	}
 	first := up("up1")
-	nc, err := natsConnect(t, natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	phase("up is ready")
 
 	var guests []int

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,13 +60,21 @@ type proc struct {
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startExe(t, name, converge, nil, args...)
+}
+
+// startExe starts exe (converge, or another program a test runs beside
+// it) with env added to the test's environment, its output in a log the
+// test prints if it fails.
+func startExe(t *testing.T, name, exe string, env []string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(converge, args...)
-	cmd.Env = append(os.Environ(), "CONVERGE_LOG_LEVEL=debug")
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(append(os.Environ(), "CONVERGE_LOG_LEVEL=debug"), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -108,6 +117,27 @@ func (p *proc) stop(sig syscall.Signal, timeout time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// ready waits until url answers 200 (the process's /readyz), bounded by
+// timeout; a process that exits first (its address taken, a bad flag)
+// fails the test at once with its log's tail, not after the timeout.
+func (p *proc) ready(t *testing.T, timeout time.Duration, url string) {
+	t.Helper()
+	eventually(t, timeout, url+" to answer 200", func() bool {
+		select {
+		case <-p.done:
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("%s exited before it was ready (%v):\n%s", url, p.err, tail(string(b), 3000))
+		default:
+		}
+		res, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
 }
 
 // kill SIGKILLs the process and waits for it to be gone.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -37,22 +36,18 @@ func TestRebuildAndRestart(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Close() })
 	data := t.TempDir()
 	t.Setenv("CONVERGE_DATA", data) // the CLI and natsConnect find up's NATS credentials there
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
-	natsURL := "nats://" + natsAddr
+	// Each start on addresses of its own: a restart never counts on
+	// getting back a port its predecessor released.
+	var natsURL string
 	up := func(name string) *proc {
+		natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+		natsURL = "nats://" + natsAddr
 		// One checkpoint (right after the first fold), then none until
 		// shutdown: the crash below happens with none stored.
 		p := startProc(t, name, "up", "--checkpoint-interval", "1h", "--data", data, "--nats-listen", natsAddr, "--http", httpAddr,
 			"--pve-url", sim.URL(), "--pve-token-id", "root@pam!rb", "--pve-token-secret", "rb-secret",
 			"--observe-interval", "200ms")
-		eventually(t, 90*time.Second, name+" ready", func() bool {
-			res, err := http.Get("http://" + httpAddr + "/readyz")
-			if err != nil {
-				return false
-			}
-			res.Body.Close()
-			return res.StatusCode == 200
-		})
+		p.ready(t, 90*time.Second, "http://"+httpAddr+"/readyz")
 		return p
 	}
 	var guests []int

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -35,22 +34,18 @@ func TestDesiredStateSurvivesRetention(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Close() })
 	data := t.TempDir()
 	t.Setenv("CONVERGE_DATA", data) // the CLI and natsConnect find up's NATS credentials there
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
-	natsURL := "nats://" + natsAddr
+	// Each start on addresses of its own: a restart never counts on
+	// getting back a port its predecessor released.
+	var natsURL string
 	up := func(name string) *proc {
+		natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+		natsURL = "nats://" + natsAddr
 		// One checkpoint (right after the first fold), then none until
 		// shutdown: the crash below happens with none after the desire.
 		p := startProc(t, name, "up", "--checkpoint-interval", "1h", "--retention-bytes", "150000", "--data", data,
 			"--nats-listen", natsAddr, "--http", httpAddr, "--pve-url", sim.URL(), "--pve-token-id", "root@pam!rt",
 			"--pve-token-secret", "rt-secret", "--observe-interval", "200ms")
-		eventually(t, 60*time.Second, name+" ready", func() bool {
-			res, err := http.Get("http://" + httpAddr + "/readyz")
-			if err != nil {
-				return false
-			}
-			res.Body.Close()
-			return res.StatusCode == 200
-		})
+		p.ready(t, 60*time.Second, "http://"+httpAddr+"/readyz")
 		return p
 	}
 	connect := func() jetstream.JetStream {
