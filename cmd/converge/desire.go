@@ -103,7 +103,14 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 				seq := ack.Seq
 				res = append(res, out{d.vmid, seq})
 				if g.output == "text" {
-					fmt.Fprintf(cmd.OutOrStdout(), "desired state of %d accepted: revision %d\n", d.vmid, seq)
+					// The journal took it; whether the planners accept it
+					// (valid for their signing settings) only they know.
+					signed := "unsigned (planners run with --require-signed reject it)"
+					if key != nil {
+						signed = "signed by " + f.keyID
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "desired state of %d journalled: revision %d, %s; `converge status %d` shows whether the planner accepted it\n",
+						d.vmid, seq, signed, d.vmid)
 				}
 			}
 			if g.output == "json" {
