@@ -4,11 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -117,7 +119,10 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 		return err
 	}
 	if err := sim.Start(f.listen); err != nil {
-		return err
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("--listen %s: %w (another converge sim or converge up running? stop it, or choose another address)", f.listen, err)
+		}
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	defer sim.Close()
 

@@ -123,7 +123,7 @@ func Start(o Options) (*server.Server, error) {
 func portFree(host string, port int, flag string) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("natsserver: %s %s: %w (another converge up or nats-server running? stop it, or choose another address)", flag, net.JoinHostPort(host, strconv.Itoa(port)), err)
+		return fmt.Errorf("%s %s: %w (another converge up or nats-server running? stop it, or choose another address)", flag, net.JoinHostPort(host, strconv.Itoa(port)), err)
 	}
 	return ln.Close()
 }
@@ -131,11 +131,11 @@ func portFree(host string, port int, flag string) error {
 func splitListen(hostport, flag string) (string, int, error) {
 	h, p, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", 0, fmt.Errorf("natsserver: %s %q: %w", flag, hostport, err)
+		return "", 0, fmt.Errorf("%s %q: %w", flag, hostport, err)
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port < -1 || port > 65535 {
-		return "", 0, fmt.Errorf("natsserver: %s %q: bad port", flag, hostport)
+		return "", 0, fmt.Errorf("%s %q: bad port", flag, hostport)
 	}
 	return h, port, nil
 }
