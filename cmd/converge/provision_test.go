@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -20,20 +21,7 @@ import (
 // configuration, creates everything the roles (which may not create
 // streams or buckets) bind to.
 func TestProvisionAsAdmin(t *testing.T) {
-	for _, r := range natsauth.Roles {
-		t.Setenv(natsauth.PasswordVar(r), "pw-"+string(r)+"-0123456789abcdef")
-	}
-	// What converge.conf reads from the environment (the options below
-	// override the address).
-	t.Setenv("NATS_SERVER_NAME", "converge-1")
-	t.Setenv("NATS_LISTEN", "127.0.0.1:-1")
-	t.Setenv("NATS_STORE_DIR", t.TempDir())
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
-		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := shippedServer(t)
 	t.Setenv("CONVERGE_NATS_PASSWORD", "pw-admin-0123456789abcdef")
 	root := newRoot()
 	var out bytes.Buffer
@@ -86,4 +74,26 @@ func TestProvisionAsAdmin(t *testing.T) {
 	} else if got := s.CachedInfo().Config.MaxAge; got != 720*time.Hour {
 		t.Errorf("PVE after a provisioning without --retention-*: max age %v, want 720h kept", got)
 	}
+}
+
+// shippedServer starts a nats-server with the shipped single-node
+// configuration (deploy/nats/converge.conf), each role's password
+// pw-<role>-0123456789abcdef.
+func shippedServer(t *testing.T) *server.Server {
+	t.Helper()
+	for _, r := range natsauth.Roles {
+		t.Setenv(natsauth.PasswordVar(r), "pw-"+string(r)+"-0123456789abcdef")
+	}
+	// What converge.conf reads from the environment (the options below
+	// override the address).
+	t.Setenv("NATS_SERVER_NAME", "converge-1")
+	t.Setenv("NATS_LISTEN", "127.0.0.1:-1")
+	t.Setenv("NATS_STORE_DIR", t.TempDir())
+	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
+		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
 }

@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/converge-pve/converge/internal/natsauth"
-	"github.com/converge-pve/converge/internal/natsserver"
 )
 
 // Writes NATS refuses the user fail at once, naming the user and the
@@ -18,18 +14,7 @@ import (
 // resync as the publisher. desire's own answer says the journal took the
 // event, not that the planners will accept it.
 func TestRefusedWritesFailAtOnce(t *testing.T) {
-	for _, r := range natsauth.Roles {
-		t.Setenv(natsauth.PasswordVar(r), "pw-"+string(r)+"-0123456789abcdef")
-	}
-	t.Setenv("NATS_SERVER_NAME", "converge-1")
-	t.Setenv("NATS_LISTEN", "127.0.0.1:-1")
-	t.Setenv("NATS_STORE_DIR", t.TempDir())
-	srv, err := natsserver.Start(natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1",
-		ConfigFile: filepath.Join("..", "..", "deploy", "nats", "converge.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := shippedServer(t)
 	run := func(user string, args ...string) (string, error) {
 		t.Helper()
 		t.Setenv("CONVERGE_NATS_PASSWORD", "pw-"+user+"-0123456789abcdef")

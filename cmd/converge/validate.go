@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -137,6 +138,11 @@ func (g *globals) validate(cmd *cobra.Command) error {
 // logTimeFormat is RFC 3339 with milliseconds, in JSON and on the console.
 const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
+// zerologGlobals sets zerolog's package settings once: a second command
+// run in one process (tests) must not write them while the first one's
+// connections still log.
+var zerologGlobals sync.Once
+
 // logger is the process's logger: JSON unless stderr is a terminal
 // (--log-format auto), console with colour on a terminal only.
 func (g *globals) logger() (zerolog.Logger, error) {
@@ -144,11 +150,13 @@ func (g *globals) logger() (zerolog.Logger, error) {
 	if err != nil {
 		return zerolog.Nop(), fmt.Errorf("%s: %w", flagRef("log-level"), err)
 	}
-	zerolog.TimeFieldFormat = logTimeFormat
-	// Durations in seconds, with their fraction ("interval":10, "window":
-	// 300, "retry_in":0.25), not bare milliseconds.
-	zerolog.DurationFieldUnit = time.Second
-	zerolog.DurationFieldInteger = false
+	zerologGlobals.Do(func() {
+		zerolog.TimeFieldFormat = logTimeFormat
+		// Durations in seconds, with their fraction ("interval":10,
+		// "window": 300, "retry_in":0.25), not bare milliseconds.
+		zerolog.DurationFieldUnit = time.Second
+		zerolog.DurationFieldInteger = false
+	})
 	tty := term.IsTerminal(int(os.Stderr.Fd()))
 	console := g.logFormat == "console" || (g.logFormat != "json" && tty)
 	var l zerolog.Logger

@@ -15,10 +15,15 @@ import (
 
 // taskUsers lists who ran the simulator's tasks of type typ on vmid.
 func taskUsers(sim *pvesim.Sim, vmid int, typ string) []string {
+	return taskField(sim, vmid, typ, func(tk pvesim.TaskInfo) string { return tk.User })
+}
+
+// taskField lists a field of the simulator's tasks of type typ on vmid.
+func taskField(sim *pvesim.Sim, vmid int, typ string, field func(pvesim.TaskInfo) string) []string {
 	var out []string
 	for _, tk := range sim.Tasks() {
 		if tk.ID == strconv.Itoa(vmid) && tk.Type == typ {
-			out = append(out, tk.User)
+			out = append(out, field(tk))
 		}
 	}
 	return out

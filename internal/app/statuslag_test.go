@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,13 +59,7 @@ func (p *pipeline) settle(t *testing.T, vmid int) *views.GuestDoc {
 // tasksOfType lists the exit statuses of the simulator's tasks of typ on
 // vmid.
 func tasksOfType(sim *pvesim.Sim, vmid int, typ string) []string {
-	var out []string
-	for _, tk := range sim.Tasks() {
-		if tk.ID == strconv.Itoa(vmid) && tk.Type == typ {
-			out = append(out, tk.ExitStatus)
-		}
-	}
-	return out
+	return taskField(sim, vmid, typ, func(tk pvesim.TaskInfo) string { return tk.ExitStatus })
 }
 
 // noRepeatedPower fails on a task that found the guest already in the
