@@ -175,6 +175,12 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 			g = &guestState{}
 			o.guests[r.VMID] = g
 		}
+		if g.decided && g.statusRow != r.Status {
+			// The inventory moved on: a status decided while it showed
+			// another one says nothing of this one (were it to come back,
+			// the guest may have changed since).
+			g.decided = false
+		}
 		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed
 		out = append(out, listed{res: r, state: g, read: read})
 	}

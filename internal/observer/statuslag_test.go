@@ -229,3 +229,48 @@ func TestLaggingStatusAfterReboot(t *testing.T) {
 		t.Fatalf("%+v: observed %+v, want running with 4 cores after one status read", st, obs)
 	}
 }
+
+// TestStatusDecisionEndsWithItsRow: a status read directly while the
+// inventory lagged (running, after converge's start, while the row still
+// said stopped) stands only while the row shows what it showed then. The
+// row catches up (running), then the guest is stopped by hand and the row
+// says stopped again: that is news, read directly and journalled, not the
+// old decision's running (found by e2e TestUpConvergesFiftyGuests: the
+// drift was never corrected).
+func TestStatusDecisionEndsWithItsRow(t *testing.T) {
+	px := newCountingPVE(1)
+	clk := newClock()
+	o, j := memObserver(t, px, clk, func(c *observer.Config) { c.ConfigRefresh = time.Second; c.VerifyRate = 100 })
+	const vmid = 100
+	setRow := func(status string, live map[int]string) {
+		px.mu.Lock()
+		px.inv[0].Status, px.live = status, live
+		px.mu.Unlock()
+	}
+	setRow("stopped", nil)
+	pass(t, o)
+	// converge starts it: a read-back says running; the row still says
+	// stopped.
+	readBack := events.Result{ActionID: "a-start", VMID: vmid, Cluster: "pve", Op: events.OpStart, Status: events.ResultSucceeded,
+		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
+			Config: events.GuestConfig{Cores: 3, MemoryMiB: 512}, Source: events.SourceExecutor}}
+	body, err := events.Encode(readBack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
+	setRow("stopped", map[int]string{vmid: "running"})
+	clk.Advance(10 * time.Second)
+	pass(t, o)
+	setRow("running", nil) // pvestatd caught up
+	clk.Advance(10 * time.Second)
+	pass(t, o)
+	after := j.Entries()[len(j.Entries())-1].Seq
+	setRow("stopped", nil) // stopped by hand; the row shows it
+	clk.Advance(10 * time.Second)
+	st := pass(t, o)
+	obs := j.observed(t, after)
+	if len(obs) != 1 || obs[0].Status != "stopped" || st.StatusReads != 1 {
+		t.Fatalf("%+v: observed %+v, want the stop journalled after one status read", st, obs)
+	}
+}
