@@ -120,6 +120,7 @@ type Observer struct {
 	seen       map[int]struct{}
 	verifyHeap []int
 	checks     []statusCheck
+	contra     []int // published this pass to contradict a read-back
 	// strs interns the strings kept across passes (own.go).
 	strs map[string]string
 }

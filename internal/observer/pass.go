@@ -110,10 +110,14 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		}
 		snap := o.snapshot(l.res, l.state, now)
 		prev := o.published[snap.VMID]
-		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed || chk != nil && chk.contradicts(&snap) {
+		contradicts := chk != nil && chk.contradicts(&snap)
+		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed || contradicts {
 			published := snap
 			o.ownObservation(&published)
 			out = append(out, &published)
+			if contradicts {
+				o.contra = append(o.contra, snap.VMID)
+			}
 		}
 	}
 	clear(checks)
@@ -121,6 +125,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	clear(guests) // the inventory and the configs read go with the pass
 
 	pubErr := o.publish(ctx, out, &st)
+	o.confirmContradictions()
 	o.settleConfirmations(ctx, st)
 	o.metrics.pass(st)
 	// The heartbeat vouches that every guest listed is in the journal or

@@ -3,6 +3,7 @@ package observer
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
@@ -99,6 +100,20 @@ func (o *Observer) confirm(ob *events.Observed) {
 	} else {
 		delete(o.goneUnconf, ob.VMID)
 	}
+}
+
+// confirmContradictions marks the acknowledged observations that were
+// published to contradict a read-back (status.go) unconfirmed, even when
+// they equal the observer's last one: the read-back may have been
+// journalled after the pass's AfterSeq, so the projector kept it; the next
+// pass publishes them again with a newer one.
+func (o *Observer) confirmContradictions() {
+	for _, vmid := range o.contra {
+		if g := o.guests[vmid]; g != nil && slices.Contains(o.acked, vmid) {
+			g.unconfirmed = true
+		}
+	}
+	o.contra = o.contra[:0]
 }
 
 // settleConfirmations spares the confirmations when nothing can have come

@@ -20,8 +20,10 @@ import (
 // executor's read-back journalled after what that observation's reader
 // knew); any other is read from the guest's status/current, a direct read
 // made after the pass's AfterSeq. The inventory's status only tells the
-// observer when to read. The decision stands while the inventory shows
-// the same status (a stuck pvestatd costs one read, not one a pass).
+// observer when to read. The decision stands, for the snapshots of passes
+// that check nothing, while the inventory shows the same status (a stuck
+// pvestatd costs one read per check of the guest, not one a pass); every
+// check compares the inventory's own status with the journal again.
 
 var errStatusMissing = errors.New("no status returned")
 
@@ -53,6 +55,7 @@ type statusCheck struct {
 	direct bool   // status read from status/current this pass
 	status string // what it read
 	err    error
+	agreed bool // the inventory's status agrees with the journal
 }
 
 // newestJournalled is the guest's status as the fold may hold it: an
@@ -90,7 +93,12 @@ func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks 
 		c := &checks[i]
 		l := &guests[c.idx]
 		c.j = o.newestJournalled(ctx, l.res.VMID)
-		if c.j.agrees(l.state.statusFor(l.res)) {
+		// The inventory's own status, not a standing decision: a guest
+		// may have changed again since one was made, the row still
+		// lagging (the decision only spares reads of passes that check
+		// nothing).
+		if c.j.agrees(l.res.Status) {
+			c.agreed = true
 			return
 		}
 		st, err := o.px.GuestStatus(ctx, l.res.Ref())
@@ -104,6 +112,9 @@ func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks 
 	})
 	for i := range checks {
 		c := &checks[i]
+		if c.agreed {
+			guests[c.idx].state.decided = false // the inventory's status is the one
+		}
 		if !c.direct {
 			continue
 		}
@@ -124,7 +135,9 @@ func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks 
 
 // contradicts reports whether a snapshot's status differs from what the
 // fold may hold: published even if it equals the observer's own last
-// observation, so that a read-back the guest no longer matches gives way.
+// observation, so that a read-back the guest no longer matches gives way
+// (and confirmed next pass: the read-back may have been journalled after
+// this pass's AfterSeq).
 func (c *statusCheck) contradicts(s *events.Observed) bool {
 	return c.direct && c.j.known && (!c.j.exists || c.j.status != s.Status)
 }
