@@ -157,7 +157,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			if err != nil {
 				return fmt.Errorf("--data %s: NATS credentials: %w", dir, err)
 			}
-			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket})
+			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket, Clusters: []string{g.cluster}})
 			cfg.Bus.User, cfg.Bus.Password = string(natsauth.Admin), creds[natsauth.Admin]
 			log.Info().Str("file", filepath.Join(dir, natsauth.CredentialsFile)).Bool("created", created).
 				Msg("embedded NATS requires authentication: one user per role; converge commands run here (or with --data) use the admin credentials")

@@ -104,9 +104,10 @@ func (w *work) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error
 	}, opts...)
 }
 
-// watch creates the consumer again whenever a sign says it may be gone
-// and the server confirms it is, until ctx ends; then it stops the
-// consumption.
+// watch creates the consumer again whenever its consumption ended for
+// good (nats.go ends it when the server says the consumer was deleted, or
+// the stream went) or a sign says the consumer may be gone and the server
+// confirms it is, until ctx ends; then it stops the consumption.
 func (w *work) watch(ctx context.Context, cc jetstream.ConsumeContext) {
 	defer close(w.done)
 	defer func() { cc.Stop() }()
@@ -114,19 +115,24 @@ func (w *work) watch(ctx context.Context, cc jetstream.ConsumeContext) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-cc.Closed():
+			// Ended for good: whatever a lookup would say now (the stream
+			// being restored, no leader yet), only a new one goes on.
 		case <-w.check:
+			qctx, cancel := context.WithTimeout(ctx, recreateTimeout)
+			_, err := w.s.Consumer(qctx, w.spec.Durable)
+			cancel()
+			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue // there (missed heartbeats have other causes), or not known: nats.go goes on pulling
+			}
 		}
-		qctx, cancel := context.WithTimeout(ctx, recreateTimeout)
-		_, err := w.s.Consumer(qctx, w.spec.Durable)
-		cancel()
-		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			continue // there (missed heartbeats have other causes), or not known: nats.go goes on pulling
-		}
+		// The old one first: its pulls would take entries nobody handles
+		// until their AckWait.
+		cc.Stop()
 		ncc, ok := w.recreate(ctx)
 		if !ok {
 			return
 		}
-		cc.Stop()
 		cc = ncc
 		w.b.log.Warn().Str("consumer", w.spec.Durable).Msg("durable consumer was deleted; created it again (its unacknowledged entries come again)")
 		if w.spec.Recreated != nil {

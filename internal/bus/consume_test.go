@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
 	"github.com/converge-pve/converge/internal/journal"
 )
@@ -71,5 +72,49 @@ func TestConsumerDeletedIsRecreated(t *testing.T) {
 	}
 	if _, err := s.Consumer(ctx, spec.Durable); err != nil {
 		t.Fatalf("the consumer is not there again: %v", err)
+	}
+}
+
+// TestConsumerOfRestoredStream: the journal stream is deleted and
+// provisioned again (restored) while a work consumer runs: nats.go ends
+// the consumption for good, and the consumer is created again once the
+// stream is back, whatever a lookup said meanwhile (found by review: a
+// lookup that did not say "consumer not found" left the partition dead).
+func TestConsumerOfRestoredStream(t *testing.T) {
+	b := bustest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := make(chan uint64, 16)
+	spec := journal.WorkSpec{Durable: "work-restore", Filter: "pve.action.pve.>", AckWait: 30 * time.Second, MaxAckPending: 8}
+	stop, err := b.Consume(ctx, spec, func(d journal.Delivery) {
+		go func() {
+			if err := d.Ack(ctx); err == nil {
+				got <- d.Entry().Seq
+			}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := b.JS.DeleteStream(ctx, bus.DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.Publish(ctx, events.Subject(events.KindAction, "pve", 101), []byte(`{}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case seq := <-got:
+			if seq == a.Sequence {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("entry %d of the restored stream never delivered", a.Sequence)
+		}
 	}
 }

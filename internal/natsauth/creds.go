@@ -98,7 +98,14 @@ func LoadOrCreate(dir string) (Credentials, bool, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, false, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, CredentialsFile), raw, 0o600); err != nil {
+	// Written aside and renamed: a crash, or a CLI reading the file
+	// meanwhile, never sees it half written (it may be rewritten to add
+	// a role).
+	tmp := filepath.Join(dir, "."+CredentialsFile+".tmp")
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return nil, false, err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, CredentialsFile)); err != nil {
 		return nil, false, err
 	}
 	return c, !ok, nil

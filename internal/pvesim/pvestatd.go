@@ -32,6 +32,9 @@ type pvestatd struct {
 // syncPvestatd starts, restarts or stops the daemons when the cycle in
 // force changed. Caller holds s.mu.
 func (s *Sim) syncPvestatd() {
+	if s.closed {
+		return // a faults change racing Close starts nothing Close would not stop
+	}
 	cycle := time.Duration(s.faults.ResourcesLag)
 	if s.statd != nil && s.statd.cycle == cycle {
 		return
@@ -138,6 +141,7 @@ func (s *Sim) broadcastRow(g *guest) rrdEntry {
 func (s *Sim) closePvestatd() {
 	s.mu.Lock()
 	p := s.statd
+	s.closed = true
 	s.stopPvestatd()
 	s.mu.Unlock()
 	if p != nil {

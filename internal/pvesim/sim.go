@@ -91,6 +91,8 @@ type Sim struct {
 	// the daemons (pvestatd.go), nil without a cycle.
 	rrd   map[int]rrdEntry
 	statd *pvestatd
+	// closed: Close ran; nothing starts the daemons again.
+	closed bool
 	// ha is ha/resources.cfg, by sid ("vm:100").
 	ha map[string]*haResource
 	// pools are the resource pools of user.cfg, by id; vmPool is its vms
