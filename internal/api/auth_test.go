@@ -160,22 +160,25 @@ func TestSlowClientsCutOff(t *testing.T) {
 			w.WriteHeader(http.StatusRequestTimeout)
 		}
 	}))
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch s {
-		case http.StateNew:
-			open++
-			most = max(most, open)
-		case http.StateClosed, http.StateHijacked:
-			open--
-		}
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(lim.Listener(ln)) }()
+	// Counted at the limited listener itself: a connection counts from
+	// its Accept until its Close begins, before the cap's slot is freed
+	// (http.Server's ConnState reports a close after the slot is free, so
+	// a loaded machine saw the next connection's StateNew first).
+	counted := &countingListener{Listener: lim.Listener(ln), onAccept: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		open++
+		most = max(most, open)
+	}, onClose: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		open--
+	}}
+	go func() { _ = srv.Serve(counted) }()
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 
 	const clients = 5
@@ -217,4 +220,30 @@ func TestSlowClientsCutOff(t *testing.T) {
 	if most > lim.MaxConns {
 		t.Fatalf("%d connections open at once, cap %d", most, lim.MaxConns)
 	}
+}
+
+// countingListener tells each Accept and each connection's first Close.
+type countingListener struct {
+	net.Listener
+	onAccept, onClose func()
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.onAccept()
+	return &countedConn{Conn: c, onClose: l.onClose}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	onClose func()
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(c.onClose) // before the cap's slot is freed
+	return c.Conn.Close()
 }
