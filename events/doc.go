@@ -1,4 +1,4 @@
-// Package events is converge's public event contract (DESIGN.md §3): the
+// Package events is converge's public event contract (docs/events.md): the
 // desired, observed, action and result events, heartbeats and control
 // requests, their JSON encoding, validation, NATS subjects and headers,
 // the classes of failed actions ([ErrorClass]) and the normalisation of

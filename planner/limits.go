@@ -9,7 +9,7 @@ import (
 	"github.com/converge-pve/converge/projector"
 )
 
-// Limits are the cluster-wide safety limits on actions (DESIGN.md §7).
+// Limits are the cluster-wide safety limits on actions (docs/architecture.md, "Safety limits across processes").
 // The engine applies them from its fold, which holds every planner's
 // actions; what two planners decide at the same moment is settled by the
 // limits ledger its loop asks before publishing (Publish.Claims).

@@ -10,7 +10,7 @@ import (
 // StatusKind is a guest's state as converge reports it.
 type StatusKind string
 
-// Guest states (DESIGN.md §3).
+// Guest states (docs/architecture.md; `converge status`).
 const (
 	Converged StatusKind = "converged"
 	Pending   StatusKind = "pending"

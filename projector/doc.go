@@ -12,7 +12,7 @@
 // the clock. The same events in the same order, folded with the same
 // settings (Partitions, and Auth: the signing settings), give the same
 // views, so replaying the journal with the planner's settings rebuilds
-// exactly what the live planner holds (DESIGN.md §4, invariant 5).
+// exactly what the live planner holds (docs/architecture.md, invariant 5).
 // Anything that depends on the current time, such as a silent observer,
 // is decided by planner.Plan, which is given the time.
 //

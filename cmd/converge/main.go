@@ -1,5 +1,5 @@
 // Command converge is the converge reconciler's single binary: every role,
-// the Proxmox VE simulator and the operator CLI (DESIGN.md §3).
+// the Proxmox VE simulator and the operator CLI (docs/configuration.md).
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Package api is converge's HTTP interface (DESIGN.md §3), served by `up`
+// Package api is converge's HTTP interface (docs/http.md), served by `up`
 // and every role with --http: /metrics (Prometheus), /healthz (liveness:
 // the process answers), /readyz, GET /v1/guests, GET /v1/guests/{vmid}, and
 // POST /v1/desired/{vmid} for services that do not speak NATS.

@@ -1,5 +1,5 @@
 // Package audit reads converge's journal (the JetStream stream, "PVE" by
-// default) for audit and point-in-time replay (DESIGN.md §1, §3: `converge
+// default) for audit and point-in-time replay (docs/operations.md: `converge
 // history`, `converge replay`). It only reads: nothing here publishes,
 // acknowledges or changes a consumer that a role uses.
 //

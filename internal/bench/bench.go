@@ -20,7 +20,7 @@ type Latency struct {
 	P99 float64 `json:"p99"`
 }
 
-// Report holds the fields of DESIGN.md §9: the throughput run's figures
+// Report holds the fields docs/benchmarks.md lists: the throughput run's figures
 // (one change per guest by default, so that every change is an action),
 // the per-action costs measured in it, and the coalesced burst apart.
 type Report struct {

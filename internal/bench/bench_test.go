@@ -97,7 +97,7 @@ func TestRunSmall(t *testing.T) {
 			}
 		}
 	}
-	// -o json carries exactly the fields of DESIGN.md §9 and issue 23.
+	// -o json carries exactly the fields of docs/benchmarks.md.
 	b, _ := json.Marshal(rep)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)

@@ -1,4 +1,4 @@
-// Package bench is `converge bench` (DESIGN.md §9): in one run, on an
+// Package bench is `converge bench` (docs/benchmarks.md): in one run, on an
 // embedded JetStream and the simulator with no added latency, it measures
 // the raw JetStream limit (async publish, durable consume and ordered
 // replay of as many messages, of the same size, as the pipeline writes),

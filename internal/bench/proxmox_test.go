@@ -62,7 +62,7 @@ func TestRunProxmoxSmall(t *testing.T) {
 	if det.SlotUse <= 0 || det.SlotUse > 1 || det.Handoff.P50 <= 0 || det.Tail.P50 <= 0 || det.ToStart.P50 <= 0 || det.ConfigWriteRate <= 0 {
 		t.Errorf("details %+v", det)
 	}
-	// -o json carries the fields of DESIGN.md §9's Proxmox profile.
+	// -o json carries the fields of docs/benchmarks.md's Proxmox profile.
 	b, _ := json.Marshal(rep)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)

@@ -15,7 +15,7 @@
 // Limits retention so that it is a durable journal, not a work queue:
 // nothing is removed when it is consumed. A subject transform stores
 // pve.<kind>.<cluster>.<vmid> as pve.<kind>.<cluster>.<vmid>.<partition>,
-// where partition = hash(cluster, vmid) mod Partitions (DESIGN.md §5), so
+// where partition = hash(cluster, vmid) mod Partitions (docs/architecture.md), so
 // every event of one guest lands in the same partition and consumers can
 // own partitions. Partitions is fixed when the stream is created: changing
 // it would move guests between partitions.

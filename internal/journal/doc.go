@@ -1,5 +1,5 @@
 // Package journal names what converge's roles need from the journal, the
-// JetStream stream that holds every event (DESIGN.md §2): small interfaces,
+// JetStream stream that holds every event (docs/architecture.md): small interfaces,
 // each for one role's use of it, and the entry type they exchange. The
 // roles depend on these, never on a NATS connection; internal/bus
 // implements them over JetStream, and package journaltest in memory for

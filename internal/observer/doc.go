@@ -1,8 +1,8 @@
 // Package observer is converge's OBSERVER role: it polls Proxmox VE and
-// publishes what it sees as observed events (DESIGN.md §2, §6), plus a
+// publishes what it sees as observed events (docs/architecture.md), plus a
 // heartbeat after every pass so that the planner can tell "Proxmox is
 // unreachable" or "the observer is silent" from "the guest is gone"
-// (DESIGN.md §4, invariant 6).
+// (docs/architecture.md, invariant 6).
 //
 // # A pass
 //
