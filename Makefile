@@ -2,16 +2,21 @@ GO      ?= go
 BIN     ?= bin/converge
 PKGS    ?= ./...
 
-.PHONY: build test test-short scenarios vet run sim fmt fuzz
+.PHONY: build test test-short scenarios vet staticcheck run sim fmt fuzz
 
 build:
 	$(GO) build -o $(BIN) ./cmd/converge
 
-# The test command CI runs (README, .ci/run). -race catches data races in the
-# simulator's task engine and the adapter; -count=1 defeats the test cache.
+# The test command CI runs (README, .ci/run). staticcheck is the version go.mod
+# pins as a tool; -race catches data races in the simulator's task engine and
+# the adapter; -count=1 defeats the test cache.
 test:
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+staticcheck:
+	$(GO) tool staticcheck $(PKGS)
 
 # The scripted scenarios of the planner engine and the executor alone
 # (planner/testdata, executor/testdata): no server, milliseconds each.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -34,8 +33,12 @@ func TestMain(m *testing.M) {
 
 // goTool is the go command that runs this test.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
+	// The go command of the toolchain that built this test, if it is
+	// there (GOROOT as `go env` tells it), else the one on PATH.
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "go"); fileExists(p) {
+			return p
+		}
 	}
 	return "go"
 }

@@ -99,9 +99,7 @@ func apply(o *events.Observed, s Step) *events.Observed {
 		case "tags":
 			c.Tags = nil
 			if v != "" {
-				for _, t := range splitTags(v) {
-					c.Tags = append(c.Tags, t)
-				}
+				c.Tags = append(c.Tags, splitTags(v)...)
 			}
 		case "cores":
 			c.Cores, _ = strconv.Atoi(v)

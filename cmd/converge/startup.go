@@ -18,7 +18,7 @@ import (
 
 // errProxmoxStart is a start-up failure of the Proxmox check: the process
 // exits rather than run with credentials or a certificate that cannot work.
-var errProxmoxStart = errors.New("Proxmox refused at start")
+var errProxmoxStart = errors.New("start-up check: Proxmox refused")
 
 // checkProxmox asks Proxmox for its inventory once before the roles start.
 // Rejected credentials and an untrusted certificate fail the start with

@@ -33,7 +33,6 @@ type Checkpoint struct {
 
 var (
 	zstdMagic      = []byte{0x28, 0xb5, 0x2f, 0xfd}
-	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 )
 

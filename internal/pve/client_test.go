@@ -108,7 +108,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestConfigRedactsSecrets(t *testing.T) {
 	cfg := Config{URL: "https://pve", TokenID: "root@pam!x", TokenSecret: "tok-s3cret-value", Password: "hunter2-pass"}
-	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg), fmt.Sprintf("%s", cfg), cfg.String()} {
+	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg), cfg.String()} {
 		if strings.Contains(s, "tok-s3cret-value") || strings.Contains(s, "hunter2-pass") {
 			t.Errorf("secret printed: %s", s)
 		}

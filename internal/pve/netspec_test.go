@@ -117,15 +117,6 @@ func TestParseNICErrors(t *testing.T) {
 	}
 }
 
-func mustNIC(t *testing.T, kind Kind, s string) NIC {
-	t.Helper()
-	n, err := ParseNIC(kind, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // Fields set win over Extra; fields of the other kind are ignored.
 func TestNICFormatFieldsWin(t *testing.T) {
 	n := NIC{Model: "virtio", Bridge: "vmbr0", Firewall: true, Name: "eth0", IP: "dhcp",

@@ -223,9 +223,8 @@ func (s *Sim) volumeInfo(q *req) (any, error) {
 		}
 		return map[string]any{"path": path, "size": size, "used": 0, "format": "raw"}, nil
 	default: // dir: only appliance templates here
-		path := "/var/lib/vz/" + volname
 		if rest, ok := strings.CutPrefix(volname, "vztmpl/"); ok {
-			path = "/var/lib/vz/template/cache/" + rest
+			path := "/var/lib/vz/template/cache/" + rest
 			if s.templates[volid] {
 				size := applianceSize(rest)
 				return map[string]any{"path": path, "size": size, "used": size, "format": "raw"}, nil

@@ -192,6 +192,7 @@ func (s *Sim) lxcResizeCheck(g *guest, r *resizeReq) (int64, error) {
 		return 0, fmt.Errorf("%s", lockedErr(g))
 	}
 	if r.digest != "" && r.digest != g.digest {
+		//lint:ignore ST1005 Proxmox's own message (PVE::Tools::assert_if_modified), which clients match
 		return 0, fmt.Errorf("detected modified configuration - file changed by other user? Try again.")
 	}
 	v, ok := g.conf[r.disk]
