@@ -11,6 +11,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
@@ -170,7 +171,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Consumer == "" {
-		c.Consumer = "executor-" + c.Cluster
+		c.Consumer = journal.ExecutorGroup(c.Cluster)
 	}
 	// The journal's own settings: its connection checked them (bus.Config).
 	if c.Partitions == 0 {

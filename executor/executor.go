@@ -105,15 +105,7 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 }
 
 // ConsumerName is the durable consumer of partition p's actions.
-func (e *Executor) ConsumerName(p int) string { return PartitionConsumer(e.cfg.Consumer, p) }
-
-// PartitionConsumer is the durable consumer of partition p of the
-// executor group named consumer (Config.Consumer).
-func PartitionConsumer(consumer string, p int) string { return fmt.Sprintf("%s-p%02d", consumer, p) }
-
-// DefaultConsumer is Config.Consumer's default for a cluster: the
-// executor group, and the prefix of its partitions' consumers.
-func DefaultConsumer(cluster string) string { return "executor-" + cluster }
+func (e *Executor) ConsumerName(p int) string { return journal.PartitionConsumer(e.cfg.Consumer, p) }
 
 // WorkSpec is the durable consumer of partition p that an owner of p
 // creates or updates: explicit acks, redelivery without limit after

@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -130,6 +131,18 @@ type Feed interface {
 	C() <-chan Entry
 	Stop()
 }
+
+// The durable consumers converge creates on the journal are named here,
+// so that whoever protects them (internal/natsauth's permissions) names
+// the same ones as whoever creates them (the executors).
+
+// ExecutorGroup is the default name of a cluster's executor group: its
+// lease group and the prefix of its partition consumers.
+func ExecutorGroup(cluster string) string { return "executor-" + cluster }
+
+// PartitionConsumer is the durable consumer of partition p of the
+// executor group named group.
+func PartitionConsumer(group string, p int) string { return fmt.Sprintf("%s-p%02d", group, p) }
 
 // WorkSpec is a durable consumer that hands entries out for work:
 // explicit acknowledgements, redelivery without limit after AckWait

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
 )
 
@@ -126,7 +126,7 @@ func owned(role Role, n Names) []string {
 	if role == Executor {
 		for _, c := range n.Clusters {
 			for p := range n.Partitions {
-				out = append(out, executor.PartitionConsumer(executor.DefaultConsumer(c), p))
+				out = append(out, journal.PartitionConsumer(journal.ExecutorGroup(c), p))
 			}
 		}
 	}
