@@ -240,30 +240,8 @@ func TestLaggingStatusAfterReboot(t *testing.T) {
 // old decision's running (found by e2e TestUpConvergesFiftyGuests: the
 // drift was never corrected).
 func TestStatusDecisionEndsWithItsRow(t *testing.T) {
-	px := newCountingPVE(1)
-	clk := newClock()
-	o, j := memObserver(t, px, clk, func(c *observer.Config) { c.ConfigRefresh = time.Second; c.VerifyRate = 100 })
-	const vmid = 100
-	setRow := func(status string, live map[int]string) {
-		px.mu.Lock()
-		px.inv[0].Status, px.live = status, live
-		px.mu.Unlock()
-	}
-	setRow("stopped", nil)
-	pass(t, o)
-	// converge starts it: a read-back says running; the row still says
-	// stopped.
-	readBack := events.Result{ActionID: "a-start", VMID: vmid, Cluster: "pve", Op: events.OpStart, Status: events.ResultSucceeded,
-		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
-			Config: events.GuestConfig{Cores: 3, MemoryMiB: 512}, Source: events.SourceExecutor}}
-	body, err := events.Encode(readBack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
-	setRow("stopped", map[int]string{vmid: "running"})
-	clk.Advance(10 * time.Second)
-	pass(t, o)
+	w := startedWhileLagging(t)
+	o, j, clk, setRow := w.o, w.j, w.clk, w.setRow
 	setRow("running", nil) // pvestatd caught up
 	clk.Advance(10 * time.Second)
 	pass(t, o)
@@ -284,28 +262,8 @@ func TestStatusDecisionEndsWithItsRow(t *testing.T) {
 // inventory's own status with the journal, reads it and journals the stop
 // (found by review: the cached running agreed with the journal for good).
 func TestDecisionDoesNotHideALaterChange(t *testing.T) {
-	px := newCountingPVE(1)
-	clk := newClock()
-	o, j := memObserver(t, px, clk, func(c *observer.Config) { c.ConfigRefresh = time.Second; c.VerifyRate = 100 })
-	const vmid = 100
-	setRow := func(status string, live map[int]string) {
-		px.mu.Lock()
-		px.inv[0].Status, px.live = status, live
-		px.mu.Unlock()
-	}
-	setRow("stopped", nil)
-	pass(t, o)
-	readBack := events.Result{ActionID: "a-start", VMID: vmid, Cluster: "pve", Op: events.OpStart, Status: events.ResultSucceeded,
-		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
-			Config: events.GuestConfig{Cores: 3, MemoryMiB: 512}, Source: events.SourceExecutor}}
-	body, err := events.Encode(readBack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
-	setRow("stopped", map[int]string{vmid: "running"})
-	clk.Advance(10 * time.Second)
-	pass(t, o)
+	w := startedWhileLagging(t)
+	o, j, clk, setRow := w.o, w.j, w.clk, w.setRow
 	after := j.Entries()[len(j.Entries())-1].Seq
 	setRow("stopped", nil) // it stopped again; the row never showed it running
 	for range 3 {
@@ -365,4 +323,43 @@ func TestContradictionConfirmed(t *testing.T) {
 	if len(obs) != 2 || obs[1].Status != "running" || obs[1].AfterSeq < readBackSeq {
 		t.Fatalf("next pass: %+v, want running published again with an AfterSeq reaching the read-back %d", obs, readBackSeq)
 	}
+}
+
+// lagged is a guest (100) that converge started while the inventory still
+// said stopped: the observer read it running and journalled that.
+type lagged struct {
+	o      *observer.Observer
+	j      *memJournal
+	clk    *clock
+	setRow func(status string, live map[int]string)
+}
+
+// startedWhileLagging: the guest listed stopped and observed so; an
+// executor's start read back running; the row still says stopped while
+// status/current says running, and a pass reads that.
+func startedWhileLagging(t *testing.T) lagged {
+	t.Helper()
+	px := newCountingPVE(1)
+	clk := newClock()
+	o, j := memObserver(t, px, clk, func(c *observer.Config) { c.ConfigRefresh = time.Second; c.VerifyRate = 100 })
+	const vmid = 100
+	setRow := func(status string, live map[int]string) {
+		px.mu.Lock()
+		px.inv[0].Status, px.live = status, live
+		px.mu.Unlock()
+	}
+	setRow("stopped", nil)
+	pass(t, o)
+	readBack := events.Result{ActionID: "a-start", VMID: vmid, Cluster: "pve", Op: events.OpStart, Status: events.ResultSucceeded,
+		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
+			Config: events.GuestConfig{Cores: 3, MemoryMiB: 512}, Source: events.SourceExecutor}}
+	body, err := events.Encode(readBack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
+	setRow("stopped", map[int]string{vmid: "running"})
+	clk.Advance(10 * time.Second)
+	pass(t, o)
+	return lagged{o: o, j: j, clk: clk, setRow: setRow}
 }
