@@ -91,12 +91,6 @@ waiting out the whole timeout.`,
 	return cmd
 }
 
-// plannerGroup is the lease group the planners of cluster join
-// (internal/planloop): each live planner keeps a membership key
-// <group>.m.<member> in the leases bucket, expiring a lease TTL after it
-// stops renewing it.
-func plannerGroup(cluster string) string { return "planner-" + cluster }
-
 // runningPlanners counts the live planners of cluster: their membership
 // keys in the leases bucket (none before any role has run).
 func runningPlanners(ctx context.Context, b *bus.Bus, cluster string) (int, error) {
@@ -107,7 +101,7 @@ func runningPlanners(ctx context.Context, b *bus.Bus, cluster string) (int, erro
 	if err != nil {
 		return 0, fmt.Errorf("leases bucket %s: %w", lease.Bucket, err)
 	}
-	keys, err := kv.ListKeysFiltered(ctx, plannerGroup(cluster)+".m.*")
+	keys, err := kv.ListKeysFiltered(ctx, lease.MembersFilter(planloop.LeaseGroup(cluster)))
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return 0, nil
 	}

@@ -88,6 +88,10 @@ func (m *Manager) Members() []string {
 }
 
 func (m *Manager) memberKey(id string) string { return m.cfg.Group + ".m." + id }
+
+// MembersFilter matches the membership keys of group's live members in the
+// store: what tells, from outside, whether any member runs.
+func MembersFilter(group string) string { return group + ".m.*" }
 func (m *Manager) leaseKey(p int) string      { return m.cfg.Group + ".p." + strconv.Itoa(p) }
 
 // Run takes part in the group until ctx ends, then releases everything.

@@ -212,14 +212,7 @@ func TestLaggingStatusAfterReboot(t *testing.T) {
 	pass(t, o)
 	const vmid = 100
 	px.edit(vmid, func(c *pve.GuestConfig) { c.Cores = 4 }) // the reboot applied the pending cores
-	readBack := events.Result{ActionID: "a-reboot", VMID: vmid, Cluster: "pve", Op: events.OpReboot, Status: events.ResultSucceeded,
-		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
-			Config: events.GuestConfig{Cores: 4, MemoryMiB: 512}, Source: events.SourceExecutor}}
-	body, err := events.Encode(readBack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
+	after := memReadBack(t, j, vmid, events.OpReboot, "running", 4)
 	px.mu.Lock()
 	px.inv[0].Status, px.live = "stopped", map[int]string{vmid: "running"}
 	px.mu.Unlock()
@@ -300,15 +293,7 @@ func TestContradictionConfirmed(t *testing.T) {
 		}
 		// A read-back that says stopped (a stop that a start by hand
 		// undid at once), journalled while this pass reads.
-		r := events.Result{ActionID: "a-stop", VMID: vmid, Cluster: "pve", Op: events.OpStop, Status: events.ResultSucceeded,
-			Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "stopped",
-				Config: events.GuestConfig{Cores: 3, MemoryMiB: 512}, Source: events.SourceExecutor}}
-		body, err := events.Encode(r)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		readBackSeq = j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
+		readBackSeq = memReadBack(t, j, vmid, events.OpStop, "stopped", 3)
 	}
 	clk.Advance(20 * time.Second)
 	pass(t, o)
@@ -350,16 +335,25 @@ func startedWhileLagging(t *testing.T) lagged {
 	}
 	setRow("stopped", nil)
 	pass(t, o)
-	readBack := events.Result{ActionID: "a-start", VMID: vmid, Cluster: "pve", Op: events.OpStart, Status: events.ResultSucceeded,
-		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: "running",
-			Config: events.GuestConfig{Cores: 3, MemoryMiB: 512}, Source: events.SourceExecutor}}
-	body, err := events.Encode(readBack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
+	memReadBack(t, j, vmid, events.OpStart, "running", 3)
 	setRow("stopped", map[int]string{vmid: "running"})
 	clk.Advance(10 * time.Second)
 	pass(t, o)
 	return lagged{o: o, j: j, clk: clk, setRow: setRow}
+}
+
+// memReadBack journals an executor's successful result of op on a QEMU
+// guest of pve1, read back with status and cores, and returns its
+// sequence.
+func memReadBack(t *testing.T, j *memJournal, vmid int, op events.Op, status string, cores int) uint64 {
+	t.Helper()
+	r := events.Result{ActionID: "a-" + string(op), VMID: vmid, Cluster: "pve", Op: op, Status: events.ResultSucceeded,
+		Observed: &events.Observed{VMID: vmid, Cluster: "pve", Exists: true, Node: "pve1", Kind: events.QEMU, Status: status,
+			Config: events.GuestConfig{Cores: cores, MemoryMiB: 512}, Source: events.SourceExecutor}}
+	body, err := events.Encode(r)
+	if err != nil {
+		t.Error(err) // Error, not Fatal: it may run on a read's goroutine
+		return 0
+	}
+	return j.Publish(events.Message{Subject: events.Subject(events.KindResult, "pve", vmid), Data: body})
 }

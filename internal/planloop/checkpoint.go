@@ -39,6 +39,9 @@ var (
 // CheckpointName is the object name of a cluster's checkpoint.
 func CheckpointName(cluster string) string { return "planner-" + cluster }
 
+// LeaseGroup is the lease group the planners of a cluster join.
+func LeaseGroup(cluster string) string { return "planner-" + cluster }
+
 // checkpoint writes a snapshot the engine handed out, off the loop; the
 // outcome goes back to the engine through ckptErr.
 func (l *Loop) checkpoint(ctx context.Context, s *projector.Snapshot) {

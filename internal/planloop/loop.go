@@ -98,7 +98,7 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 	pc := cfg.Planner
 	pc.DecodeWorkers = runtime.GOMAXPROCS(0)
 	var err error
-	l.leases, err = lease.New(lease.Config{Group: "planner-" + pc.Cluster, Member: lease.MemberID(pc.Name), Partitions: pc.Partitions,
+	l.leases, err = lease.New(lease.Config{Group: LeaseGroup(pc.Cluster), Member: lease.MemberID(pc.Name), Partitions: pc.Partitions,
 		TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, Logger: cfg.Logger, Clock: cfg.Clock,
 		OnAcquire: func(p int) {
 			l.acqMu.Lock()
