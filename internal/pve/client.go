@@ -17,7 +17,8 @@ import (
 // Client is converge's handle on one Proxmox VE cluster. It is safe for
 // concurrent use.
 type Client struct {
-	pc      *proxmox.Client
+	pxOpts  []proxmox.Option // every call's go-proxmox client; see answerReader
+	wire    *statusTransport
 	log     zerolog.Logger
 	url     string
 	calls   atomic.Int64
@@ -49,13 +50,12 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	m := newRequestMetrics()
-	hc, err := newHTTPClient(cfg, m)
+	wire, err := newWire(cfg, m)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{metrics: m, log: cfg.Logger, url: cfg.URL, now: time.Now, timeout: cfg.Timeout, configWait: max(0, int(cfg.ConfigTaskWait/time.Second))}
+	c := &Client{wire: wire, metrics: m, log: cfg.Logger, url: cfg.URL, now: time.Now, timeout: cfg.Timeout, configWait: max(0, int(cfg.ConfigTaskWait/time.Second))}
 	opts := []proxmox.Option{
-		proxmox.WithHTTPClient(hc),
 		proxmox.WithUserAgent("converge"),
 		proxmox.WithLogger(pxLogger{cfg.Logger}),
 		proxmox.WithRequestInterceptor(c.intercept),
@@ -68,7 +68,7 @@ func New(cfg Config) (*Client, error) {
 	} else {
 		c.login = &proxmox.Credentials{Username: cfg.Username, Password: cfg.Password}
 	}
-	c.pc = proxmox.NewClient(cfg.URL, opts...)
+	c.pxOpts = opts
 
 	ev := c.log.Debug().Str("url", cfg.URL).Str("auth", auth).Dur("timeout", cfg.Timeout)
 	if cfg.TokenID != "" {
@@ -127,24 +127,31 @@ func (c *Client) relogin(ctx context.Context, stale *session) error {
 	if cur := c.session.Load(); cur != stale && cur != nil && c.now().Sub(cur.obtained) < ticketRefresh {
 		return nil
 	}
-	var out struct {
-		Ticket string `json:"ticket"`
-		CSRF   string `json:"CSRFPreventionToken"`
-	}
 	// The body holds the password: go-proxmox does not log /access/ticket
 	// bodies, and pxLogger drops its debug output anyway.
-	lctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	err := c.pc.Post(lctx, "/access/ticket", c.login, &out)
+	var out loginAnswer
+	err := c.send(ctx, OpLogin, GuestRef{}, http.MethodPost, "/access/ticket", c.login, func(b []byte) error {
+		data, err := envelopeData(b)
+		if err != nil || data == nil {
+			return err
+		}
+		return json.Unmarshal(data, &out)
+	})
 	if err == nil && out.Ticket == "" {
-		err = errors.New("login answer carried no ticket")
+		err = &Error{Class: ClassUnknown, Op: OpLogin, Message: "login answer carried no ticket"}
 	}
 	if err != nil {
-		return wrapError(OpLogin, GuestRef{}, false, err)
+		return err
 	}
 	c.session.Store(&session{ticket: out.Ticket, csrf: out.CSRF, obtained: c.now()})
 	c.log.Debug().Str("user", c.login.Username).Msg("pve login ticket obtained")
 	return nil
+}
+
+// loginAnswer is the data of POST /access/ticket.
+type loginAnswer struct {
+	Ticket string `json:"ticket"`
+	CSRF   string `json:"CSRFPreventionToken"`
 }
 
 // do sends one API call and decodes the answer's data into out (a pointer,
@@ -159,13 +166,18 @@ func (c *Client) do(ctx context.Context, op Op, ref GuestRef, method, path strin
 // doWith is do with the decoding of a successful answer's whole body left
 // to decode (do's is envelopeData).
 func (c *Client) doWith(ctx context.Context, op Op, ref GuestRef, method, path string, body any, decode func([]byte) error) error {
-	mutation := method != http.MethodGet
 	if err := ctx.Err(); err != nil {
 		return &Error{Class: ClassTransient, Op: op, Ref: ref, Err: err} // not sent
 	}
 	if err := c.ensureSession(ctx); err != nil {
 		return err
 	}
+	return c.send(ctx, op, ref, method, path, body, decode)
+}
+
+// send is do without the session: logins use it.
+func (c *Client) send(ctx context.Context, op Op, ref GuestRef, method, path string, body any, decode func([]byte) error) error {
+	mutation := method != http.MethodGet && op != OpLogin // a login changes nothing
 	var data []byte
 	if body != nil {
 		var err error
@@ -174,25 +186,20 @@ func (c *Client) doWith(ctx context.Context, op Op, ref GuestRef, method, path s
 		}
 	}
 	before := c.session.Load()
-	// go-proxmox decodes a body twice with encoding/json (the envelope,
-	// then its data); at 10,000 guests an inventory read spent more CPU
-	// there than anywhere else. It is asked for no result, and the body,
-	// captured by the transport, is decoded here once.
-	sink := &bodySink{}
-	rctx, cancel := context.WithTimeout(context.WithValue(ctx, bodySinkKey{}, sink), c.timeout)
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	err := c.pc.Req(rctx, method, path, data, nil)
-	if err != nil && c.login != nil && isStatus(err, http.StatusUnauthorized) {
+	answer, err := c.exchange(rctx, method, path, data)
+	if err != nil && op != OpLogin && c.login != nil && isStatus(err, http.StatusUnauthorized) {
 		// The ticket was rejected (expired, server restarted). PVE answers
 		// 401 before running anything, so re-sending after a fresh login
 		// cannot apply a mutation twice.
 		if lerr := c.relogin(ctx, before); lerr != nil {
 			return lerr
 		}
-		err = c.pc.Req(rctx, method, path, data, nil)
+		answer, err = c.exchange(rctx, method, path, data)
 	}
 	if err == nil {
-		err = decode(sink.body)
+		err = decode(answer)
 	}
 	if err != nil {
 		c.log.Debug().Str("op", string(op)).Str("method", method).Str("path", path).Err(err).Msg("pve call failed")
@@ -200,10 +207,19 @@ func (c *Client) doWith(ctx context.Context, op Op, ref GuestRef, method, path s
 	return wrapError(op, ref, mutation, err)
 }
 
-// bodySink receives the body of a successful answer (statusTransport).
-type bodySink struct{ body []byte }
-
-type bodySinkKey struct{}
+// exchange sends one request through a go-proxmox client of its own, whose
+// transport keeps the answer's body (answerReader).
+func (c *Client) exchange(ctx context.Context, method, path string, data []byte) ([]byte, error) {
+	a := &answerReader{wire: c.wire}
+	// No http.Client.Timeout: each call is bounded by a context deadline
+	// instead. With a custom RoundTripper, net/http enforces
+	// Client.Timeout with a goroutine and a timer per request.
+	opts := append(c.pxOpts[:len(c.pxOpts):len(c.pxOpts)], proxmox.WithHTTPClient(&http.Client{Transport: a}))
+	if err := proxmox.NewClient(c.url, opts...).Req(ctx, method, path, data, nil); err != nil {
+		return nil, err
+	}
+	return a.body, nil
+}
 
 func isStatus(err error, code int) bool {
 	var se *statusError

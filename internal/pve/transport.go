@@ -17,12 +17,12 @@ import (
 	"time"
 )
 
-// newHTTPClient builds the HTTP client every request goes through: TLS
-// verified against the system pool, a CA file or a pinned certificate
-// fingerprint, HTTP/1.1 only (PVE's messages live in the reason phrase),
-// and statusTransport, which keeps those messages and counts and times
-// every request into m.
-func newHTTPClient(cfg Config, m *requestMetrics) (*http.Client, error) {
+// newWire builds the transport every request goes through: TLS verified
+// against the system pool, a CA file or a pinned certificate fingerprint,
+// HTTP/1.1 only (PVE's messages live in the reason phrase), and
+// statusTransport, which keeps those messages and counts and times every
+// request into m.
+func newWire(cfg Config, m *requestMetrics) (*statusTransport, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
@@ -69,10 +69,7 @@ func newHTTPClient(cfg Config, m *requestMetrics) (*http.Client, error) {
 		ForceAttemptHTTP2: false,
 		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
-	// No http.Client.Timeout: Client bounds each call with a context
-	// deadline instead. With a custom RoundTripper, net/http enforces
-	// Client.Timeout with a goroutine and a timer per request.
-	return &http.Client{Transport: &statusTransport{base: tr, metrics: m}}, nil
+	return &statusTransport{base: tr, metrics: m}, nil
 }
 
 // fingerprintMismatchError is returned when the pinned fingerprint does not
@@ -86,51 +83,47 @@ func (e *fingerprintMismatchError) Error() string {
 	return "server certificate fingerprint " + e.got + " does not match the pinned fingerprint"
 }
 
-// statusTransport turns every non-2xx answer into a *statusError carrying the
-// status code, PVE's reason phrase and the body's message. This deliberately
-// bends the RoundTripper rule "a response is not an error": go-proxmox keeps
-// only res.Status for 500s, drops the 400 error map's structure, and decodes
-// the body of other codes (595, 404, 502 from a proxy) as a success — a
-// {"data":null} 595 would otherwise read as "mutation completed
-// synchronously".
+// statusTransport sends every request (through an answerReader) and
+// turns every non-2xx answer into a *statusError carrying the status code,
+// PVE's reason phrase and the body's message: go-proxmox keeps only
+// res.Status for 500s, drops the 400 error map's structure, and would
+// decode the body of other codes (595, 404, 502 from a proxy) as a
+// success — a {"data":null} 595 would otherwise read as "mutation
+// completed synchronously".
 //
 // It is also where requests are counted and timed (converge_pve_requests_total,
 // converge_pve_request_duration_seconds): every request passes here once,
-// and its outcome is known here as an answer or an error.
+// and its outcome, the body of a successful answer read, is known here as
+// an answer or an error.
 type statusTransport struct {
 	base    http.RoundTripper
 	metrics *requestMetrics // nil: not counted
 }
 
-func (t *statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.metrics == nil {
-		return t.roundTrip(req)
-	}
+// exchange sends req and returns a successful answer with its whole body
+// read (res.Body closed), or an error.
+func (t *statusTransport) exchange(req *http.Request) (res *http.Response, body []byte, err error) {
 	start := time.Now()
-	res, err := t.roundTrip(req)
-	t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
-	return res, err
+	res, body, err = t.send(req)
+	if t.metrics != nil {
+		t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
+	}
+	return res, body, err
 }
 
-func (t *statusTransport) roundTrip(req *http.Request) (*http.Response, error) {
+func (t *statusTransport) send(req *http.Request) (*http.Response, []byte, error) {
 	res, err := t.base.RoundTrip(req)
-	if err == nil && res.StatusCode >= 200 && res.StatusCode < 300 {
-		if sink, ok := req.Context().Value(bodySinkKey{}).(*bodySink); ok {
-			// The body goes to Client.do, which decodes it once; go-proxmox,
-			// called with no target, reads an empty one.
-			sink.body, err = readBody(res)
-			_ = res.Body.Close()
-			if err != nil {
-				return nil, err
-			}
-			res.Body = http.NoBody
-		}
-		return res, nil
-	}
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	defer func() { _ = res.Body.Close() }()
+	if res.StatusCode >= 200 && res.StatusCode < 300 {
+		body, err := readBody(res)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, body, nil
+	}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	se := &statusError{
 		Code:   res.StatusCode,
@@ -155,7 +148,7 @@ func (t *statusTransport) roundTrip(req *http.Request) (*http.Response, error) {
 	} else if len(body) > 0 && len(body) < 512 && !strings.Contains(string(body), "<") {
 		se.Body = strings.TrimSpace(string(body)) // short plain-text body, not an HTML error page
 	}
-	return nil, se
+	return nil, nil, se
 }
 
 func httpStatusText(code int) string {
