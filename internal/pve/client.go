@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	proxmox "github.com/luthermonson/go-proxmox"
 	"github.com/rs/zerolog"
 )
@@ -130,12 +130,9 @@ func (c *Client) relogin(ctx context.Context, stale *session) error {
 	// The body holds the password: go-proxmox does not log /access/ticket
 	// bodies, and pxLogger drops its debug output anyway.
 	var out loginAnswer
-	err := c.send(ctx, OpLogin, GuestRef{}, http.MethodPost, "/access/ticket", c.login, func(b []byte) error {
-		data, err := envelopeData(b)
-		if err != nil || data == nil {
-			return err
-		}
-		return json.Unmarshal(data, &out)
+	err := c.send(ctx, OpLogin, GuestRef{}, http.MethodPost, "/access/ticket", c.login, func(b []byte) (err error) {
+		out, err = decodeAnswer[loginAnswer](b)
+		return err
 	})
 	if err == nil && out.Ticket == "" {
 		err = &Error{Class: ClassUnknown, Op: OpLogin, Message: "login answer carried no ticket"}
@@ -154,18 +151,11 @@ type loginAnswer struct {
 	CSRF   string `json:"CSRFPreventionToken"`
 }
 
-// do sends one API call and decodes the answer's data into out (a pointer,
-// typically *json.RawMessage). Every error it returns is an *Error.
-func (c *Client) do(ctx context.Context, op Op, ref GuestRef, method, path string, body any, out *json.RawMessage) error {
-	return c.doWith(ctx, op, ref, method, path, body, func(b []byte) (err error) {
-		*out, err = envelopeData(b)
-		return err
-	})
-}
-
-// doWith is do with the decoding of a successful answer's whole body left
-// to decode (do's is envelopeData).
-func (c *Client) doWith(ctx context.Context, op Op, ref GuestRef, method, path string, body any, decode func([]byte) error) error {
+// do sends one API call and hands a successful answer's whole body to
+// decode (nil: discardAnswer). Every error it returns is an
+// *Error; an answer decode cannot read is ClassUnknown, and for a
+// mutation Indeterminate (Proxmox accepted the call).
+func (c *Client) do(ctx context.Context, op Op, ref GuestRef, method, path string, body any, decode func([]byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return &Error{Class: ClassTransient, Op: op, Ref: ref, Err: err} // not sent
 	}
@@ -181,7 +171,7 @@ func (c *Client) send(ctx context.Context, op Op, ref GuestRef, method, path str
 	var data []byte
 	if body != nil {
 		var err error
-		if data, err = json.Marshal(body); err != nil {
+		if data, err = json.Marshal(body, writeOpts); err != nil {
 			return &Error{Class: ClassTerminal, Op: op, Ref: ref, Err: err}
 		}
 	}
@@ -198,8 +188,13 @@ func (c *Client) send(ctx context.Context, op Op, ref GuestRef, method, path str
 		}
 		answer, err = c.exchange(rctx, method, path, data)
 	}
+	if decode == nil {
+		decode = discardAnswer
+	}
 	if err == nil {
-		err = decode(answer)
+		if derr := decode(answer); derr != nil {
+			err = &Error{Class: ClassUnknown, Op: op, Ref: ref, Message: derr.Error(), Err: derr, Indeterminate: mutation}
+		}
 	}
 	if err != nil {
 		c.log.Debug().Str("op", string(op)).Str("method", method).Str("path", path).Err(err).Msg("pve call failed")

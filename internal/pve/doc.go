@@ -1,10 +1,26 @@
 // Package pve is converge's only door to Proxmox VE: reads, writes, task
 // waiting, error classification and normalisation, over go-proxmox v0.8.1.
 //
-// go-proxmox provides transport and authentication headers; every request
-// goes through its raw Get/Post/Put/Delete and is decoded into this package's
-// own types, because its structs lose or mis-decode fields a reconciler
-// needs (lock, template, cpulimit strings, memory property strings, …).
+// go-proxmox builds, authenticates and sends every request (its raw Req);
+// this package reads every answer itself, into its own types, because
+// go-proxmox's structs lose or mis-decode fields a reconciler needs (lock,
+// template, cpulimit strings, memory property strings, …) and its Req
+// decodes every answer twice. A call hands go-proxmox a client of its own
+// whose transport keeps the answer's body (answerReader, the one adapter
+// go-proxmox v0.8.1 needs).
+//
+// # Answers
+//
+// Answers are read with github.com/go-json-experiment/json, typed per
+// endpoint: the inventory's rows, a guest's config and pending list, its
+// status, task status and log, HA resources, pools, snapshots. Members a
+// type does not know are skipped, so a newer Proxmox that adds some never
+// breaks a read. Every member Proxmox types inconsistently (a number here,
+// a string there; a boolean as 0/1, "0"/"1" or true/false) is read into a
+// [Value], which yields the Go type a field needs whichever way Proxmox
+// wrote it. The inventory, 100,000 rows at most, is read a row at a time
+// off the answer's bytes and paced (package pace). An answer that does not
+// read is ClassUnknown (for a mutation, Indeterminate).
 //
 // # Reads
 //

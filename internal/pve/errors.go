@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	proxmox "github.com/luthermonson/go-proxmox"
 )
 
@@ -240,6 +241,13 @@ func classify(op Op, err error) Class {
 	if errors.As(err, &se) {
 		return ClassifyOpMessage(op, se.Code, se.Message())
 	}
+	// Answers are decoded from their whole body, read before: a truncated
+	// one (io.ErrUnexpectedEOF inside) is malformed, not a network fault.
+	var syn *jsontext.SyntacticError
+	var sem *json.SemanticError
+	if errors.As(err, &syn) || errors.As(err, &sem) {
+		return ClassUnknown // a malformed answer: not ours to guess
+	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassTransient
@@ -254,11 +262,6 @@ func classify(op Op, err error) Class {
 		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ETIMEDOUT),
 		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return ClassTransient
-	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &syn) || errors.As(err, &typ) {
-		return ClassUnknown // a malformed answer: not ours to guess
 	}
 	if status, msg, ok := parseGoProxmoxError(err.Error()); ok {
 		return ClassifyOpMessage(op, status, msg)

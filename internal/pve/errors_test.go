@@ -145,12 +145,22 @@ func TestClassifyErrors(t *testing.T) {
 		{"statusError", &url.Error{Op: "Post", URL: "u", Err: &statusError{Code: 500, Reason: "CT 100 already running"}}, ClassAlreadyDone},
 		{"statusError canonical reason, body message", &statusError{Code: 500, Reason: "Internal Server Error", Body: "VM is locked (backup)"}, ClassLocked},
 		{"*Error keeps class", fmt.Errorf("outer: %w", &Error{Class: ClassConflict}), ClassConflict},
+		// A malformed answer, truncated too: not a network fault.
+		{"malformed answer", answerError(`{"data":[1,}`), ClassUnknown},
+		{"truncated answer", answerError(`{"data":[1,`), ClassUnknown},
+		{"mistyped answer", func() error { _, err := decodeAnswer[[]int]([]byte(`{"data":{}}`)); return err }(), ClassUnknown},
 		{"nil", nil, ClassUnknown},
 	} {
 		if got := Classify(tc.err); got != tc.want {
 			t.Errorf("%s: Classify(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
+}
+
+// answerError is the error of decoding a malformed answer.
+func answerError(body string) error {
+	_, err := decodeAnswer[Value]([]byte(body))
+	return err
 }
 
 func TestErrorSentinelsAndText(t *testing.T) {

@@ -3,7 +3,6 @@ package pve
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-json-experiment/json"
 	"github.com/rs/zerolog"
 )
 
@@ -32,7 +32,7 @@ type recorded struct {
 	RequestURI string // raw, as sent
 	Path       string // decoded, without /api2/json
 	Query      url.Values
-	Body       map[string]any
+	Body       map[string]string // each member's Value.Text()
 	Header     http.Header
 }
 
@@ -47,12 +47,14 @@ func newFake(t *testing.T) *fakePVE {
 }
 
 func (f *fakePVE) serve(w http.ResponseWriter, r *http.Request) {
-	body := map[string]any{}
+	body := map[string]string{}
 	if b, _ := io.ReadAll(r.Body); len(b) > 0 {
-		d := json.NewDecoder(bytes.NewReader(b))
-		d.UseNumber()
-		if err := d.Decode(&body); err != nil {
+		var m map[string]Value
+		if err := json.Unmarshal(b, &m); err != nil {
 			f.t.Errorf("fake: %s %s: body is not JSON: %v", r.Method, r.URL, err)
+		}
+		for k, v := range m {
+			body[k] = v.Text()
 		}
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/api2/json")
@@ -157,7 +159,7 @@ func (f *fakePVE) task(upid string, running int, exit string, log ...string) *fa
 			st["status"] = "stopped"
 			st["exitstatus"] = exit
 		}
-		b, _ := json.Marshal(st)
+		b, _ := json.Marshal(st, json.Deterministic(true))
 		writeData(w, string(b))
 	})
 	f.on(http.MethodGet, base+"/log", func(w http.ResponseWriter, _ *http.Request) {

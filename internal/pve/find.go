@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -137,16 +136,16 @@ func (c *Client) guestTasks(ctx context.Context, ref GuestRef, typ string, minSt
 		q.Set("since", strconv.FormatInt(minStart, 10))
 	}
 	q.Set("limit", strconv.Itoa(findTaskLimit))
-	var raw json.RawMessage
-	if err := c.do(ctx, OpTaskList, ref, http.MethodGet, "/nodes/"+ref.Node+"/tasks?"+q.Encode(), nil, &raw); err != nil {
+	// The other fields of an entry are its UPID's own, decoded from it.
+	items, err := call[[]struct {
+		UPID string `json:"upid"`
+	}](ctx, c, OpTaskList, ref, http.MethodGet, "/nodes/"+ref.Node+"/tasks?"+q.Encode(), nil)
+	if err != nil {
 		return nil, err
 	}
-	upids, err := decodeTaskList(raw)
-	if err != nil {
-		return nil, &Error{Class: ClassUnknown, Op: OpTaskList, Ref: ref, Message: err.Error(), Err: err}
-	}
 	var out []foundTask
-	for _, s := range upids {
+	for _, it := range items {
+		s := it.UPID
 		u, err := ParseUPID(s)
 		if err != nil {
 			c.log.Debug().Str("upid", s).Err(err).Msg("pve task list entry skipped")
@@ -170,23 +169,4 @@ func newerTask(a, b UPID) bool {
 		return a.PStart > b.PStart
 	}
 	return a.PID > b.PID
-}
-
-// decodeTaskList reads the UPIDs of GET /nodes/{node}/tasks; the other
-// fields are the UPID's own, decoded from it.
-func decodeTaskList(raw []byte) ([]string, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var items []struct {
-		UPID string `json:"upid"`
-	}
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("decode task list: %w", err)
-	}
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		out = append(out, it.UPID)
-	}
-	return out, nil
 }

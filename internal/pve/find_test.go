@@ -1,12 +1,13 @@
 package pve
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 )
 
 func TestTaskTypes(t *testing.T) {

@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -68,19 +67,10 @@ func (c *Client) FindClone(ctx context.Context, src GuestRef, newid int, since t
 
 // taskLogHead reads the first n lines of a task's log.
 func (c *Client) taskLogHead(ctx context.Context, ft foundTask, n int) ([]string, error) {
-	var raw json.RawMessage
 	path := fmt.Sprintf("/nodes/%s/tasks/%s/log?start=0&limit=%d", ft.u.Node, ft.upid, n)
-	if err := c.do(ctx, OpTaskLog, ft.u.Ref(), http.MethodGet, path, nil, &raw); err != nil {
+	lines, err := call[[]logLine](ctx, c, OpTaskLog, ft.u.Ref(), http.MethodGet, path, nil)
+	if err != nil {
 		return nil, err
-	}
-	var lines []struct {
-		N int    `json:"n"`
-		T string `json:"t"`
-	}
-	if !isNull(raw) {
-		if err := json.Unmarshal(raw, &lines); err != nil {
-			return nil, &Error{Class: ClassUnknown, Op: OpTaskLog, Ref: ft.u.Ref(), Message: err.Error(), Err: err, UPID: ft.upid}
-		}
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].N < lines[j].N })
 	out := make([]string, len(lines))

@@ -2,11 +2,13 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/converge-pve/converge/events"
 )
@@ -80,17 +82,18 @@ func (c *Client) GuestConfig(ctx context.Context, ref GuestRef) (*GuestConfig, e
 	if err := ref.Validate(); err != nil {
 		return nil, &Error{Class: ClassTerminal, Op: OpReadConfig, Ref: ref, Message: err.Error(), Err: err}
 	}
-	var cfg, pending json.RawMessage
-	if err := c.do(ctx, OpReadPending, ref, http.MethodGet, ref.path()+"/pending", nil, &pending); err != nil {
+	items, err := call[[]pendingItem](ctx, c, OpReadPending, ref, http.MethodGet, ref.path()+"/pending", nil)
+	if err != nil {
 		return nil, err
 	}
-	g, err := DecodePendingConfig(ref, pending)
+	g, err := pendingConfig(ref, items)
 	if errors.Is(err, errNoDigest) {
 		// current=1: without it PVE returns pending values as if applied.
-		if err := c.do(ctx, OpReadConfig, ref, http.MethodGet, ref.path()+"/config?current=1", nil, &cfg); err != nil {
-			return nil, err
+		cfg, cerr := call[map[string]Value](ctx, c, OpReadConfig, ref, http.MethodGet, ref.path()+"/config?current=1", nil)
+		if cerr != nil {
+			return nil, cerr
 		}
-		g, err = DecodeGuestConfig(ref, cfg, pending)
+		g, err = guestConfig(ref, cfg, items)
 	}
 	if err != nil {
 		return nil, &Error{Class: ClassUnknown, Op: OpReadConfig, Ref: ref, Message: err.Error(), Err: err}
@@ -108,24 +111,25 @@ var errNoDigest = errors.New("pending list carries no digest")
 // returns errNoDigest when the list has no digest. It is exported for
 // tests over captured payloads.
 func DecodePendingConfig(ref GuestRef, pending []byte) (*GuestConfig, error) {
-	if isNull(pending) {
-		return nil, errNoDigest
-	}
-	items, err := decodePendingItems(pending)
+	items, err := decodeData[[]pendingItem](pending)
 	if err != nil {
 		return nil, fmt.Errorf("decode pending: %w", err)
 	}
-	m := make(map[string]any, len(items))
+	return pendingConfig(ref, items)
+}
+
+func pendingConfig(ref GuestRef, items []pendingItem) (*GuestConfig, error) {
+	m := make(map[string]Value, len(items))
 	for _, it := range items {
-		if it.Key != "" && it.Value != nil {
+		if it.Key != "" && !it.Value.IsNull() {
 			m[it.Key] = it.Value
 		}
 	}
-	if d, ok := valueString(m["digest"]); !ok || d == "" {
+	if m["digest"].Text() == "" {
 		return nil, errNoDigest
 	}
-	g := newGuestConfig(ref, m)
-	if err := g.decodeFields(m); err != nil {
+	g, err := guestConfig(ref, m, nil)
+	if err != nil {
 		return nil, err
 	}
 	g.pendingFrom(items)
@@ -136,26 +140,23 @@ func DecodePendingConfig(ref GuestRef, pending []byte) (*GuestConfig, error) {
 // …/pending (nil when not read). Absent keys get PVE's defaults. It is
 // exported for tests over captured payloads.
 func DecodeGuestConfig(ref GuestRef, config, pending []byte) (*GuestConfig, error) {
-	if isNull(config) {
-		return nil, errors.New("config answer carried no data")
-	}
-	var m map[string]any
-	if err := unmarshalNumber(config, &m); err != nil {
+	m, err := decodeData[map[string]Value](config)
+	if err != nil {
 		return nil, fmt.Errorf("decode config: %w", err)
 	}
-	g := newGuestConfig(ref, m)
-	if err := g.decodeFields(m); err != nil {
-		return nil, err
+	items, err := decodeData[[]pendingItem](pending)
+	if err != nil {
+		return nil, fmt.Errorf("decode pending: %w", err)
 	}
-	if err := g.decodePending(pending); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return guestConfig(ref, m, items)
 }
 
-// newGuestConfig starts a GuestConfig from a decoded config: PVE's
-// defaults, the digest, the raw values.
-func newGuestConfig(ref GuestRef, m map[string]any) *GuestConfig {
+// guestConfig reads a decoded config (nil: the answer's data was null) and
+// pending list (nil: not read).
+func guestConfig(ref GuestRef, m map[string]Value, pending []pendingItem) (*GuestConfig, error) {
+	if m == nil {
+		return nil, errors.New("config answer carried no data")
+	}
 	g := &GuestConfig{
 		Ref:       ref,
 		Raw:       make(map[string]string, len(m)),
@@ -166,54 +167,66 @@ func newGuestConfig(ref GuestRef, m map[string]any) *GuestConfig {
 		g.Cores, g.Sockets = DefaultQEMUCores, DefaultQEMUSockets
 	}
 	for k, v := range m {
-		s, ok := valueString(v)
-		if !ok {
+		if v.IsNull() {
 			continue
 		}
 		if k == "digest" {
-			g.Digest = s
+			g.Digest = v.Text()
 			continue
 		}
-		g.Raw[k] = s
+		g.Raw[k] = v.Text()
 	}
-	return g
+	if err := g.decodeFields(m); err != nil {
+		return nil, err
+	}
+	g.pendingFrom(pending)
+	return g, nil
 }
 
-func (g *GuestConfig) decodeFields(m map[string]any) error {
+func (g *GuestConfig) decodeFields(m map[string]Value) error {
 	nameKey := "name"
 	if g.Ref.Kind == KindLXC {
 		nameKey = "hostname"
 	}
-	g.Name = str(m[nameKey])
-	g.Description = events.NormaliseDescription(str(m["description"]))
-	g.Tags = events.ParseTags(str(m["tags"]))
-	g.Lock = str(m["lock"])
+	g.Name = m[nameKey].Text()
+	g.Description = events.NormaliseDescription(m["description"].Text())
+	g.Tags = events.ParseTags(m["tags"].Text())
+	g.Lock = m["lock"].Text()
 	var err error
-	if g.OnBoot, err = ParseBool(m["onboot"]); err != nil {
+	if g.OnBoot, err = m["onboot"].Bool(); err != nil {
 		return fmt.Errorf("onboot: %w", err)
 	}
-	if g.Template, err = ParseBool(m["template"]); err != nil {
+	if g.Template, err = m["template"].Bool(); err != nil {
 		return fmt.Errorf("template: %w", err)
 	}
-	if g.Protected, err = ParseBool(m["protection"]); err != nil {
+	if g.Protected, err = m["protection"].Bool(); err != nil {
 		return fmt.Errorf("protection: %w", err)
 	}
-	for key, dst := range map[string]*int{"cores": &g.Cores, "sockets": &g.Sockets} {
-		v, ok := m[key]
-		if !ok || v == nil {
-			continue
-		}
-		n, err := ParseInt(v)
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		*dst = int(n)
+	if err := intKey(m, "cores", &g.Cores); err != nil {
+		return err
 	}
-	if v, ok := m["memory"]; ok && v != nil {
-		if g.MemoryMiB, err = ParseMemoryMiB(v); err != nil {
+	if err := intKey(m, "sockets", &g.Sockets); err != nil {
+		return err
+	}
+	if v := m["memory"]; !v.IsNull() {
+		if g.MemoryMiB, err = memoryMiB(v); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// intKey sets *dst to key's integer, if the config has the key.
+func intKey(m map[string]Value, key string, dst *int) error {
+	v := m[key]
+	if v.IsNull() {
+		return nil
+	}
+	n, err := v.Int()
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	*dst = int(n)
 	return nil
 }
 
@@ -221,21 +234,9 @@ func (g *GuestConfig) decodeFields(m map[string]any) error {
 // pending the one waiting; delete is 1 (delete) or 2 (forced delete).
 type pendingItem struct {
 	Key     string `json:"key"`
-	Value   any    `json:"value"`
-	Pending any    `json:"pending"`
-	Delete  any    `json:"delete"`
-}
-
-func (g *GuestConfig) decodePending(data []byte) error {
-	if isNull(data) {
-		return nil
-	}
-	items, err := decodePendingItems(data)
-	if err != nil {
-		return fmt.Errorf("decode pending: %w", err)
-	}
-	g.pendingFrom(items)
-	return nil
+	Value   Value  `json:"value"`
+	Pending Value  `json:"pending"`
+	Delete  Value  `json:"delete"`
 }
 
 // pendingFrom takes the pending values and deletions of a pending list.
@@ -244,15 +245,15 @@ func (g *GuestConfig) pendingFrom(items []pendingItem) {
 		if it.Key == "" || it.Key == "digest" {
 			continue
 		}
-		// Most items have no "delete": ParseInt would build an error for it.
-		if it.Delete != nil {
-			if del, err := ParseInt(it.Delete); err == nil && del > 0 {
+		// Most items have no "delete": Int would build an error for it.
+		if !it.Delete.IsNull() {
+			if del, err := it.Delete.Int(); err == nil && del > 0 {
 				g.PendingDelete = append(g.PendingDelete, it.Key)
 				continue
 			}
 		}
-		if p, ok := valueString(it.Pending); ok {
-			g.Pending[it.Key] = p
+		if !it.Pending.IsNull() {
+			g.Pending[it.Key] = it.Pending.Text()
 		}
 	}
 	sort.Strings(g.PendingDelete)
@@ -272,11 +273,11 @@ func (c *Client) GuestStatus(ctx context.Context, ref GuestRef) (*GuestStatus, e
 	if err := ref.Validate(); err != nil {
 		return nil, &Error{Class: ClassTerminal, Op: OpReadStatus, Ref: ref, Message: err.Error(), Err: err}
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, OpReadStatus, ref, http.MethodGet, ref.path()+"/status/current", nil, &raw); err != nil {
+	row, err := call[*statusRow](ctx, c, OpReadStatus, ref, http.MethodGet, ref.path()+"/status/current", nil)
+	if err != nil {
 		return nil, err
 	}
-	st, err := DecodeGuestStatus(raw)
+	st, err := row.status()
 	if err != nil {
 		return nil, &Error{Class: ClassUnknown, Op: OpReadStatus, Ref: ref, Message: err.Error(), Err: err}
 	}
@@ -285,30 +286,56 @@ func (c *Client) GuestStatus(ctx context.Context, ref GuestRef) (*GuestStatus, e
 
 // DecodeGuestStatus decodes the data of GET …/status/current.
 func DecodeGuestStatus(data []byte) (*GuestStatus, error) {
-	if isNull(data) {
-		return nil, errors.New("status answer carried no data")
-	}
-	var m map[string]any
-	if err := unmarshalNumber(data, &m); err != nil {
+	row, err := decodeData[*statusRow](data)
+	if err != nil {
 		return nil, fmt.Errorf("decode status: %w", err)
 	}
-	st := &GuestStatus{Status: str(m["status"]), QMPStatus: str(m["qmpstatus"]), Lock: str(m["lock"])}
+	return row.status()
+}
+
+// statusRow is the typed shape of GET …/status/current.
+type statusRow struct {
+	Status    Value    `json:"status"`
+	QMPStatus Value    `json:"qmpstatus"`
+	Lock      Value    `json:"lock"`
+	Uptime    Value    `json:"uptime"`
+	HA        haStatus `json:"ha"`
+}
+
+// haStatus is the "ha" member of a guest's status; anything but an object
+// there says nothing of HA.
+type haStatus struct {
+	Managed Value `json:"managed"`
+}
+
+func (h *haStatus) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if dec.PeekKind() != '{' {
+		return dec.SkipValue()
+	}
+	type plain haStatus // without this method
+	return json.UnmarshalDecode(dec, (*plain)(h), readOpts)
+}
+
+// status reads a status answer's data (nil: null).
+func (row *statusRow) status() (*GuestStatus, error) {
+	if row == nil {
+		return nil, errors.New("status answer carried no data")
+	}
+	st := &GuestStatus{Status: row.Status.Text(), QMPStatus: row.QMPStatus.Text(), Lock: row.Lock.Text()}
 	if st.Status == "" {
 		return nil, errors.New("status answer has no status")
 	}
-	if v, ok := m["uptime"]; ok && v != nil {
-		f, err := ParseFloat(v)
+	if !row.Uptime.IsNull() {
+		f, err := row.Uptime.Float()
 		if err != nil {
 			return nil, fmt.Errorf("uptime: %w", err)
 		}
 		st.Uptime = int64(f)
 	}
-	if ha, ok := m["ha"].(map[string]any); ok {
-		managed, err := ParseBool(ha["managed"])
-		if err != nil {
-			return nil, fmt.Errorf("ha.managed: %w", err)
-		}
-		st.HAManaged = managed
+	managed, err := row.HA.Managed.Bool()
+	if err != nil {
+		return nil, fmt.Errorf("ha.managed: %w", err)
 	}
+	st.HAManaged = managed
 	return st, nil
 }

@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -34,31 +33,39 @@ func haSID(ref GuestRef) string {
 // HAResources lists the cluster's HA resources of guests (types vm and
 // ct), sorted by VMID, with one call.
 func (c *Client) HAResources(ctx context.Context) ([]HAResource, error) {
-	var raw json.RawMessage
-	if err := c.do(ctx, OpReadHA, GuestRef{}, http.MethodGet, "/cluster/ha/resources", nil, &raw); err != nil {
-		return nil, err
-	}
-	out, err := decodeHAResources(raw)
+	var out []HAResource
+	err := c.do(ctx, OpReadHA, GuestRef{}, http.MethodGet, "/cluster/ha/resources", nil, func(b []byte) (err error) {
+		items, err := decodeAnswer[[]haItem](b)
+		if err == nil {
+			out, err = haResources(items)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, &Error{Class: ClassUnknown, Op: OpReadHA, Message: err.Error(), Err: err}
 	}
 	return out, nil
 }
 
-// decodeHAResources reads the list; entries of other resource types, or
-// whose sid names no vmid, are left out.
-func decodeHAResources(raw []byte) ([]HAResource, error) {
-	if isNull(raw) {
-		return []HAResource{}, nil
-	}
-	var items []struct {
-		SID   string `json:"sid"`
-		Type  string `json:"type"`
-		State string `json:"state"`
-	}
-	if err := json.Unmarshal(raw, &items); err != nil {
+// haItem is an entry of GET /cluster/ha/resources.
+type haItem struct {
+	SID   string `json:"sid"`
+	Type  string `json:"type"`
+	State string `json:"state"`
+}
+
+// decodeHAResources reads the data of GET /cluster/ha/resources.
+func decodeHAResources(data []byte) ([]HAResource, error) {
+	items, err := decodeData[[]haItem](data)
+	if err != nil {
 		return nil, fmt.Errorf("decode HA resources: %w", err)
 	}
+	return haResources(items)
+}
+
+// haResources reads the list; entries of other resource types, or whose
+// sid names no vmid, are left out.
+func haResources(items []haItem) ([]HAResource, error) {
 	out := make([]HAResource, 0, len(items))
 	for _, it := range items {
 		typ, name, ok := strings.Cut(it.SID, ":")
@@ -90,6 +97,5 @@ func (c *Client) RemoveHA(ctx context.Context, ref GuestRef) error {
 	if err := ref.Validate(); err != nil {
 		return &Error{Class: ClassTerminal, Op: OpRemoveHA, Ref: ref, Message: err.Error(), Err: err}
 	}
-	var raw json.RawMessage
-	return c.do(ctx, OpRemoveHA, ref, http.MethodDelete, "/cluster/ha/resources/"+haSID(ref), nil, &raw)
+	return c.do(ctx, OpRemoveHA, ref, http.MethodDelete, "/cluster/ha/resources/"+haSID(ref), nil, nil)
 }

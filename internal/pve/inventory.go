@@ -3,15 +3,12 @@ package pve
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"sort"
-	"strconv"
-	"unicode/utf8"
 
-	gojson "github.com/goccy/go-json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pace"
@@ -45,92 +42,194 @@ func (r Resource) Ref() GuestRef { return GuestRef{Kind: r.Kind, Node: r.Node, V
 // Inventory lists every guest of the cluster with one call. The result is
 // sorted by VMID.
 func (c *Client) Inventory(ctx context.Context) ([]Resource, error) {
-	var raw json.RawMessage
 	var res []Resource
-	err := c.doWith(ctx, OpInventory, GuestRef{}, http.MethodGet, "/cluster/resources?type=vm", nil, func(b []byte) (err error) {
-		var ok bool
-		if res, ok = decodeInventory(b, pace.Default(ctx)); !ok {
-			raw, err = envelopeData(b)
-		}
+	err := c.do(ctx, OpInventory, GuestRef{}, http.MethodGet, "/cluster/resources?type=vm", nil, func(b []byte) (err error) {
+		res, err = decodeInventory(b, pace.Default(ctx))
 		return err
 	})
-	if err != nil || res != nil {
-		return res, err
-	}
-	res, err = DecodeResources(raw)
 	if err != nil {
-		return nil, &Error{Class: ClassUnknown, Op: OpInventory, Message: err.Error(), Err: err}
+		return nil, err
 	}
 	return res, nil
 }
 
-// decodeInventory reads an inventory answer ({"data":[rows…]}) row by row
-// (scanInventory, or where it declines encoding/json's streaming decoder),
-// checking the JSON as strictly as go-proxmox would, paced by p (package pace; nil: not paced). An
-// inventory of 10,000 guests is tens of milliseconds of CPU every pass;
-// done in one piece it held a processor while the executors waited for
-// one (on two cores, a burst of changes at 10–50 ms instead of under
-// 1 ms). ok is false for any answer of another shape, which the general path
-// (envelopeData, DecodeResources) then reads and reports as before; when
-// ok, the result is what that path returns.
-func decodeInventory(body []byte, p *pace.Pacer) (out []Resource, ok bool) {
-	if out, ok := scanInventory(body, p); ok {
-		return out, true
+// decodeInventory reads an inventory answer ({"data":[rows…]}) a row at a
+// time off the answer's bytes, paced by p (package pace; nil: not paced).
+// An inventory of 10,000 guests is milliseconds of CPU every pass, and of
+// 100,000 tens of them; done in one piece it held a processor while the
+// executors waited for one.
+func decodeInventory(body []byte, p *pace.Pacer) ([]Resource, error) {
+	var out []Resource
+	err := readAnswer(body, func(dec *jsontext.Decoder) (err error) {
+		// Rows run to 300 bytes and more: room for every guest, once.
+		out, err = readResources(dec, p, make([]Resource, 0, len(body)/300+1))
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return decodeInventoryStream(body, p)
+	sortResources(out)
+	return out, nil
 }
 
-// decodeInventoryStream is decodeInventory for the answers scanInventory
-// declines.
-func decodeInventoryStream(body []byte, p *pace.Pacer) (out []Resource, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, false
+// DecodeResources decodes the data of GET /cluster/resources (any type
+// filter), as Inventory does; entries that are not guests are skipped. It
+// is exported for tests over captured payloads.
+func DecodeResources(data []byte) ([]Resource, error) {
+	if isNull(data) {
+		return []Resource{}, nil
 	}
-	seen := false
-	for dec.More() {
-		t, err := dec.Token()
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data), readOpts)
+	out, err := readResources(dec, nil, []Resource{})
+	if err == nil {
+		err = atEnd(dec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sortResources(out)
+	return out, nil
+}
+
+// resourceRow is the typed shape of a row: the members converge reads,
+// any others skipped.
+type resourceRow struct {
+	ID, Type, VMID, Node, Name, Status, Template, Lock, Tags, MaxCPU, MaxMem, Uptime, HAState, Pool Value
+}
+
+// UnmarshalJSONFrom reads a row (null: an empty one). It matches the
+// members itself: the general struct decoder looks every member up in a
+// map, a fifth of an inventory's decoding.
+func (row *resourceRow) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	*row = resourceRow{}
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '{':
+	default:
+		return fmt.Errorf("a row is not an object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadToken()
 		if err != nil {
-			return nil, false
+			return err
 		}
-		if t != "data" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return nil, false
+		var v *Value
+		switch name.String() {
+		case "id":
+			v = &row.ID
+		case "type":
+			v = &row.Type
+		case "vmid":
+			v = &row.VMID
+		case "node":
+			v = &row.Node
+		case "name":
+			v = &row.Name
+		case "status":
+			v = &row.Status
+		case "template":
+			v = &row.Template
+		case "lock":
+			v = &row.Lock
+		case "tags":
+			v = &row.Tags
+		case "maxcpu":
+			v = &row.MaxCPU
+		case "maxmem":
+			v = &row.MaxMem
+		case "uptime":
+			v = &row.Uptime
+		case "hastate":
+			v = &row.HAState
+		case "pool":
+			v = &row.Pool
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return err
 			}
 			continue
 		}
-		if seen { // a repeated member: the last one wins, left to the general path
-			return nil, false
-		}
-		seen = true
-		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-			return nil, false
-		}
-		out = []Resource{}
-		for dec.More() {
-			p.Step()
-			var row resourceRow
-			if dec.Decode(&row) != nil {
-				return nil, false
-			}
-			if out, ok = appendRow(out, &row); !ok {
-				return nil, false
-			}
-		}
-		if t, err := dec.Token(); err != nil || t != json.Delim(']') {
-			return nil, false
+		if err := v.UnmarshalJSONFrom(dec); err != nil {
+			return err
 		}
 	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') || !seen {
-		return nil, false
+	_, err := dec.ReadToken() // '}', or the syntax error
+	return err
+}
+
+// readResources appends to out the guests of the rows array (or null) at
+// dec, stepping p between rows.
+func readResources(dec *jsontext.Decoder, p *pace.Pacer, out []Resource) ([]Resource, error) {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return []Resource{}, err
+	case '[':
+	default:
+		return nil, fmt.Errorf("cluster resources are not a list")
 	}
-	// One value and nothing after it but white space, as json.Unmarshal.
-	if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) != 0 {
-		return nil, false
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
 	}
-	sortResources(out)
-	return out, true
+	var row resourceRow // reused: UnmarshalJSONFrom clears it
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		p.Step()
+		if err := row.UnmarshalJSONFrom(dec); err != nil {
+			return nil, fmt.Errorf("cluster resources entry %d: %w", i, err)
+		}
+		kind := Kind(row.Type.Text())
+		if !kind.Valid() {
+			continue
+		}
+		r, err := row.resource(kind)
+		if err != nil {
+			return nil, fmt.Errorf("cluster resources entry %d (%s): %w", i, row.ID.Text(), err)
+		}
+		out = append(out, r)
+	}
+	_, err := dec.ReadToken() // ']'
+	return out, err
+}
+
+// resource reads a guest's row.
+func (row *resourceRow) resource(kind Kind) (Resource, error) {
+	r := Resource{Kind: kind, Node: row.Node.Text(), Name: row.Name.Text(), Status: row.Status.Text(), Lock: row.Lock.Text(),
+		Tags: events.ParseTags(row.Tags.Text()), HAState: row.HAState.Text(), Pool: row.Pool.Text()}
+	vmid, err := row.VMID.Int()
+	if err != nil {
+		return r, fmt.Errorf("vmid: %w", err)
+	}
+	r.VMID = int(vmid)
+	if r.Template, err = row.Template.Bool(); err != nil {
+		return r, fmt.Errorf("template: %w", err)
+	}
+	if !row.MaxCPU.IsNull() {
+		f, err := row.MaxCPU.Float()
+		if err != nil {
+			return r, fmt.Errorf("maxcpu: %w", err)
+		}
+		r.MaxCPU = int(math.Ceil(f))
+	}
+	if !row.MaxMem.IsNull() {
+		f, err := row.MaxMem.Float() // bytes, may be in scientific notation
+		if err != nil {
+			return r, fmt.Errorf("maxmem: %w", err)
+		}
+		r.MaxMemMiB = int64(f) / (1 << 20)
+	}
+	if !row.Uptime.IsNull() {
+		f, err := row.Uptime.Float()
+		if err != nil {
+			return r, fmt.Errorf("uptime: %w", err)
+		}
+		r.Uptime = int64(f)
+	}
+	return r, nil
 }
 
 func sortResources(out []Resource) {
@@ -140,220 +239,4 @@ func sortResources(out []Resource) {
 		}
 		return out[i].Node < out[j].Node
 	})
-}
-
-// DecodeResources decodes the data of GET /cluster/resources (any type
-// filter); entries that are not guests are skipped. It is exported for tests
-// over captured payloads.
-func DecodeResources(data []byte) ([]Resource, error) {
-	if isNull(data) {
-		return []Resource{}, nil
-	}
-	if out, ok := decodeResourcesTyped(data); ok {
-		return out, nil
-	}
-	var items []map[string]any
-	if err := unmarshalNumber(data, &items); err != nil {
-		return nil, fmt.Errorf("decode cluster resources: %w", err)
-	}
-	out := make([]Resource, 0, len(items))
-	for i, it := range items {
-		kind := Kind(str(it["type"]))
-		if !kind.Valid() {
-			continue
-		}
-		r, err := decodeResource(kind, it)
-		if err != nil {
-			return nil, fmt.Errorf("cluster resources entry %d (%v): %w", i, it["id"], err)
-		}
-		out = append(out, r)
-	}
-	sortResources(out)
-	return out, nil
-}
-
-// resourceRow is the typed shape of a guest row. Decoding into it skips
-// the dozen fields converge ignores, which a generic map would allocate;
-// numbers stay raw so that PVE's mixed typing (strings, scientific
-// notation) is read by the same tolerant parsers as the slow path.
-type resourceRow struct {
-	Type     string          `json:"type"`
-	Node     string          `json:"node"`
-	Name     string          `json:"name"`
-	Status   string          `json:"status"`
-	Lock     string          `json:"lock"`
-	Tags     string          `json:"tags"`
-	HAState  string          `json:"hastate"`
-	Pool     string          `json:"pool"`
-	VMID     json.RawMessage `json:"vmid"`
-	Template json.RawMessage `json:"template"`
-	MaxCPU   json.RawMessage `json:"maxcpu"`
-	MaxMem   json.RawMessage `json:"maxmem"`
-	Uptime   json.RawMessage `json:"uptime"`
-}
-
-// rawValue turns a raw JSON scalar into what the generic decoder would
-// have produced (json.Number, string, bool or nil).
-func rawValue(r json.RawMessage) any {
-	switch {
-	case len(r) == 0 || string(r) == "null":
-		return nil
-	case r[0] == '"':
-		s, err := strconv.Unquote(string(r))
-		if err != nil {
-			return nil
-		}
-		return s
-	case string(r) == "true":
-		return true
-	case string(r) == "false":
-		return false
-	}
-	return json.Number(r)
-}
-
-// decodeResourcesTyped is the fast path of DecodeResources; ok is false
-// when the payload does not fit the typed shape (then the generic path
-// decides and reports).
-func decodeResourcesTyped(data []byte) ([]Resource, bool) {
-	rows, err := decodeRows(data)
-	if err != nil {
-		return nil, false
-	}
-	out := make([]Resource, 0, len(rows))
-	for _, row := range rows {
-		var ok bool
-		if out, ok = appendRow(out, &row); !ok {
-			return nil, false
-		}
-	}
-	sortResources(out)
-	return out, true
-}
-
-// decodeRows decodes rows with goccy/go-json, which reads them as
-// encoding/json does (TestDecodeRowsMatchesStd) in a third of the CPU,
-// except that it keeps invalid UTF-8 where encoding/json substitutes
-// U+FFFD: such a payload is left to encoding/json.
-func decodeRows(data []byte) (rows []resourceRow, err error) {
-	// goccy's decoder was found to read past some malformed bodies
-	// (events.Decode): a panic declines the fast path, never crashes.
-	defer func() {
-		if r := recover(); r != nil {
-			rows, err = nil, fmt.Errorf("malformed JSON (%v)", r)
-		}
-	}()
-	unmarshal := gojson.Unmarshal
-	if !utf8.Valid(data) {
-		unmarshal = json.Unmarshal
-	}
-	err = unmarshal(data, &rows)
-	return rows, err
-}
-
-// appendRow appends the guest of a typed row to out, as both typed paths
-// (decodeInventory, decodeResourcesTyped) read a row: a row that is not a
-// guest is skipped; ok is false when a guest row does not decode.
-func appendRow(out []Resource, row *resourceRow) (_ []Resource, ok bool) {
-	kind := Kind(row.Type)
-	if !kind.Valid() {
-		return out, true
-	}
-	r, err := decodeRow(kind, row)
-	if err != nil {
-		return nil, false
-	}
-	return append(out, r), true
-}
-
-// decodeRow reads a typed row with the same rules as decodeResource.
-func decodeRow(kind Kind, row *resourceRow) (Resource, error) {
-	r := Resource{Kind: kind, Node: row.Node, Name: row.Name, Status: row.Status, Lock: row.Lock,
-		Tags: events.ParseTags(row.Tags), HAState: row.HAState, Pool: row.Pool}
-	vmid, err := ParseInt(rawValue(row.VMID))
-	if err != nil {
-		return r, err
-	}
-	r.VMID = int(vmid)
-	if r.Template, err = ParseBool(rawValue(row.Template)); err != nil {
-		return r, err
-	}
-	if v := rawValue(row.MaxCPU); v != nil {
-		f, err := ParseFloat(v)
-		if err != nil {
-			return r, err
-		}
-		r.MaxCPU = int(math.Ceil(f))
-	}
-	if v := rawValue(row.MaxMem); v != nil {
-		f, err := ParseFloat(v)
-		if err != nil {
-			return r, err
-		}
-		r.MaxMemMiB = int64(f) / (1 << 20)
-	}
-	if v := rawValue(row.Uptime); v != nil {
-		f, err := ParseFloat(v)
-		if err != nil {
-			return r, err
-		}
-		r.Uptime = int64(f)
-	}
-	return r, nil
-}
-
-func decodeResource(kind Kind, it map[string]any) (Resource, error) {
-	r := Resource{
-		Kind:    kind,
-		Node:    str(it["node"]),
-		Name:    str(it["name"]),
-		Status:  str(it["status"]),
-		Lock:    str(it["lock"]),
-		Tags:    events.ParseTags(str(it["tags"])),
-		HAState: str(it["hastate"]),
-		Pool:    str(it["pool"]),
-	}
-	vmid, err := ParseInt(it["vmid"])
-	if err != nil {
-		return r, fmt.Errorf("vmid: %w", err)
-	}
-	r.VMID = int(vmid)
-	if r.Template, err = ParseBool(it["template"]); err != nil {
-		return r, fmt.Errorf("template: %w", err)
-	}
-	if v, ok := it["maxcpu"]; ok && v != nil {
-		f, err := ParseFloat(v)
-		if err != nil {
-			return r, fmt.Errorf("maxcpu: %w", err)
-		}
-		r.MaxCPU = int(math.Ceil(f))
-	}
-	if v, ok := it["maxmem"]; ok && v != nil {
-		f, err := ParseFloat(v) // bytes, may be scientific notation
-		if err != nil {
-			return r, fmt.Errorf("maxmem: %w", err)
-		}
-		r.MaxMemMiB = int64(f) / (1 << 20)
-	}
-	if v, ok := it["uptime"]; ok && v != nil {
-		f, err := ParseFloat(v)
-		if err != nil {
-			return r, fmt.Errorf("uptime: %w", err)
-		}
-		r.Uptime = int64(f)
-	}
-	return r, nil
-}
-
-// str renders a decoded JSON value as a string; absent and null are "".
-func str(v any) string {
-	s, _ := valueString(v)
-	return s
-}
-
-// isNull reports an absent or JSON-null "data" (go-proxmox leaves the
-// RawMessage empty for null).
-func isNull(data []byte) bool {
-	t := bytes.TrimSpace(data)
-	return len(t) == 0 || string(t) == "null"
 }

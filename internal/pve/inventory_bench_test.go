@@ -33,9 +33,9 @@ func BenchmarkInventoryDecode(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				res, ok := decodeInventory(body, nil)
-				if !ok || len(res) != n {
-					b.Fatalf("%d guests, %v", len(res), ok)
+				res, err := decodeInventory(body, nil)
+				if err != nil || len(res) != n {
+					b.Fatalf("%d guests, %v", len(res), err)
 				}
 			}
 		})

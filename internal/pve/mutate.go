@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -295,11 +294,11 @@ func (c *Client) mutate(ctx context.Context, op Op, ref GuestRef, method, path s
 	if err := ref.Validate(); err != nil {
 		return TaskRef{}, &Error{Class: ClassTerminal, Op: op, Ref: ref, Message: err.Error(), Err: err}
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, op, ref, method, path, body, &raw); err != nil {
+	v, err := call[Value](ctx, c, op, ref, method, path, body)
+	if err != nil {
 		return TaskRef{}, err
 	}
-	t, err := decodeTaskRef(raw, ref.Node)
+	t, err := taskRefOf(v, ref.Node)
 	if err != nil {
 		// Proxmox accepted the call but the answer is not a UPID: whatever
 		// happened, it may have taken effect.
@@ -309,16 +308,25 @@ func (c *Client) mutate(ctx context.Context, op Op, ref GuestRef, method, path s
 	return t, nil
 }
 
-// decodeTaskRef reads a mutation's data: a UPID string, or null for a
+// decodeTaskRef reads a mutation's data (taskRefOf).
+func decodeTaskRef(data []byte, fallbackNode string) (TaskRef, error) {
+	v, err := decodeData[Value](data)
+	if err != nil {
+		return TaskRef{}, err
+	}
+	return taskRefOf(v, fallbackNode)
+}
+
+// taskRefOf reads a mutation's data: a UPID string, or null (or "") for a
 // synchronous completion.
-func decodeTaskRef(raw []byte, fallbackNode string) (TaskRef, error) {
-	if isNull(raw) {
+func taskRefOf(v Value, fallbackNode string) (TaskRef, error) {
+	if v.IsNull() {
 		return TaskRef{}, nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return TaskRef{}, fmt.Errorf("mutation answer %.100s is neither a UPID nor null", raw)
+	if v.kind != kindString {
+		return TaskRef{}, fmt.Errorf("mutation answer %.100s is neither a UPID nor null", v.Text())
 	}
+	s := v.Text()
 	if s == "" {
 		return TaskRef{}, nil
 	}

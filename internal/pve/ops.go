@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -142,8 +141,7 @@ func (c *Client) Migrate(ctx context.Context, ref GuestRef, spec MigrateSpec) (T
 }
 
 func (c *Client) haCall(ctx context.Context, op Op, method, path string, body map[string]any) error {
-	var raw json.RawMessage
-	return c.do(ctx, op, GuestRef{}, method, path, body, &raw)
+	return c.do(ctx, op, GuestRef{}, method, path, body, nil)
 }
 
 // HAMigrate asks the HA stack to move an HA-managed guest to node.

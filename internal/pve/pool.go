@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -50,18 +49,12 @@ func poolPath(pool string, body map[string]any) string {
 
 // Pools lists the resource pools, in Proxmox's (sorted) order.
 func (c *Client) Pools(ctx context.Context) ([]Pool, error) {
-	var raw json.RawMessage
-	if err := c.do(ctx, OpReadPools, GuestRef{}, http.MethodGet, "/pools", nil, &raw); err != nil {
-		return nil, err
-	}
-	var rows []struct {
+	rows, err := call[[]struct {
 		PoolID  string `json:"poolid"`
 		Comment string `json:"comment"`
-	}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &rows); err != nil {
-			return nil, &Error{Class: ClassUnknown, Op: OpReadPools, Message: err.Error(), Err: err}
-		}
+	}](ctx, c, OpReadPools, GuestRef{}, http.MethodGet, "/pools", nil)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Pool, 0, len(rows))
 	for _, r := range rows {
@@ -80,8 +73,7 @@ func (c *Client) CreatePool(ctx context.Context, pool, comment string) error {
 	if comment != "" {
 		body["comment"] = comment
 	}
-	var raw json.RawMessage
-	return c.do(ctx, OpCreatePool, GuestRef{}, http.MethodPost, "/pools", body, &raw)
+	return c.do(ctx, OpCreatePool, GuestRef{}, http.MethodPost, "/pools", body, nil)
 }
 
 // SetPool adds a guest to a pool, moving it out of any other pool
@@ -102,8 +94,7 @@ func (c *Client) SetPool(ctx context.Context, pool string, vmid int, remove bool
 	} else {
 		body["allow-move"] = 1
 	}
-	var raw json.RawMessage
-	return setPoolError(c.do(ctx, OpSetPool, GuestRef{}, http.MethodPut, poolPath(pool, body), body, &raw), pool, vmid, remove)
+	return setPoolError(c.do(ctx, OpSetPool, GuestRef{}, http.MethodPut, poolPath(pool, body), body, nil), pool, vmid, remove)
 }
 
 // poolMissingRE is Proxmox's answer for a pool that does not exist:

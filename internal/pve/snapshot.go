@@ -2,12 +2,10 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -74,30 +72,25 @@ func (c *Client) Snapshots(ctx context.Context, ref GuestRef) ([]Snapshot, error
 	if err := ref.Validate(); err != nil {
 		return nil, &Error{Class: ClassTerminal, Op: OpReadSnapshots, Ref: ref, Message: err.Error(), Err: err}
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, OpReadSnapshots, ref, http.MethodGet, ref.path()+"/snapshot", nil, &raw); err != nil {
+	rows, err := call[[]struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		SnapTime    Value  `json:"snaptime"`
+		Parent      string `json:"parent"`
+		VMState     Value  `json:"vmstate"`
+		SnapState   string `json:"snapstate"`
+	}](ctx, c, OpReadSnapshots, ref, http.MethodGet, ref.path()+"/snapshot", nil)
+	if err != nil {
 		return nil, err
-	}
-	var rows []struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		SnapTime    json.Number     `json:"snaptime"`
-		Parent      string          `json:"parent"`
-		VMState     json.RawMessage `json:"vmstate"`
-		SnapState   string          `json:"snapstate"`
-	}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &rows); err != nil {
-			return nil, &Error{Class: ClassUnknown, Op: OpReadSnapshots, Ref: ref, Message: err.Error(), Err: err}
-		}
 	}
 	out := []Snapshot{}
 	for _, r := range rows {
 		if r.Name == "current" {
 			continue
 		}
-		sec, _ := r.SnapTime.Float64()
-		vs := strings.Trim(string(r.VMState), `"`)
+		sec, _ := r.SnapTime.Float()
+		// Set when the snapshot saved RAM: 1, or any other text but 0.
+		vs := r.VMState.Text()
 		out = append(out, Snapshot{Name: r.Name, Description: r.Description, Time: time.Unix(int64(sec), 0),
 			Parent: r.Parent, VMState: vs != "" && vs != "0" && vs != "null" && vs != "false", State: r.SnapState})
 	}
@@ -137,6 +130,5 @@ func (c *Client) RegenerateCloudInit(ctx context.Context, ref GuestRef) error {
 		}
 		return &Error{Class: ClassTerminal, Op: OpRegenerateCloudInit, Ref: ref, Message: err.Error(), Err: err}
 	}
-	var raw json.RawMessage
-	return c.do(ctx, OpRegenerateCloudInit, ref, http.MethodPut, ref.path()+"/cloudinit", nil, &raw)
+	return c.do(ctx, OpRegenerateCloudInit, ref, http.MethodPut, ref.path()+"/cloudinit", nil, nil)
 }

@@ -2,7 +2,6 @@ package pve
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -231,6 +230,12 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 	}
 }
 
+// logLine is an entry of GET …/tasks/{upid}/log: its number, its text.
+type logLine struct {
+	N int    `json:"n"`
+	T string `json:"t"`
+}
+
 type taskStatus struct {
 	UPID       string `json:"upid"`
 	Node       string `json:"node"`
@@ -241,18 +246,14 @@ type taskStatus struct {
 // taskStatus reads the status into a fresh value each time: the answer's
 // upid/node are not trusted to address later polls.
 func (c *Client) taskStatus(ctx context.Context, path string, u UPID) (taskStatus, error) {
-	var raw json.RawMessage
-	if err := c.do(ctx, OpTaskStatus, u.Ref(), http.MethodGet, path+"/status", nil, &raw); err != nil {
+	st, err := call[*taskStatus](ctx, c, OpTaskStatus, u.Ref(), http.MethodGet, path+"/status", nil)
+	if err != nil {
 		return taskStatus{}, err
 	}
-	var st taskStatus
-	if isNull(raw) {
-		return st, &Error{Class: ClassUnknown, Op: OpTaskStatus, Ref: u.Ref(), Message: "task status answer carried no data"}
+	if st == nil {
+		return taskStatus{}, &Error{Class: ClassUnknown, Op: OpTaskStatus, Ref: u.Ref(), Message: "task status answer carried no data"}
 	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, &Error{Class: ClassUnknown, Op: OpTaskStatus, Ref: u.Ref(), Message: err.Error(), Err: err}
-	}
-	return st, nil
+	return *st, nil
 }
 
 func (c *Client) taskEnded(ctx context.Context, path string, u UPID, res TaskResult, exit string, opts WaitOptions) (TaskResult, error) {
@@ -295,17 +296,10 @@ func parseWarnings(exit string) (int, bool) {
 // taskLog returns the last n lines of a task's log; failures to read it are
 // logged and yield nil, as the exit status already tells the outcome.
 func (c *Client) taskLog(ctx context.Context, path string, u UPID, n int) []string {
-	var raw json.RawMessage
 	q := fmt.Sprintf("%s/log?start=0&limit=%d", path, taskLogFetch)
-	if err := c.do(ctx, OpTaskLog, u.Ref(), http.MethodGet, q, nil, &raw); err != nil {
+	lines, err := call[[]logLine](ctx, c, OpTaskLog, u.Ref(), http.MethodGet, q, nil)
+	if err != nil || lines == nil {
 		c.log.Debug().Err(err).Msg("pve task log unavailable")
-		return nil
-	}
-	var lines []struct {
-		N int    `json:"n"`
-		T string `json:"t"`
-	}
-	if isNull(raw) || json.Unmarshal(raw, &lines) != nil {
 		return nil
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].N < lines[j].N })

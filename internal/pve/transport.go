@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
 )
 
 // newWire builds the transport every request goes through: TLS verified
@@ -130,19 +131,15 @@ func (t *statusTransport) send(req *http.Request) (*http.Response, []byte, error
 		Reason: strings.TrimSpace(strings.TrimPrefix(res.Status, strconv.Itoa(res.StatusCode))),
 	}
 	var env struct {
-		Message string                     `json:"message"`
-		Errors  map[string]json.RawMessage `json:"errors"`
+		Message Value            `json:"message"`
+		Errors  map[string]Value `json:"errors"`
 	}
-	if json.Unmarshal(body, &env) == nil {
-		se.Body = strings.TrimSpace(env.Message)
+	if json.Unmarshal(body, &env, readOpts) == nil {
+		se.Body = strings.TrimSpace(env.Message.Text())
 		if len(env.Errors) > 0 {
 			se.Params = make(map[string]string, len(env.Errors))
 			for k, v := range env.Errors {
-				var s string
-				if json.Unmarshal(v, &s) != nil {
-					s = string(v)
-				}
-				se.Params[k] = s
+				se.Params[k] = v.Text()
 			}
 		}
 	} else if len(body) > 0 && len(body) < 512 && !strings.Contains(string(body), "<") {
