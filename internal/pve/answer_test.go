@@ -185,7 +185,7 @@ func TestInventoryErrorNamesTheRow(t *testing.T) {
 	}
 	rows = append(rows, `{"id":"qemu/103","type":"qemu","vmid":"one hundred and three"}`)
 	_, err := decodeInventory([]byte(`{"data":[`+strings.Join(rows, ",")+`]}`), nil)
-	if err == nil || !strings.Contains(err.Error(), "entry 3 (qemu/103): vmid") {
+	if err == nil || !strings.Contains(err.Error(), `entry 3 (qemu "one hundred and three"): vmid`) {
 		t.Errorf("error %v", err)
 	}
 	if errors.Is(err, errNotObject) {

@@ -92,9 +92,9 @@ func DecodeResources(data []byte) ([]Resource, error) {
 }
 
 // resourceRow is the typed shape of a row: the members converge reads,
-// any others skipped.
+// any others skipped (the row's id too: type and vmid say it).
 type resourceRow struct {
-	ID, Type, VMID, Node, Name, Status, Template, Lock, Tags, MaxCPU, MaxMem, Uptime, HAState, Pool Value
+	Type, VMID, Node, Name, Status, Template, Lock, Tags, MaxCPU, MaxMem, Uptime, HAState, Pool Value
 }
 
 // UnmarshalJSONFrom reads a row (null: an empty one). It matches the
@@ -120,8 +120,6 @@ func (row *resourceRow) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		}
 		var v *Value
 		switch name.String() {
-		case "id":
-			v = &row.ID
 		case "type":
 			v = &row.Type
 		case "vmid":
@@ -188,7 +186,7 @@ func readResources(dec *jsontext.Decoder, p *pace.Pacer, out []Resource) ([]Reso
 		}
 		r, err := row.resource(kind)
 		if err != nil {
-			return nil, fmt.Errorf("cluster resources entry %d (%s): %w", i, row.ID.Text(), err)
+			return nil, fmt.Errorf("cluster resources entry %d (%s %s): %w", i, kind, row.VMID, err)
 		}
 		out = append(out, r)
 	}
