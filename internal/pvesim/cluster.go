@@ -94,15 +94,15 @@ type vmResource struct {
 	Type      string   `json:"type"`
 	VMID      int      `json:"vmid"`
 	Node      string   `json:"node"`
-	Name      *string  `json:"name,omitempty"`
+	Name      *string  `json:"name,omitzero"`
 	Status    string   `json:"status"`
 	Template  int      `json:"template"`
 	Lock      string   `json:"lock,omitempty"`
 	Tags      string   `json:"tags,omitempty"`
 	CPU       int      `json:"cpu"`
-	MaxCPU    *float64 `json:"maxcpu,omitempty"`
+	MaxCPU    *float64 `json:"maxcpu,omitzero"`
 	Mem       int64    `json:"mem"`
-	MaxMem    *int64   `json:"maxmem,omitempty"`
+	MaxMem    *int64   `json:"maxmem,omitzero"`
 	Disk      int      `json:"disk"`
 	MaxDisk   int64    `json:"maxdisk"`
 	NetIn     int      `json:"netin"`

@@ -1,12 +1,12 @@
 package pvesim_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/converge-pve/converge/internal/pvesim"
 )
@@ -53,14 +53,14 @@ func TestVolumeInfo(t *testing.T) {
 	}
 	res, body := form(t, s, "GET", "/nodes/pve1/storage/local-lvm/content/local-lvm:vm-100-disk-0", "")
 	wantStatus(t, res, body, "200 OK")
-	got, _ := json.Marshal(body["data"])
+	got, _ := json.Marshal(body["data"], json.Deterministic(true))
 	if string(got) != `{"format":"raw","path":"/dev/pve/vm-100-disk-0","size":34359738368,"used":0}` {
 		t.Fatalf("lvmthin volume: %s", got)
 	}
 	// The volume id URL-encoded, the storage given only by the path.
 	res, body = form(t, s, "GET", "/nodes/pve2/storage/ceph/content/vm-100-disk-0", "")
 	wantStatus(t, res, body, "200 OK")
-	if d := body["data"].(map[string]any); d["path"] != "rbd:ceph/vm-100-disk-0:conf=/etc/pve/ceph.conf" || fmt.Sprint(d["size"]) != "10737418240" {
+	if d := body["data"].(map[string]any); d["path"] != "rbd:ceph/vm-100-disk-0:conf=/etc/pve/ceph.conf" || d["size"] != float64(10737418240) {
 		t.Fatalf("rbd volume: %v", d)
 	}
 	for _, c := range []struct{ path, status string }{

@@ -11,6 +11,10 @@
 //     connection because net/http always writes the canonical phrase, and in
 //     PVE's error body {"data":null,"message":"...\n"} (plus "errors" for 400).
 //     Unknown paths answer 501, as pveproxy does; guest reads never answer 404.
+//   - Answers are encoded with github.com/go-json-experiment/json, in the
+//     bytes encoding/json writes (map keys sorted, HTML characters
+//     escaped, nil lists as null), which clients that compare answers
+//     have always seen. Request bodies may be JSON or form-encoded.
 //   - JSON typing follows PVE: integers as numbers, booleans as 0/1,
 //     number-typed keys (cpulimit) as strings, /cluster/nextid as a string,
 //     QEMU memory as a string from PVE 8 on, "template" only when 1 in guest

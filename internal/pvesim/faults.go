@@ -1,12 +1,13 @@
 package pvesim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/go-json-experiment/json"
 )
 
 // Duration is a time.Duration that reads and writes as "250ms" in JSON.
@@ -239,7 +240,8 @@ func (s *Sim) controlRoutes(mux *http.ServeMux) {
 	// PUT/PATCH merge the given fields into the faults in force.
 	merge := func(w http.ResponseWriter, r *http.Request) {
 		var perr error
-		err := s.UpdateFaults(func(f *Faults) { perr = json.NewDecoder(r.Body).Decode(f) })
+		// Field names in any case, as encoding/json matched them.
+		err := s.UpdateFaults(func(f *Faults) { perr = json.UnmarshalRead(r.Body, f, readOpts, json.MatchCaseInsensitiveNames(true)) })
 		if perr != nil {
 			http.Error(w, "bad faults JSON: "+perr.Error(), http.StatusBadRequest)
 			return
@@ -321,5 +323,10 @@ func durationParam(r *http.Request, name string) (time.Duration, error) {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+	b, err := encodeData(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_, _ = w.Write(append(b, '\n'))
 }

@@ -357,7 +357,7 @@ func TestControlAPI(t *testing.T) {
 	s := startSim(t, pvesim.Options{Guests: 2})
 	res, body := raw(t, "PATCH", s.ControlURL()+"/faults", map[string]string{"Content-Type": "application/json"},
 		`{"fail_rate":1,"task_latency":"0s","latency":"1ms"}`)
-	if res.StatusCode != 200 || body["fail_rate"].(interface{ String() string }).String() != "1" {
+	if res.StatusCode != 200 || body["fail_rate"] != float64(1) {
 		t.Fatalf("PATCH faults: %s %v", res.Status, body)
 	}
 	if f := s.Faults(); f.FailRate != 1 || f.Latency != pvesim.Duration(time.Millisecond) {
@@ -436,7 +436,7 @@ func TestCompleteRunningTasks(t *testing.T) {
 		t.Fatal("task finished early")
 	}
 	res, body := raw(t, "POST", s.ControlURL()+"/tasks/complete", nil, "")
-	if res.StatusCode != 200 || body["completed"].(interface{ String() string }).String() != "1" {
+	if res.StatusCode != 200 || body["completed"] != float64(1) {
 		t.Fatalf("complete: %s %v", res.Status, body)
 	}
 	if task = waitTask(t, s, task); !task.IsSuccessful {

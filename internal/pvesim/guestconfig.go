@@ -30,9 +30,9 @@ func (s *Sim) getConfig(q *req, g *guest) (any, error) {
 // one, a pending deletion (1).
 type pendingItem struct {
 	Key     string `json:"key"`
-	Value   any    `json:"value,omitempty"`
-	Pending any    `json:"pending,omitempty"`
-	Delete  int    `json:"delete,omitempty"`
+	Value   any    `json:"value,omitzero"`
+	Pending any    `json:"pending,omitzero"`
+	Delete  int    `json:"delete,omitzero"`
 }
 
 // getPending lists every key of the config and of its pending section.

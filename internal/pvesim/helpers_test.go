@@ -3,12 +3,12 @@ package pvesim_test
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	proxmox "github.com/luthermonson/go-proxmox"
 
 	"github.com/converge-pve/converge/internal/pvesim"
@@ -84,9 +84,7 @@ func raw(t *testing.T, method, url string, hdr map[string]string, body string) (
 	}
 	defer res.Body.Close()
 	var m map[string]any
-	dec := json.NewDecoder(res.Body)
-	dec.UseNumber()
-	_ = dec.Decode(&m)
+	_ = json.UnmarshalRead(res.Body, &m)
 	return res, m
 }
 

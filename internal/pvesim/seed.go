@@ -33,9 +33,9 @@ type GuestInfo struct {
 	Kind          Kind              `json:"kind"`
 	Node          string            `json:"node"`
 	Status        string            `json:"status"`
-	Paused        bool              `json:"paused,omitempty"`
+	Paused        bool              `json:"paused,omitzero"`
 	Lock          string            `json:"lock,omitempty"`
-	Template      bool              `json:"template,omitempty"`
+	Template      bool              `json:"template,omitzero"`
 	Pool          string            `json:"pool,omitempty"`
 	Digest        string            `json:"digest"`
 	Config        map[string]string `json:"config"`

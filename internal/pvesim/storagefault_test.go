@@ -1,7 +1,6 @@
 package pvesim_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -17,7 +16,7 @@ func TestFaultStorageCloneLimit(t *testing.T) {
 	s := startSim(t, pvesim.Options{DemoTemplates: true, Faults: pvesim.Faults{TaskLatency: pvesim.Duration(time.Hour)}})
 	// set over the control API, as any client would
 	res, body := raw(t, "PATCH", s.ControlURL()+"/faults", nil, `{"storage_clone_limit":2}`)
-	if res.StatusCode != 200 || body["storage_clone_limit"] != json.Number("2") {
+	if res.StatusCode != 200 || body["storage_clone_limit"] != float64(2) {
 		t.Fatalf("PATCH storage_clone_limit: %s %v", res.Status, body)
 	}
 	if s.Faults().StorageCloneLimit != 2 {

@@ -3,7 +3,6 @@ package pvesim
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -14,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	gojson "github.com/goccy/go-json"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/converge-pve/converge/internal/pace"
 )
@@ -102,38 +102,8 @@ func parseParams(r *http.Request) (map[string]string, error) {
 		switch {
 		case len(body) == 0:
 		case ct == "application/json" || (ct == "" && body[0] == '{'):
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.UseNumber()
-			var m map[string]any
-			if err := dec.Decode(&m); err != nil {
-				return nil, paramErr1("body", "unable to parse JSON body - %v", err)
-			}
-			for k, v := range m {
-				switch x := v.(type) {
-				case nil:
-				case []any:
-					vals := make([]string, len(x))
-					for i, e := range x {
-						vals[i] = fmt.Sprint(e)
-					}
-					s, err := multiParam(r.URL.Path, k, vals, true)
-					if err != nil {
-						return nil, err
-					}
-					out[k] = s
-				case string:
-					out[k] = x
-				case json.Number:
-					out[k] = x.String()
-				case bool:
-					if x {
-						out[k] = "1"
-					} else {
-						out[k] = "0"
-					}
-				default:
-					return nil, paramErr1(k, "type check ('string') failed - got a %T", v)
-				}
+			if err := jsonParams(r.URL.Path, body, out); err != nil {
+				return nil, err
 			}
 		default:
 			vals, err := url.ParseQuery(string(body))
@@ -163,6 +133,78 @@ func parseParams(r *http.Request) (map[string]string, error) {
 	return out, nil
 }
 
+// jsonParams reads a JSON body's members into out as the strings PVE's
+// schema checker would see: numbers as written, booleans 1/0, arrays as
+// multiple values, null left out. Only the first JSON value of the body
+// is read, as encoding/json's Decoder read it.
+func jsonParams(path string, body []byte, out map[string]string) error {
+	var m map[string]jsontext.Value
+	if err := json.UnmarshalDecode(jsontext.NewDecoder(bytes.NewReader(body), readOpts), &m, readOpts); err != nil {
+		return paramErr1("body", "unable to parse JSON body - %v", err)
+	}
+	for k, v := range m {
+		switch v.Kind() {
+		case 'n':
+		case '[':
+			var elems []jsontext.Value
+			if err := json.Unmarshal(v, &elems, readOpts); err != nil {
+				return paramErr1(k, "unable to parse JSON body - %v", err)
+			}
+			vals := make([]string, len(elems))
+			for i, e := range elems {
+				vals[i] = elemString(e)
+			}
+			s, err := multiParam(path, k, vals, true)
+			if err != nil {
+				return err
+			}
+			out[k] = s
+		case '"', '0':
+			out[k] = elemString(v)
+		case 't':
+			out[k] = "1"
+		case 'f':
+			out[k] = "0"
+		default: // an object: PVE::JSONSchema::check_type names Perl's reference type
+			return paramErr1(k, "type check ('string') failed - got HASH")
+		}
+	}
+	return nil
+}
+
+// elemString is a JSON value as a parameter's text: a string's contents,
+// anything else as written (true, 1e3, null, …).
+func elemString(v jsontext.Value) string {
+	if v.Kind() == '"' {
+		var s string
+		if json.Unmarshal(v, &s, readOpts) == nil {
+			return s
+		}
+	}
+	return string(v)
+}
+
+// readOpts read request bodies as encoding/json did: the last of repeated
+// members, invalid UTF-8 as U+FFFD.
+var readOpts = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// wireOpts encode every answer as the simulator always has, byte for byte
+// what encoding/json wrote (TestEncodeGolden): object keys of a map
+// sorted, <, >, &, U+2028 and U+2029 escaped, a nil slice or map as null,
+// invalid UTF-8 as U+FFFD. JSON readers take either spelling; clients that
+// compare answers byte for byte see none change. Names are not checked
+// for duplicates: the simulator writes none, and checking costs time on
+// every row of a long list.
+var wireOpts = json.JoinOptions(
+	json.Deterministic(true),
+	jsontext.EscapeForHTML(true),
+	jsontext.EscapeForJS(true),
+	json.FormatNilSliceAsNull(true),
+	json.FormatNilMapAsNull(true),
+	jsontext.AllowInvalidUTF8(true),
+	jsontext.AllowDuplicateNames(true),
+)
+
 // writeData answers 200 with PVE's envelope.
 func writeData(w http.ResponseWriter, v any) {
 	var b []byte
@@ -187,11 +229,8 @@ func writeData(w http.ResponseWriter, v any) {
 	_, _ = w.Write(b)
 }
 
-// encodeData encodes an answer with goccy/go-json: the JSON encoding/json
-// writes, byte for byte on the simulator's answers (TestEncodeDataEquivalent),
-// for less of the CPU the simulator shares with converge in tests and the
-// benchmark.
-func encodeData(v any) ([]byte, error) { return gojson.Marshal(v) }
+// encodeData encodes an answer (wireOpts).
+func encodeData(v any) ([]byte, error) { return json.Marshal(v, wireOpts) }
 
 // encodeEnvelope encodes {"data":v} as encodeData encodes the map of that
 // one member, without the map.
@@ -214,19 +253,25 @@ const longList = 64
 // where a real host's answer would take none of theirs.
 func encodeList(list []any) ([]byte, error) {
 	p := pace.Default(context.Background())
-	b := append(make([]byte, 0, 256*len(list)), `{"data":[`...)
-	for i, e := range list {
-		p.Step()
-		if i > 0 {
-			b = append(b, ',')
-		}
-		eb, err := gojson.Marshal(e)
-		if err != nil {
+	buf := bytes.NewBuffer(make([]byte, 0, 256*len(list)))
+	enc := jsontext.NewEncoder(buf, wireOpts)
+	for _, t := range []jsontext.Token{jsontext.BeginObject, jsontext.String("data"), jsontext.BeginArray} {
+		if err := enc.WriteToken(t); err != nil {
 			return nil, err
 		}
-		b = append(b, eb...)
 	}
-	return append(b, "]}"...), nil
+	for _, e := range list {
+		p.Step()
+		if err := json.MarshalEncode(enc, e, wireOpts); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range []jsontext.Token{jsontext.EndArray, jsontext.EndObject} {
+		if err := enc.WriteToken(t); err != nil {
+			return nil, err
+		}
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil // the Encoder ends a top-level value with a newline
 }
 
 // writeError answers like pveproxy: the message in the status line's reason
@@ -242,7 +287,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		}
 		body["errors"] = fields
 	}
-	b, _ := json.Marshal(body)
+	b, _ := encodeData(body)
 	reason := strings.NewReplacer("\r", " ", "\n", " ").Replace(e.msg)
 	hj, ok := w.(http.Hijacker)
 	if !ok {

@@ -370,7 +370,7 @@ func TestTaskEndpoints(t *testing.T) {
 	}
 	res, body := raw(t, "GET", s.URL()+"/nodes/pve1/tasks/"+upid+"/log?start=0&limit=10", tokenHdr(), "")
 	lines := body["data"].([]any)
-	if res.StatusCode != 200 || body["total"] == nil || lines[len(lines)-1].(map[string]any)["t"] != "TASK OK" || lines[0].(map[string]any)["n"].(interface{ String() string }).String() != "1" {
+	if res.StatusCode != 200 || body["total"] == nil || lines[len(lines)-1].(map[string]any)["t"] != "TASK OK" || lines[0].(map[string]any)["n"] != float64(1) {
 		t.Fatalf("log %v", body)
 	}
 	var ignored any
