@@ -18,9 +18,9 @@
 // breaks a read. Every member Proxmox types inconsistently (a number here,
 // a string there; a boolean as 0/1, "0"/"1" or true/false) is read into a
 // [Value], which yields the Go type a field needs whichever way Proxmox
-// wrote it. The inventory, 100,000 rows at most, is read a row at a time
-// off the answer's bytes and paced (package pace). An answer that does not
-// read is ClassUnknown (for a mutation, Indeterminate).
+// wrote it. The inventory is read a row at a time off the answer's bytes,
+// paced (package pace), into [Resource]s. An answer that does not read is
+// ClassUnknown (for a mutation, Indeterminate).
 //
 // # Reads
 //
