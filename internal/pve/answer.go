@@ -37,7 +37,10 @@ var writeOpts = json.JoinOptions(
 // an http.Client of its own (WithHTTPClient) whose transport is an
 // answerReader: it sends the request through the Client's shared
 // statusTransport and keeps the answer's body for the caller, and
-// go-proxmox, asked for no result, reads an empty one.
+// go-proxmox, asked for no result, reads an empty one. It deliberately
+// bends the RoundTripper rule "a response is not an error": a non-2xx
+// answer comes back as statusTransport's *statusError, which go-proxmox
+// passes on as it is (see statusTransport for why).
 //
 // go-proxmox still builds and authenticates every request and runs the
 // interceptors. If its Req accepted a target that takes the raw answer

@@ -118,6 +118,8 @@ func DecodePendingConfig(ref GuestRef, pending []byte) (*GuestConfig, error) {
 	return pendingConfig(ref, items)
 }
 
+// pendingConfig is a guest's config read from its decoded pending list
+// (DecodePendingConfig).
 func pendingConfig(ref GuestRef, items []pendingItem) (*GuestConfig, error) {
 	m := make(map[string]Value, len(items))
 	for _, it := range items {
