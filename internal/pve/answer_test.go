@@ -127,7 +127,8 @@ func TestAnswersIgnoreUnknownMembers(t *testing.T) {
 // TestInventoryMixedTyping pins the tolerances of an inventory row:
 // numbers as strings or in scientific notation, booleans in every
 // spelling, a numeric name, null members, repeated members (the last
-// wins), invalid UTF-8, rows that are no guests (or null).
+// wins), invalid UTF-8, names and values with escapes, rows that are no
+// guests (or null).
 func TestInventoryMixedTyping(t *testing.T) {
 	body := `{"data":[
 		{"id":"lxc/101","type":"lxc","vmid":"101","node":"pve2","status":"unknown","template":"1","maxcpu":0.5,"maxmem":5.36870912e+08},
@@ -138,6 +139,8 @@ func TestInventoryMixedTyping(t *testing.T) {
 		{"id":"qemu/103","type":"qemu","vmid":1.03e2,"node":"pve1","maxcpu":"4","uptime":null,"name":null,"template":true},
 		{"type":"qemu","vmid":104,"name":7,"node":"pve1","maxmem":"2147483648","uptime":"12","lock":"","tags":"B,a"},
 		{"type":"qemu","vmid":105,"name":"first","name":"second","node":"pve1"},
+		{"type":"qemu","v\u006did":107,"n\u0061me":"escaped names","node":"p\u0076e1"},
+		{"type":"qemu","vmid":108,"node":"pve2"},
 		{"type":"qemu","vmid":106,"name":"bad ` + "\xff" + ` utf8","node":"pve1","VMID":1,"Name":"folded keys are other keys"}
 	]}`
 	got, err := decodeInventory([]byte(body), nil)
@@ -151,6 +154,8 @@ func TestInventoryMixedTyping(t *testing.T) {
 		{VMID: 104, Kind: KindQEMU, Node: "pve1", Name: "7", Tags: []string{"a", "b"}, MaxMemMiB: 2048, Uptime: 12},
 		{VMID: 105, Kind: KindQEMU, Node: "pve1", Name: "second", Tags: []string{}},
 		{VMID: 106, Kind: KindQEMU, Node: "pve1", Name: "bad \uFFFD utf8", Tags: []string{}},
+		{VMID: 107, Kind: KindQEMU, Node: "pve1", Name: "escaped names", Tags: []string{}},
+		{VMID: 108, Kind: KindQEMU, Node: "pve2", Tags: []string{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)

@@ -95,13 +95,17 @@ func DecodeResources(data []byte) ([]Resource, error) {
 // any others skipped (the row's id too: type and vmid say it).
 type resourceRow struct {
 	Type, VMID, Node, Name, Status, Template, Lock, Tags, MaxCPU, MaxMem, Uptime, HAState, Pool Value
+
+	// nodes are the node names rows read so far, kept across rows: every
+	// guest's row names one of a few nodes, read again without allocating.
+	nodes []string
 }
 
 // UnmarshalJSONFrom reads a row (null: an empty one). It matches the
 // members itself: the general struct decoder looks every member up in a
 // map, a fifth of an inventory's decoding.
 func (row *resourceRow) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	*row = resourceRow{}
+	*row = resourceRow{nodes: row.nodes}
 	switch dec.PeekKind() {
 	case 'n':
 		_, err := dec.ReadToken()
@@ -114,18 +118,27 @@ func (row *resourceRow) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	for dec.PeekKind() == '"' {
-		name, err := dec.ReadToken()
+		// The name as written: unescaped only if it has escapes, which
+		// Proxmox never writes (a token checks every name for them).
+		raw, err := dec.ReadValue()
 		if err != nil {
 			return err
 		}
+		name := []byte(raw[1 : len(raw)-1])
+		if bytes.IndexByte(name, '\\') >= 0 {
+			name, _ = jsontext.AppendUnquote(nil, raw)
+		}
 		var v *Value
-		switch name.String() {
+		switch string(name) {
 		case "type":
 			v = &row.Type
 		case "vmid":
 			v = &row.VMID
 		case "node":
-			v = &row.Node
+			if err := row.readNode(dec); err != nil {
+				return err
+			}
+			continue
 		case "name":
 			v = &row.Name
 		case "status":
@@ -228,6 +241,27 @@ func (row *resourceRow) resource(kind Kind) (Resource, error) {
 		r.Uptime = int64(f)
 	}
 	return r, nil
+}
+
+// readNode reads the node member, a name of row.nodes where it is one.
+func (row *resourceRow) readNode(dec *jsontext.Decoder) error {
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	if raw.Kind() == '"' && len(row.nodes) < 64 { // a cluster has few; a hostile answer gains nothing
+		for _, n := range row.nodes {
+			if len(raw) == len(n)+2 && string(raw[1:len(raw)-1]) == n {
+				row.Node = Value{kind: kindString, text: n}
+				return nil
+			}
+		}
+	}
+	row.Node = valueOf(raw)
+	if row.Node.kind == kindString && len(row.nodes) < 64 {
+		row.nodes = append(row.nodes, row.Node.text)
+	}
+	return nil
 }
 
 func sortResources(out []Resource) {
