@@ -118,8 +118,8 @@ func (row *resourceRow) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		return err
 	}
 	for dec.PeekKind() == '"' {
-		// The name as written: unescaped only if it has escapes, which
-		// Proxmox never writes (a token checks every name for them).
+		// The name as written, unescaped only if it has escapes (Proxmox
+		// writes none): read as a token, every name is checked for them.
 		raw, err := dec.ReadValue()
 		if err != nil {
 			return err
