@@ -4,47 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
-	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/planner"
 )
 
 // results reads every result journalled for vmid.
 func (p *pipeline) results(t *testing.T, vmid int) []events.Result {
 	t.Helper()
-	ctx := pvesimtest.Context(t)
-	st, err := p.a.Bus().Stream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.StoredFilter(events.KindResult, events.DefaultCluster, vmid)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []events.Result
-	for {
-		batch, err := c.FetchNoWait(100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			r, err := events.Decode[events.Result](m.Data())
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r)
-		}
-		if n == 0 {
-			return out
-		}
-	}
+	return journalled[events.Result](t, p, events.KindResult, vmid)
 }
 
 // A guest locked by a backup for 10 s: the change waits for the lock (the

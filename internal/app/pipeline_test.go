@@ -25,6 +25,12 @@ type pipeline struct {
 	sim *pvesim.Sim
 	obs *observer.Observer
 	rd  views.Reader
+
+	// settles counts the pipeline's settles; under the late fault the
+	// late-th gets the wrong action (settle_test.go), and the observer
+	// reads through reads.
+	settles, late int
+	reads         *lateReads
 }
 
 // startPipeline starts the simulator with opts, a planner and an executor,
@@ -48,16 +54,22 @@ func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config, mo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = a.Wait() })
+	p := &pipeline{a: a, sim: sim, late: lateFault(t)}
+	var px observer.Proxmox = pvesimtest.Client(t, sim)
+	if p.late > 0 {
+		p.reads = &lateReads{Proxmox: px, t: t, frozen: map[int]*frozenConfig{}}
+		px = p.reads
+	}
 	obsCfg.Logger = zerolog.Nop()
-	obs, err := observer.New(obsCfg, pvesimtest.Client(t, sim), a.Bus())
-	if err != nil {
+	if p.obs, err = observer.New(obsCfg, px, a.Bus()); err != nil {
 		t.Fatal(err)
 	}
 	vs, err := a.Bus().ViewStore()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pipeline{a: a, sim: sim, obs: obs, rd: views.Reader{Store: vs, Cluster: events.DefaultCluster}}
+	p.rd = views.Reader{Store: vs, Cluster: events.DefaultCluster}
+	return p
 }
 
 func (p *pipeline) pass(t *testing.T) {
