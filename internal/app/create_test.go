@@ -61,6 +61,7 @@ func TestCreateFromTemplate(t *testing.T) {
 	if doc := p.passUntil(t, 501, seq, planner.Converged, 30*time.Second); doc == nil || doc.Status.Kind != planner.Converged {
 		t.Fatalf("not converged: %+v", doc)
 	}
+	p.settle(t, 501) // and no second clone after
 	g, ok := p.sim.Guest(501)
 	if !ok || g.Status != "running" || g.Config["cores"] != "2" || g.Config["name"] != "web1" || !strings.Contains(g.Config["tags"], events.OwnerTag) {
 		t.Fatalf("guest 501: %+v", g)
@@ -85,10 +86,13 @@ func TestCloneOntoTakenVMIDRefused(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "vmid 105 exists and was not created by converge; drop `clone` to adopt it") {
 		t.Fatalf("status %+v", doc)
 	}
-	p.pass(t)
+	doc = p.settleIn(t, 105)
 	after, _ := p.sim.Guest(105)
 	if ts := tasksOf(p.sim, 105); len(ts) != 0 || after.Digest != before.Digest || after.Status != "running" {
 		t.Fatalf("guest 105 touched: tasks %v, digest %s → %s, status %s", ts, before.Digest, after.Digest, after.Status)
+	}
+	if doc.Status.Kind != planner.Error {
+		t.Fatalf("after more passes: %+v, want still refused", doc.Status)
 	}
 }
 
@@ -128,16 +132,23 @@ func TestDestroyGate(t *testing.T) {
 	for _, id := range []int{701, 702, 703} {
 		seqs[id] = p.desire(t, &events.Desired{VMID: id, Absent: true})
 	}
-	for id, want := range map[int]string{
-		701: "the destroy gate is closed (run the planner and executors with --allow-destroy, or `converge approve 701` for this guest)",
-		702: "was not created by converge, so only `converge approve 702` lets converge destroy it",
-		703: "converge never destroys a protected guest",
+	for _, c := range []struct {
+		id   int
+		want string
+	}{
+		{701, "the destroy gate is closed (run the planner and executors with --allow-destroy, or `converge approve 701` for this guest)"},
+		{702, "was not created by converge, so only `converge approve 702` lets converge destroy it"},
+		{703, "converge never destroys a protected guest"},
 	} {
-		if doc := p.passUntil(t, id, seqs[id], planner.Blocked, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, want) {
-			t.Fatalf("guest %d: %+v, want blocked: %s", id, doc, want)
+		if doc := p.passUntil(t, c.id, seqs[c.id], planner.Blocked, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, c.want) {
+			t.Fatalf("guest %d: %+v, want blocked: %s", c.id, doc, c.want)
 		}
-		if ts := tasksOf(p.sim, id); len(ts) != 0 {
-			t.Fatalf("guest %d behind the gate saw %v", id, ts)
+		doc := p.settleIn(t, c.id)
+		if ts := tasksOf(p.sim, c.id); len(ts) != 0 {
+			t.Fatalf("guest %d behind the gate saw %v", c.id, ts)
+		}
+		if doc.Status.Kind != planner.Blocked {
+			t.Fatalf("guest %d after more passes: %+v, want still blocked", c.id, doc.Status)
 		}
 	}
 	p.approve(t, 701, 702, 703)
@@ -152,12 +163,14 @@ func TestDestroyGate(t *testing.T) {
 	if ts := tasksOf(p.sim, 701); strings.Join(ts, " ") != "qmshutdown qmdestroy" {
 		t.Fatalf("701 (running) saw %v, want a shutdown then a destroy", ts)
 	}
-	p.pass(t)
-	if doc := p.waitState(t, 703, seqs[703], planner.Blocked, time.Second); doc == nil || doc.Status.Kind != planner.Blocked {
-		t.Fatalf("protected 703 after approval: %+v", doc)
-	}
+	// The approval, and the passes after it, folded and acted on: the
+	// protected guest is untouched.
+	doc := p.settleIn(t, 703)
 	if _, ok := p.sim.Guest(703); !ok || len(tasksOf(p.sim, 703)) != 0 {
-		t.Fatal("protected guest 703 touched")
+		t.Fatalf("protected guest 703 touched: tasks %v", tasksOf(p.sim, 703))
+	}
+	if doc.Status.Kind != planner.Blocked {
+		t.Fatalf("protected 703 after approval: %+v", doc)
 	}
 }
 
@@ -191,7 +204,11 @@ func TestDestroyAllowed(t *testing.T) {
 	if doc := p.passUntil(t, 713, seq, planner.Blocked, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, "protection") {
 		t.Fatalf("713: %+v", doc)
 	}
-	if _, ok := p.sim.Guest(713); !ok {
-		t.Fatal("protected guest 713 destroyed")
+	doc := p.settleIn(t, 713)
+	if _, ok := p.sim.Guest(713); !ok || len(tasksOf(p.sim, 713)) != 0 {
+		t.Fatalf("protected guest 713 destroyed or touched: tasks %v", tasksOf(p.sim, 713))
+	}
+	if doc.Status.Kind != planner.Blocked {
+		t.Fatalf("713 after more passes: %+v, want still blocked", doc.Status)
 	}
 }
