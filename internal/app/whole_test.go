@@ -93,8 +93,11 @@ func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "cores waits for a restart") {
 		t.Fatalf("status %+v, want cores waiting for a restart", doc)
 	}
-	for range 3 {
-		p.pass(t)
+	// More passes, folded and acted on, change nothing.
+	before := p.sim.Mutations()
+	p.settleIn(t, vmid)
+	if n := p.sim.Mutations() - before; n != 0 {
+		t.Fatalf("%d mutations after the resize, with cores waiting for a restart (results %+v)", n, p.results(t, vmid))
 	}
 	if g, _ := p.sim.Guest(vmid); !strings.Contains(g.Config["scsi0"], "size=32G") {
 		t.Fatalf("the resize was lost: scsi0 = %q", g.Config["scsi0"])
@@ -136,14 +139,18 @@ func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
 	p.quiet(t, vmid, seq)
 
 	// A shrink: refused with the reason, nothing sent.
-	before := p.sim.Mutations()
+	before = p.sim.Mutations()
 	seq = p.desire(t, &events.Desired{VMID: vmid, Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 16}}})
 	doc = p.passUntil(t, vmid, seq, planner.Error, 20*time.Second)
 	if doc == nil || !strings.Contains(doc.Status.Reason, "disks.scsi0: desired 16 GiB is smaller than the disk's 32 GiB; Proxmox cannot shrink a disk") {
 		t.Fatalf("status %+v, want the shrink refused with its reason", doc)
 	}
+	doc = p.settleIn(t, vmid)
 	if n := p.sim.Mutations() - before; n != 0 {
-		t.Fatalf("%d mutations for a refused shrink", n)
+		t.Fatalf("%d mutations for a refused shrink (results %+v)", n, p.results(t, vmid))
+	}
+	if doc.Status.Kind != planner.Error {
+		t.Fatalf("after more passes: %+v, want the shrink still refused", doc.Status)
 	}
 }
 
@@ -225,7 +232,11 @@ func TestHotplugAware(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "memory") || !strings.Contains(doc.Status.Reason, "waits for a restart") {
 		t.Fatalf("status %+v, want memory waiting for a restart", doc)
 	}
+	doc = p.settleIn(t, cold)
 	if ts := powerTasks(p.sim, cold); len(ts) != 0 {
 		t.Fatalf("restart never, yet %v", ts)
+	}
+	if doc.Status.Kind != planner.Pending {
+		t.Fatalf("after more passes: %+v, want still waiting for a restart", doc.Status)
 	}
 }
