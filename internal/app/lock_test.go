@@ -52,6 +52,7 @@ func TestBackupLockWaitedOut(t *testing.T) {
 	if took := time.Since(locked); took < 10*time.Second {
 		t.Fatalf("converged after %s, inside the lock", took)
 	}
+	p.settle(t, vmid) // every action's result journalled
 	skipped := 0
 	for _, r := range p.results(t, vmid) {
 		switch {

@@ -108,6 +108,7 @@ func TestMovedByHandFollowed(t *testing.T) {
 	cores = 3
 	seq = p.desire(t, &events.Desired{VMID: vmid, Cores: &cores})
 	p.converge(t, vmid, seq)
+	p.settle(t, vmid) // every read-back journalled
 	if g, _ := p.sim.Guest(vmid); g.Node != "pve2" || g.Config["cores"] != "3" {
 		t.Fatalf("guest %+v: want cores 3 on pve2", g)
 	}
@@ -143,6 +144,8 @@ func TestHAGuestThroughHA(t *testing.T) {
 	ss := p.desire(t, &events.Desired{VMID: started, Power: &running})
 	p.converge(t, moved, ms)
 	p.converge(t, started, ss)
+	p.settle(t, moved) // and no second migration, nor a start by converge, after
+	p.settle(t, started)
 	if g, _ := p.sim.Guest(moved); g.Node != "pve2" || g.Status != "running" {
 		t.Fatalf("HA guest %+v: want running on pve2", g)
 	}
@@ -204,6 +207,7 @@ func TestMigrateOfGuestHATookOver(t *testing.T) {
 		return g.Node == "pve2" && g.Lock == ""
 	})
 	p.converge(t, vmid, seq)
+	p.settle(t, vmid) // and no second migration after
 	if us := taskUsers(p.sim, vmid, "qmigrate"); len(us) != 1 {
 		t.Fatalf("migrations %v, want one", us)
 	}

@@ -71,6 +71,9 @@ func TestSignedMode(t *testing.T) {
 			t.Fatalf("%s: %+v", c.name, doc)
 		}
 	}
+	if doc := p.settleIn(t, vmid); doc.Status.Kind != planner.Rejected {
+		t.Fatalf("after more passes: %+v, want still rejected", doc.Status)
+	}
 	if n := p.sim.Mutations() - before; n != 0 {
 		t.Fatalf("rejected events caused %d Proxmox mutations", n)
 	}
