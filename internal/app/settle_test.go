@@ -32,10 +32,11 @@ import (
 // lateFaultEnv switches the late fault on: CONVERGE_TEST_LATE_FAULT=n.
 //   - The n-th settle of a pipeline (settleIn, settle, quiet) journals,
 //     right after its last observer pass, a desired state that turns the
-//     guest's power over (running → stopped, anything else → running), as
-//     a buggy planner acting on that pass would: the planner and the
-//     executor act on it only after the pass returned, so only an
-//     assertion that waits for them sees the shutdown or start in Proxmox.
+//     guest's power over (running → stopped, anything else → running): the
+//     planner and the executor then do something the test says must not
+//     happen, and do it after the pass returned, as they would if a bug
+//     made them act on the pass itself. Only an assertion that waits for
+//     them sees the shutdown or start in Proxmox.
 //   - The observer reads a guest the test marks with lagReads as it was
 //     before the mark for the next reads: a change made by hand is seen,
 //     and corrected, late.
