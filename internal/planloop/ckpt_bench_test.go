@@ -1,11 +1,12 @@
 package planloop
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/projector"
@@ -60,8 +61,10 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 	b.ReportMetric(float64(size)/1e6, "stored-MB")
 }
 
-// TestCheckpointEncodeRoundTrip: a checkpoint streamed view by view
-// decodes to what it holds, for an empty fold too.
+// TestCheckpointEncodeRoundTrip: a checkpoint streamed view by view is
+// the JSON encoding/json writes for it, and decodes to what it holds, for
+// an empty fold too; so does one as older planners wrote it (a newline
+// after each view) or spaced out, compressed or not.
 func TestCheckpointEncodeRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	for _, guests := range []int{0, 1, 50} {
@@ -72,14 +75,20 @@ func TestCheckpointEncodeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, why := decodeCheckpoint(packed)
-		if why != "" {
-			t.Fatalf("%d guests: %s", guests, why)
-		}
 		want, _ := json.Marshal(cp)
-		have, _ := json.Marshal(got)
-		if string(want) != string(have) {
-			t.Fatalf("%d guests: decoded checkpoint differs:\n got %s\nwant %s", guests, have, want)
+		if plain, err := zstdDecoder.DecodeAll(packed, nil); err != nil || string(plain) != string(want) {
+			t.Fatalf("%d guests: stored JSON is not encoding/json's (%v):\n got %s\nwant %s", guests, err, plain, want)
+		}
+		spaced, _ := json.MarshalIndent(cp, "", "\t")
+		zw, _ := zstd.NewWriter(nil)
+		for _, body := range [][]byte{packed, spaced, zw.EncodeAll(spaced, nil)} {
+			got, why := decodeCheckpoint(body)
+			if why != "" {
+				t.Fatalf("%d guests: %s", guests, why)
+			}
+			if have, _ := json.Marshal(got); string(want) != string(have) {
+				t.Fatalf("%d guests: decoded checkpoint differs:\n got %s\nwant %s", guests, have, want)
+			}
 		}
 	}
 }
