@@ -1,8 +1,11 @@
 package planloop
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -90,5 +93,59 @@ func TestCheckpointEncodeRoundTrip(t *testing.T) {
 				t.Fatalf("%d guests: decoded checkpoint differs:\n got %s\nwant %s", guests, have, want)
 			}
 		}
+	}
+}
+
+// TestCheckpointsOf053c05e: the checkpoints a planner of commit 053c05e
+// stored (events/testdata/journal-053c05e.jsonl, made as its README says)
+// decode into what encoding/json reads from them, and encode again to
+// encoding/json's JSON of that. (Not to the stored bytes: goccy/go-json
+// wrote a newline after each view and ignored omitzero, writing zero
+// times that encoding/json and this planner leave out.)
+func TestCheckpointsOf053c05e(t *testing.T) {
+	raw, err := os.ReadFile("../../events/testdata/journal-053c05e.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range bytes.Lines(raw) {
+		var l struct {
+			Stream string `json:"stream"`
+			Object string `json:"object"`
+			Body   []byte `json:"body_base64"`
+		}
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Stream != "OBJ_converge_checkpoints" {
+			continue
+		}
+		n++
+		cp, why := decodeCheckpoint(l.Body)
+		if why != "" {
+			t.Fatalf("checkpoint %d: %s", n, why)
+		}
+		plain, err := zstdDecoder.DecodeAll(l.Body, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want Checkpoint
+		if err := json.Unmarshal(plain, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*cp, want) {
+			t.Errorf("checkpoint %d decodes to\n%+v\nencoding/json reads\n%+v", n, *cp, want)
+		}
+		packed, err := encodeCheckpoint(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := zstdDecoder.DecodeAll(packed, nil)
+		if std, _ := json.Marshal(cp); !bytes.Equal(again, std) {
+			t.Errorf("checkpoint %d encodes to\n%s\nencoding/json writes\n%s", n, again, std)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no checkpoint in the journal's testdata")
 	}
 }
