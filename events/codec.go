@@ -12,15 +12,14 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
-// converge reads and writes JSON with one package,
+// converge reads and writes its events with one package,
 // github.com/go-json-experiment/json (the prototype of encoding/json/v2),
-// under option sets built once: joining options on every call would cost
-// more than a small body.
+// under option sets joined once rather than on every call.
 var (
 	// encodeOptions write the bytes encoding/json writes (sorted map keys,
 	// HTML-safe escapes, nil slices and maps as null, omitempty as v1,
-	// durations in nanoseconds): the journal already holds years of them,
-	// and readers compare bodies (TestEncodeMatchesEncodingJSON).
+	// durations in nanoseconds): the journal holds them, and a body
+	// written again must be the same (TestEncodeMatchesEncodingJSON).
 	encodeOptions = json.JoinOptions(jsonv1.DefaultOptionsV1(), jsontext.AllowInvalidUTF8(false))
 	// encodeInvalidUTF8 is Encode's second try, for a value with invalid
 	// UTF-8 in a string: encoding/json writes each invalid byte as the
