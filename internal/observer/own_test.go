@@ -11,9 +11,9 @@ import (
 	"github.com/converge-pve/converge/internal/pve"
 )
 
-// viewProxmox answers as package pve's decoding does: every string a view
-// into one large answer (goccy/go-json's copy of the body), a new one per
-// inventory and per config read.
+// viewProxmox answers as a decoder that aliases its input does (goccy/go-json,
+// which package pve has used): every string a view into one large answer,
+// a new one per inventory and per config read.
 type viewProxmox struct {
 	guests int
 	pass   int

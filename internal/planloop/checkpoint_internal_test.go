@@ -2,11 +2,11 @@ package planloop
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
