@@ -28,7 +28,10 @@ func BenchmarkIdlePass10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o, err := observer.New(observer.Config{Name: "bench", ReadConcurrency: 16, ConfigRefresh: -1}, px, bustest.New(b))
+	oc := observer.DefaultConfig()
+	oc.Name, oc.ReadConcurrency = "bench", 16
+	oc.VerifyOff = true
+	o, err := observer.New(oc, px, bustest.New(b))
 	if err != nil {
 		b.Fatal(err)
 	}
