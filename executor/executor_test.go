@@ -133,8 +133,9 @@ func TestPowerAndConfig(t *testing.T) {
 // final result, as for any other task.
 func TestSlowConfigTask(t *testing.T) {
 	v := newEnv(t)
-	px, err := pve.New(pve.Config{URL: v.url, TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret,
-		ConfigTaskWait: time.Second})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.ConfigTaskWait = v.url, pvesimtest.TokenID, pvesimtest.TokenSecret, time.Second
+	px, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,7 +182,9 @@ func TestHelperProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := pve.New(pve.Config{URL: os.Getenv("PVE_URL"), TokenID: simToken, TokenSecret: simSecret})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = os.Getenv("PVE_URL"), simToken, simSecret
+	px, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,9 @@ func TestReadyzJournalUnwritable(t *testing.T) {
 // /readyz said ready while Proxmox refused converge's credentials.
 func TestReadyzProxmoxUnauthorized(t *testing.T) {
 	sim := pvesimtest.Start(t, pvesim.Options{Guests: 2})
-	wrong, err := pve.New(pve.Config{URL: sim.URL(), TokenID: pvesimtest.TokenID, TokenSecret: "not-the-secret", Timeout: 10 * time.Second})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.Timeout = sim.URL(), pvesimtest.TokenID, "not-the-secret", 10*time.Second
+	wrong, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

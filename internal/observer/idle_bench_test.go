@@ -24,7 +24,9 @@ func BenchmarkIdlePass10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sim.Close() })
-	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: "root@pam!bench", TokenSecret: "secret"})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = sim.URL(), "root@pam!bench", "secret"
+	px, err := pve.New(pc)
 	if err != nil {
 		b.Fatal(err)
 	}
