@@ -28,14 +28,11 @@ import (
 func startReady(t *testing.T, roles app.Roles, px app.Proxmox) *app.App {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Start(ctx, app.Config{
-		Roles:    roles,
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  px,
-		HTTP:     "127.0.0.1:0",
-		Ready:    app.ReadyConfig{Clock: clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))},
-		Logger:   zerolog.Nop(),
-	})
+	cfg := app.DefaultConfig()
+	cfg.Roles, cfg.Embedded = roles, &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}
+	cfg.Proxmox, cfg.HTTP, cfg.Logger = px, "127.0.0.1:0", zerolog.Nop()
+	cfg.Ready.Clock = clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -266,12 +266,10 @@ func TestShippedConfigPipeline(t *testing.T) {
 	provisioned(t, ctx, url, pw, 1)
 	sim := pvesimtest.Start(t, pvesim.Options{Guests: 4, Nodes: 1})
 	for _, r := range []natsauth.Role{natsauth.Observer, natsauth.Planner, natsauth.Executor} {
-		cfg := app.Config{
-			Roles:   app.Roles{Observer: r == natsauth.Observer, Planner: r == natsauth.Planner, Executor: r == natsauth.Executor},
-			Bus:     busAs(url, string(r), pw[r], 1),
-			Proxmox: pvesimtest.Client(t, sim),
-			Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("as", string(r)).Logger(),
-		}
+		cfg := app.DefaultConfig()
+		cfg.Roles = app.Roles{Observer: r == natsauth.Observer, Planner: r == natsauth.Planner, Executor: r == natsauth.Executor}
+		cfg.Bus, cfg.Proxmox = busAs(url, string(r), pw[r], 1), pvesimtest.Client(t, sim)
+		cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("as", string(r)).Logger()
 		cfg.Observer.Interval = 200 * time.Millisecond
 		actx, acancel := context.WithCancel(context.Background())
 		a, err := app.Start(actx, cfg)
