@@ -11,6 +11,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/clock"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
@@ -151,6 +152,24 @@ func (c Config) Validate() error {
 		return fieldErr("NodeRate", "must be > 0 calls per second (or unlimited), got %v", c.NodeRate)
 	}
 	return c.Policy.Validate()
+}
+
+// leaseConfig is the executor group's lease configuration for member.
+func (c Config) leaseConfig(member string, log zerolog.Logger) lease.Config {
+	lc := lease.DefaultConfig()
+	lc.Group, lc.Member, lc.Partitions, lc.Replicas = journal.ExecutorGroup(c.Cluster), member, c.Partitions, c.Replicas
+	// In-flight actions drain before their partitions are released.
+	lc.TTL, lc.Renew, lc.ReleaseTimeout = c.LeaseTTL, c.LeaseTTL/lease.RenewDivisor, c.DrainTimeout+5*time.Second
+	lc.Logger, lc.Clock = log, c.Clock
+	return lc
+}
+
+// perNode is NodeRate as newNodeRates counts it: 0 is no limit.
+func (c Config) perNode() float64 {
+	if c.NodeRateUnlimited {
+		return 0
+	}
+	return c.NodeRate
 }
 
 // fieldErr names a field of Config in an error of Validate.

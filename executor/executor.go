@@ -92,11 +92,8 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 	if f, ok := px.(TaskFinder); ok {
 		e.finder = f
 	}
-	lc := lease.DefaultConfig()
-	lc.Group, lc.Member, lc.Partitions, lc.Replicas = journal.ExecutorGroup(cfg.Cluster), e.member, cfg.Partitions, cfg.Replicas
-	lc.TTL, lc.Renew, lc.ReleaseTimeout = cfg.LeaseTTL, cfg.LeaseTTL/lease.RenewDivisor, cfg.DrainTimeout+5*time.Second
+	lc := cfg.leaseConfig(e.member, e.log)
 	lc.OnAcquire, lc.OnRelease, lc.OnLost = e.startPartition, e.releasePartition, e.losePartition
-	lc.Logger, lc.Clock = e.log, cfg.Clock
 	var err error
 	e.leases, err = lease.New(lc, leases)
 	if err != nil {
@@ -104,11 +101,7 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 	}
 	e.owner = e.leases
 	cfg.Metrics.add(e)
-	perNode := cfg.NodeRate
-	if cfg.NodeRateUnlimited {
-		perNode = 0 // newNodeRates: no limit
-	}
-	e.rates = newNodeRates(perNode, func() int { return len(e.leases.Members()) })
+	e.rates = newNodeRates(cfg.perNode(), func() int { return len(e.leases.Members()) })
 	e.failures = lograte.New(failLogRate, failLogBurst)
 	return e, nil
 }

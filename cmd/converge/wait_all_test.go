@@ -15,7 +15,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/natsserver"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/internal/views"

@@ -125,16 +125,13 @@ func (c *Config) FollowObserveInterval() {
 	c.Ready.ProxmoxFresh = DefaultProxmoxFresh(c.Observer.Interval)
 }
 
-// Validate checks that the process can run, and each role's configuration
-// as Start hands it out (with the process's shared settings), naming the
-// field.
+// Validate checks that the process can run (ValidateSettings, then a
+// role, a NATS and a Proxmox for the roles that need one).
 func (c Config) Validate() error {
-	if err := events.ValidateCluster(c.Cluster); err != nil {
-		return fmt.Errorf("app.Config.Cluster: %w", err)
+	if err := c.ValidateSettings(); err != nil {
+		return err
 	}
 	switch {
-	case c.Name == "":
-		return errors.New("app.Config.Name: must be set (the host name by default)")
 	case c.Roles.count() == 0:
 		return errors.New("app: no role to run")
 	case c.Roles == (Roles{API: true}) && c.HTTP == "":
@@ -143,12 +140,26 @@ func (c Config) Validate() error {
 		return errors.New("app: the observer and the executor need a Proxmox (--pve-url)")
 	case c.Embedded == nil && c.Bus.URLs == "":
 		return errors.New("app: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
+	}
+	return nil
+}
+
+// ValidateSettings checks the settings, each role's configuration as
+// Start hands it out (with the process's shared settings) whether the
+// role runs or not, naming the field; not what the process connects to.
+func (c Config) ValidateSettings() error {
+	if err := events.ValidateCluster(c.Cluster); err != nil {
+		return fmt.Errorf("app.Config.Cluster: %w", err)
+	}
+	switch {
+	case c.Name == "":
+		return errors.New("app.Config.Name: must be set (the host name by default)")
 	case c.Executors < 1 || c.Executors > 64:
 		return fmt.Errorf("app.Config.Executors: must be within 1..64, got %d", c.Executors)
 	}
 	w := c.wired()
-	if c.Embedded != nil {
-		w.Bus.URLs = "embedded" // connect sets it
+	if w.Bus.URLs == "" && w.Bus.InProcess == nil {
+		w.Bus.URLs = "nats://unset" // Validate says what is missing
 	}
 	for _, v := range []interface{ Validate() error }{w.Bus, w.Observer, w.Planner, w.Executor, w.Ready, w.HTTPAuth.Limits} {
 		if err := v.Validate(); err != nil {

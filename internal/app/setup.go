@@ -55,7 +55,7 @@ var ErrSetting = errors.New("bad setting")
 func (s Setup) Apply(ctx context.Context, cfg *Config) error {
 	log := cfg.Logger
 	if cfg.Roles.Observer || cfg.Roles.Executor {
-		px, err := s.proxmox(log)
+		px, err := s.Client(log)
 		if err != nil {
 			return err
 		}
@@ -79,9 +79,9 @@ func (s Setup) Apply(ctx context.Context, cfg *Config) error {
 	return nil
 }
 
-// proxmox is the Proxmox client, after loud warnings about a connection
+// Client is the Proxmox client, after loud warnings about a connection
 // anyone on the path could read.
-func (s Setup) proxmox(log zerolog.Logger) (*pve.Client, error) {
+func (s Setup) Client(log zerolog.Logger) (*pve.Client, error) {
 	c := s.Proxmox
 	if c.Insecure {
 		log.Warn().Str("url", c.URL).Msg("TLS VERIFICATION OF PROXMOX IS OFF (--pve-insecure): anyone on the path can impersonate Proxmox and read the API token; use --pve-fingerprint or --pve-ca")
