@@ -50,7 +50,7 @@ type Options struct {
 	PhaseProfiles string
 	// Progress, if set, is told how each phase advances.
 	Progress func(phase string, done, total int)
-	Logger        zerolog.Logger
+	Logger   zerolog.Logger
 }
 
 // Defaults, each with its reason.
@@ -131,4 +131,3 @@ func (o *Options) maxGuests() int {
 	}
 	return n
 }
-
