@@ -141,6 +141,7 @@ setting that can be switched off takes a keyword instead of a number:
 | ` + "`--node-concurrency`" + `, ` + "`--clone-concurrency`" + `, ` + "`--create-rate`" + ` | ` + "`unlimited`" + ` | no such limit |
 | ` + "`--node-rate`" + ` | ` + "`unlimited`" + ` | no pacing of Proxmox calls per node |
 
+In the file, an unquoted ` + "`off`" + ` is YAML's false, which is taken as off too.
 Before the keywords, a negative number said the same (` + "`--node-rate -1`" + `); it
 is still accepted, in a flag, a variable or the file, with a warning that
 names the keyword (logged at start, and by ` + "`config print`" + `). ` + "`--config-refresh`" + `

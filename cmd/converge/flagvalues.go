@@ -36,7 +36,8 @@ func (v *offDuration) Type() string { return "duration" }
 
 func (v *offDuration) Set(s string) error {
 	v.set = true
-	if strings.EqualFold(s, "off") {
+	// A YAML file's unquoted off reads as false.
+	if strings.EqualFold(s, "off") || s == "false" {
 		*v.off = true
 		return nil
 	}
