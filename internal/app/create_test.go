@@ -9,7 +9,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/control"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/internal/views"
@@ -54,7 +53,7 @@ func tasksOf(sim *pvesim.Sim, vmid int) []string {
 // configured and powered as desired: one clone, the owner tag, the desired
 // values.
 func TestCreateFromTemplate(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, verifyOff)
 	p.pass(t)
 	running, cores, name := events.PowerRunning, 2, "web1"
 	seq := p.desire(t, &events.Desired{VMID: 501, Power: &running, Cores: &cores, Name: &name, Clone: &events.Clone{From: 9000}})
@@ -74,7 +73,7 @@ func TestCreateFromTemplate(t *testing.T) {
 // A clone onto a vmid taken by a guest converge did not create is refused
 // with the reason, and that guest is untouched: no task, no write.
 func TestCloneOntoTakenVMIDRefused(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, verifyOff)
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: 105, Running: true, Name: "theirs"}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestCloneOntoTakenVMIDRefused(t *testing.T) {
 // A guest that does not exist and has no clone, or whose template is
 // missing, is an error that says so (never blocked).
 func TestMissingGuestExplained(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, verifyOff)
 	p.pass(t)
 	running := events.PowerRunning
 	seq := p.desire(t, &events.Desired{VMID: 777, Power: &running})
@@ -117,7 +116,7 @@ func TestMissingGuestExplained(t *testing.T) {
 // one it did not create needs the approval too; a protected guest is never
 // destroyed, approved or not.
 func TestDestroyGate(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	for _, g := range []pvesim.GuestSpec{
 		{VMID: 701, Running: true, Tags: []string{events.OwnerTag}},
 		{VMID: 702, Name: "adopted"},
@@ -177,7 +176,7 @@ func TestDestroyGate(t *testing.T) {
 // --allow-destroy: the guests converge created go when desired absent
 // (out of HA first); a protected one stays.
 func TestDestroyAllowed(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1}, func(c *app.Config) {
+	p := startPipeline(t, pvesim.Options{}, verifyOff, func(c *app.Config) {
 		c.Planner.Planner.Policy.AllowDestroy = true
 		c.Executor.Policy.AllowDestroy = true
 	})

@@ -26,7 +26,7 @@ func TestPendingEditCorrected(t *testing.T) {
 	const vmid = 900
 	clk := clocktest.New(time.Now())
 	const interval = 10 * time.Second
-	p := startPipeline(t, pvesim.Options{Guests: 99}, observer.Config{Clock: clk, Interval: interval})
+	p := startPipeline(t, pvesim.Options{Guests: 99}, func(c *observer.Config) { c.Clock, c.Interval = clk, interval })
 	sim, obs := p.sim, p.obs
 	if err := sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Cores: 3, Running: true, Name: "web"}); err != nil {
 		t.Fatal(err)

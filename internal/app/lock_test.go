@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/planner"
 )
@@ -24,7 +23,7 @@ func TestBackupLockWaitedOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a 10 s lock")
 	}
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const vmid = 303
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Cores: 1}); err != nil {
 		t.Fatal(err)

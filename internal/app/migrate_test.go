@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -191,7 +190,7 @@ func TestHAGuestThroughHA(t *testing.T) {
 // the guest moves. The executor waits for the guest, so it is migrated
 // once, not again by a plan from the old node.
 func TestMigrateOfGuestHATookOver(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Nodes: 2}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Nodes: 2}, verifyOff)
 	const vmid = 426
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Node: "pve1", Running: true}); err != nil {
 		t.Fatal(err)

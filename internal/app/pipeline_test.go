@@ -34,17 +34,16 @@ type pipeline struct {
 }
 
 // startPipeline starts the simulator with opts, a planner and an executor,
-// and an observer with obsCfg (its logger silenced).
-func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config, mods ...func(*app.Config)) *pipeline {
+// and an observer of the default config changed by obsMod, if set (its logger
+// silenced).
+func startPipeline(t *testing.T, opts pvesim.Options, obsMod func(*observer.Config), mods ...func(*app.Config)) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sim := pvesimtest.Start(t, opts)
-	cfg := app.Config{
-		Roles:    app.Roles{Planner: true, Executor: true},
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  pvesimtest.Client(t, sim),
-		Logger:   zerolog.Nop(),
-	}
+	cfg := app.DefaultConfig()
+	cfg.Roles = app.Roles{Planner: true, Executor: true}
+	cfg.Embedded = &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}
+	cfg.Proxmox, cfg.Logger = pvesimtest.Client(t, sim), zerolog.Nop()
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -59,6 +58,10 @@ func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config, mo
 	if p.late > 0 {
 		p.reads = &lateReads{Proxmox: px, t: t, frozen: map[int]*frozenConfig{}}
 		px = p.reads
+	}
+	obsCfg := observer.DefaultConfig()
+	if obsMod != nil {
+		obsMod(&obsCfg)
 	}
 	obsCfg.Logger = zerolog.Nop()
 	if p.obs, err = observer.New(obsCfg, px, a.Bus()); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/clock"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/planner"
 )
@@ -38,7 +37,7 @@ func powerTasks(sim *pvesim.Sim, vmid int) []string {
 // guest's restart "allowed", one reboot applies it and the guest is
 // converged.
 func TestRestartPolicy(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const vmid = 301
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1}); err != nil {
 		t.Fatal(err)
@@ -107,11 +106,12 @@ func TestRestartWindow(t *testing.T) {
 	// the future (projector.MaxReadAhead).
 	open := time.Now().UTC().Add(15 * time.Second).Truncate(time.Minute).Add(time.Minute)
 	window := fmt.Sprintf("%s %s-%s", open.Weekday().String()[:3], open.Format("15:04"), open.Add(time.Hour).Format("15:04"))
-	pol := planner.Policy{Restart: events.RestartAllowed, RestartWindow: window, Location: time.UTC,
-		// The clock moves minutes ahead of the journal's: observations
-		// must not read as stale meanwhile.
-		ObserverTimeout: time.Hour}
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1}, func(c *app.Config) {
+	pol := planner.DefaultPolicy()
+	pol.Restart, pol.RestartWindow, pol.Location = events.RestartAllowed, window, time.UTC
+	// The clock moves minutes ahead of the journal's: observations must
+	// not read as stale meanwhile.
+	pol.ObserverTimeout = time.Hour
+	p := startPipeline(t, pvesim.Options{}, verifyOff, func(c *app.Config) {
 		c.Planner.Planner.Policy, c.Planner.Clock = pol, clk
 		c.Executor.Policy, c.Executor.Clock = pol, clk
 	})
@@ -173,7 +173,7 @@ func TestRestartWindow(t *testing.T) {
 // value still pending, and the status is an error that says so and what
 // to do; later passes plan no second reboot.
 func TestRebootNeverForced(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const vmid = 304
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1}); err != nil {
 		t.Fatal(err)

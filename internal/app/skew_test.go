@@ -27,7 +27,7 @@ func (s skewed) Now() time.Time { return s.Clock.Now().Add(s.d) }
 // discarded and the planner re-planned the same write from the stale view,
 // thousands of times. Reads are ordered by the journal now.
 func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Guests: 4}, observer.Config{Clock: skewed{clock.Real, 20 * time.Second}, ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Guests: 4}, func(c *observer.Config) { c.Clock, c.VerifyOff = skewed{clock.Real, 20 * time.Second}, true })
 	p.pass(t)
 	const vmid = 100
 	desc, name := "set by converge", "skewed-100"
@@ -55,7 +55,7 @@ func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
 // later read look older: about a thousand actions a second, indefinitely.
 // It is refused now, with the reason in status.
 func TestFutureObservationRefused(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Guests: 4}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Guests: 4}, verifyOff)
 	p.pass(t)
 	const vmid = 101
 	forged := &events.Observed{Meta: events.NewMeta("mallory", "", time.Now()), VMID: vmid, Cluster: events.DefaultCluster,

@@ -18,7 +18,11 @@ import (
 // corrected, and no false drift once converged.
 
 // verifyEveryPass has each observer pass read every guest's config.
-var verifyEveryPass = observer.Config{ConfigRefresh: time.Nanosecond, VerifyRate: 1000}
+func verifyEveryPass(c *observer.Config) { c.ConfigRefresh, c.VerifyRate = time.Nanosecond, 1000 }
+
+// verifyOff has the observer read only new, changed and unconfirmed
+// guests.
+func verifyOff(c *observer.Config) { c.VerifyOff = true }
 
 // converge waits until the guest is converged at or after seq, running
 // observer passes.
@@ -206,7 +210,7 @@ func TestNetworkMACKept(t *testing.T) {
 // applies at once (converged, no restart); without them it waits for a
 // restart, and the status says so.
 func TestHotplugAware(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const hot, cold = 403, 404
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: hot, Running: true, MemoryMiB: 1024,
 		Config: map[string]string{"hotplug": "network,disk,usb,memory,cpu", "numa": "1"}}); err != nil {

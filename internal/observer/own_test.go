@@ -74,7 +74,10 @@ func (p *viewProxmox) GuestStatus(_ context.Context, ref pve.GuestRef) (*pve.Gue
 // Proxmox's answers: keeping a string of one kept the whole answer.
 func TestObserverKeepsNoAnswer(t *testing.T) {
 	const guests, passes = 1000, 6
-	o, err := observer.New(observer.Config{Name: "test", ConfigRefresh: -1}, &viewProxmox{guests: guests}, &benchJournal{})
+	oc := observer.DefaultConfig()
+	oc.Name = "test"
+	oc.VerifyOff = true
+	o, err := observer.New(oc, &viewProxmox{guests: guests}, &benchJournal{})
 	if err != nil {
 		t.Fatal(err)
 	}
