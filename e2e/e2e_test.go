@@ -139,7 +139,9 @@ func (e *upEnv) simTasks(t *testing.T) []map[string]any {
 
 func (e *upEnv) pveClient(t *testing.T) *pve.Client {
 	t.Helper()
-	c, err := pve.New(pve.Config{URL: e.simURL, TokenID: e.tokenID, TokenSecret: e.tokenSecret})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = e.simURL, e.tokenID, e.tokenSecret
+	c, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

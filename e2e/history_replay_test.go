@@ -516,7 +516,9 @@ func TestReplayEqualsLiveViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sim.Close() })
-	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: token, TokenSecret: secret})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = sim.URL(), token, secret
+	px, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

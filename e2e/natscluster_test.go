@@ -91,7 +91,9 @@ func testNodeLoss(t *testing.T, killStreamLeader bool) {
 
 	// Provisioned here, so that the victim can be chosen before the roles
 	// connect; their own Provision then finds nothing to change.
-	admin, err := bus.Connect(ctx, bus.Config{URLs: urls, Name: "test-admin", Replicas: 3, Logger: zerolog.Nop()})
+	bc := bus.DefaultConfig()
+	bc.URLs, bc.Name, bc.Replicas, bc.Logger = urls, "test-admin", 3, zerolog.Nop()
+	admin, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,9 @@ func TestDesiredStateSurvivesRetention(t *testing.T) {
 
 	up1.kill()
 	up2 := up("up2")
-	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: "root@pam!rt", TokenSecret: "rt-secret"})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = sim.URL(), "root@pam!rt", "rt-secret"
+	px, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package events
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-json-experiment/json"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -189,12 +189,11 @@ func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
 		return nil, &ValidationError{Problems: capProblems(problems)}
 	}
 	var d Desired
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return nil, &ValidationError{Problems: []FieldError{{te.Field, "must be a plain integer, got " + te.Value}}}
+	if err := json.Unmarshal(body, &d, strictOptions); err != nil {
+		// The schema counts 1.01e2 and 101.0 as integers; Go does not.
+		var se *json.SemanticError
+		if errors.As(err, &se) && se.JSONPointer != "" && se.JSONKind == '0' {
+			return nil, &ValidationError{Problems: []FieldError{{pointerField(se.JSONPointer), "must be a plain integer, got number " + string(se.JSONValue)}}}
 		}
 		return nil, &ValidationError{Problems: []FieldError{{Message: err.Error()}}}
 	}
@@ -206,7 +205,7 @@ func DecodeDesired(body []byte, subjectVMID int) (*Desired, error) {
 
 // Validate checks a desired state built in Go before it is published.
 func (d *Desired) Validate(subjectVMID int) error {
-	body, err := json.Marshal(d)
+	body, err := Encode(d)
 	if err != nil {
 		return err
 	}

@@ -43,12 +43,19 @@
 //
 // # Decoding converge's own events
 //
-// [Decode] reads actions, results and observations with typed decoders
-// (fastevents.go) that take only bodies they read exactly as encoding/json
-// does, allocating nothing but the values; everything else goes to
-// goccy/go-json, whose values are then copied out of its copy of the
-// body. Either way a decoded value shares no memory with the body (the
-// planner keeps every guest's last events).
+// Events are read and written with one JSON package,
+// github.com/go-json-experiment/json (the prototype of encoding/json/v2),
+// under option sets built once (codec.go). [Encode] writes the bytes
+// encoding/json writes: the journal holds them. [Decode] reads the values
+// encoding/json reads: unknown members are ignored (fields are only ever
+// added, and an event of a newer converge never stops a fold), names match
+// regardless of case, invalid UTF-8 reads as U+FFFD; a malformed body is
+// refused at its first fault. Every string is copied out of the body, so a
+// decoded value shares no memory with it (the planner keeps every guest's
+// last events). [DecodeDesired] is strict instead: its fast path
+// (fast.go) unmarshals with the package's defaults and unknown members
+// refused, then checks the schema's constraints in Go; a body it does not
+// take goes to the checks above and the schema, which decide and explain.
 //
 // # Compatibility
 //

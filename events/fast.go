@@ -1,18 +1,21 @@
 package events
 
 import (
+	"bytes"
 	"regexp"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
 )
 
 // The fast path of DecodeDesired. JSON Schema validation is the slowest
 // part of folding the journal, and almost every desired event is valid. The
-// fast path accepts a body only when it is certainly valid: exact field
-// names, exact JSON types, every constraint of desired.schema.json checked
-// in Go, and what checkStrict refuses refused too (a key given twice,
-// invalid UTF-8, a lone surrogate, more than one value: the scanner of
-// scan.go gives up on them). It reads the body in one pass. Anything else,
-// valid or not, goes to checkStrict and the schema, which decide and
+// fast path accepts a body only when it is certainly valid: it unmarshals
+// it strictly into fastBody (exact field names, exact JSON types, no
+// unknown member, and what checkStrict refuses refused too: a key given
+// twice, invalid UTF-8, a lone surrogate, more than one value) and checks
+// every constraint of desired.schema.json on those fields in Go. Anything
+// else, valid or not, goes to checkStrict and the schema, which decide and
 // explain. TestFastPathAgreesWithSchema checks that the fast path never
 // accepts what the schema rejects.
 
@@ -24,162 +27,96 @@ var (
 	poolRe    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 )
 
-func inRange(n, lo, hi int) bool { return n >= lo && n <= hi }
+// strictOptions are go-json-experiment's defaults (names matched exactly,
+// duplicate names and invalid UTF-8 refused, one value only) and refuse
+// unknown members: what the fast path reads is exactly what the schema
+// reads.
+var strictOptions = json.RejectUnknownMembers(true)
 
-// Desired fields the fast path reads, as bits of a set (a key seen twice
-// is refused, as checkStrict refuses it).
-var desiredFields = map[string]uint{"vmid": 1, "kind": 2, "power": 4, "cores": 8, "memory_mib": 16, "name": 32,
-	"description": 64, "tags": 128, "onboot": 256, "absent": 512, "restart": 1024, "clone": 2048}
+// fastBody holds the fields the fast path takes, each a pointer so that a
+// member given is told from one left out; a member of any other field of
+// Desired (node, disks, net, …) is unknown here, and the body goes to the
+// schema. A field added to Desired is thus never accepted unchecked.
+type fastBody struct {
+	VMID        *int       `json:"vmid"`
+	Kind        *GuestKind `json:"kind"`
+	Power       *Power     `json:"power"`
+	Cores       *int       `json:"cores"`
+	MemoryMiB   *int       `json:"memory_mib"`
+	Name        *string    `json:"name"`
+	Description *string    `json:"description"`
+	Tags        *[]string  `json:"tags"`
+	OnBoot      *bool      `json:"onboot"`
+	Absent      *bool      `json:"absent"`
+	Restart     *Restart   `json:"restart"`
+	Clone       *fastClone `json:"clone"`
+}
+
+type fastClone struct {
+	From    *int    `json:"from"`
+	Node    *string `json:"node"`
+	Full    *bool   `json:"full"`
+	Storage *string `json:"storage"`
+	Pool    *string `json:"pool"`
+}
+
+func inRange(p *int, lo, hi int) bool { return p == nil || *p >= lo && *p <= hi }
+
+// maxRunes is the schema's maxLength, which counts characters.
+func maxRunes(p *string, n int) bool { return p == nil || utf8.RuneCountInString(*p) <= n }
+
+func matches(re *regexp.Regexp, p *string) bool { return p == nil || re.MatchString(*p) }
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func oneOf[T ~string](p *T, a, b T) bool { return p == nil || *p == a || *p == b }
 
 // fastDecode returns the decoded body and true only for bodies that are
 // certainly valid against the schema.
 func fastDecode(body []byte) (*Desired, bool) {
-	s := scanner{b: body}
-	if !s.object() {
+	// A null is never valid (no field of the schema admits one), but
+	// unmarshals as a member left out: such bodies go to the schema. The
+	// bytes "null" in a string send a valid body there too, rarely.
+	if bytes.Contains(body, []byte("null")) {
 		return nil, false
 	}
-	d := &Desired{}
-	var seen uint
-	for n := 0; ; {
-		k, ok := s.field(&n)
-		if !ok {
-			break
-		}
-		bit := desiredFields[string(k)]
-		if bit == 0 || seen&bit != 0 || s.null() || !fastField(&s, d, bit) {
-			return nil, false
-		}
-		seen |= bit
-	}
-	if !s.end() || !inRange(d.VMID, MinVMID, MaxVMID) { // also: vmid missing
+	var b fastBody
+	if json.Unmarshal(body, &b, strictOptions) != nil || b.VMID == nil || !b.valid() {
 		return nil, false
+	}
+	d := &Desired{VMID: *b.VMID, Kind: b.Kind, Power: b.Power, Cores: b.Cores, MemoryMiB: b.MemoryMiB, Name: b.Name,
+		Description: b.Description, Tags: b.Tags, OnBoot: b.OnBoot, Absent: b.Absent != nil && *b.Absent, Restart: b.Restart}
+	if c := b.Clone; c != nil {
+		d.Clone = &Clone{From: *c.From, Node: deref(c.Node), Full: c.Full, Storage: deref(c.Storage), Pool: deref(c.Pool)}
 	}
 	return d, true
 }
 
-// enumValue reads a string that must be one of two values (returned as
-// the constant, not a copy).
-func enumValue(s *scanner, a, b string) (string, bool) {
-	v := s.sym()
-	return v, !s.bad && (v == a || v == b)
-}
-
-func fastField(s *scanner, d *Desired, bit uint) bool {
-	switch bit {
-	case 1:
-		d.VMID = s.int()
-	case 2:
-		v, ok := enumValue(s, string(QEMU), string(LXC))
-		if !ok {
+// valid checks the schema's constraints on the fields read.
+func (b *fastBody) valid() bool {
+	ok := inRange(b.VMID, MinVMID, MaxVMID) && oneOf(b.Kind, QEMU, LXC) && oneOf(b.Power, PowerRunning, PowerStopped) &&
+		inRange(b.Cores, 1, 8192) && inRange(b.MemoryMiB, 16, 268435456) &&
+		maxRunes(b.Name, 255) && matches(nameRe, b.Name) && maxRunes(b.Description, 8192) &&
+		oneOf(b.Restart, RestartNever, RestartAllowed)
+	if !ok {
+		return false
+	}
+	if b.Tags != nil {
+		if len(*b.Tags) > 64 {
 			return false
 		}
-		kind := GuestKind(v)
-		d.Kind = &kind
-	case 4:
-		v, ok := enumValue(s, string(PowerRunning), string(PowerStopped))
-		if !ok {
-			return false
-		}
-		p := Power(v)
-		d.Power = &p
-	case 8:
-		n := s.int()
-		if s.bad || !inRange(n, 1, 8192) {
-			return false
-		}
-		d.Cores = &n
-	case 16:
-		n := s.int()
-		if s.bad || !inRange(n, 16, 268435456) {
-			return false
-		}
-		d.MemoryMiB = &n
-	case 32:
-		v := s.str()
-		if s.bad || utf8.RuneCountInString(v) > 255 || !nameRe.MatchString(v) {
-			return false
-		}
-		d.Name = &v
-	case 64:
-		v := s.str()
-		if s.bad || utf8.RuneCountInString(v) > 8192 {
-			return false
-		}
-		d.Description = &v
-	case 128:
-		tags := s.strings()
-		if s.bad || len(tags) > 64 {
-			return false
-		}
-		for _, t := range tags {
-			if utf8.RuneCountInString(t) > 128 || !tagRe.MatchString(t) {
+		for _, t := range *b.Tags {
+			if !maxRunes(&t, 128) || !tagRe.MatchString(t) {
 				return false
 			}
 		}
-		d.Tags = &tags
-	case 256:
-		b := s.bool()
-		d.OnBoot = &b
-	case 512:
-		d.Absent = s.bool()
-	case 1024:
-		v, ok := enumValue(s, string(RestartNever), string(RestartAllowed))
-		if !ok {
-			return false
-		}
-		r := Restart(v)
-		d.Restart = &r
-	case 2048:
-		c := fastClone(s)
-		if c == nil {
-			return false
-		}
-		d.Clone = c
 	}
-	return !s.bad
-}
-
-// Clone fields, as bits.
-var cloneFields = map[string]uint{"from": 1, "node": 2, "full": 4, "storage": 8, "pool": 16}
-
-func fastClone(s *scanner) *Clone {
-	if !s.object() {
-		return nil
-	}
-	c := &Clone{}
-	var seen uint
-	for n := 0; ; {
-		k, ok := s.field(&n)
-		if !ok {
-			break
-		}
-		bit := cloneFields[string(k)]
-		if bit == 0 || seen&bit != 0 || s.null() {
-			return nil
-		}
-		seen |= bit
-		switch bit {
-		case 1:
-			c.From = s.int()
-		case 2:
-			if c.Node = s.str(); !nodeRe.MatchString(c.Node) {
-				return nil
-			}
-		case 4:
-			b := s.bool()
-			c.Full = &b
-		case 8:
-			if c.Storage = s.str(); !storageRe.MatchString(c.Storage) {
-				return nil
-			}
-		case 16:
-			if c.Pool = s.str(); !poolRe.MatchString(c.Pool) || len(c.Pool) > 64 {
-				return nil
-			}
-		}
-	}
-	if s.bad || !inRange(c.From, MinVMID, MaxVMID) { // also: from missing
-		return nil
-	}
-	return c
+	c := b.Clone
+	return c == nil || c.From != nil && inRange(c.From, MinVMID, MaxVMID) && matches(nodeRe, c.Node) &&
+		matches(storageRe, c.Storage) && matches(poolRe, c.Pool) && maxRunes(c.Pool, 64)
 }

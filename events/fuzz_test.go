@@ -108,13 +108,26 @@ func roundTrip[T any](t *testing.T, body []byte) {
 	}
 }
 
+// asEncodingJSON: what Decode accepts, encoding/json accepts too, with the
+// same value.
+func asEncodingJSON[T any](t *testing.T, body []byte) {
+	got, err := Decode[T](body)
+	if err != nil {
+		return
+	}
+	var want T
+	if err := json.Unmarshal(body, &want); err != nil {
+		t.Fatalf("Decode took what encoding/json refuses (%v): %q", err, body)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode and encoding/json differ on %q:\n%#v\n%#v", body, got, want)
+	}
+}
+
 // FuzzDecodeJournal: actions, results, observations, heartbeats and
 // control requests as the journal holds them decode without panicking,
-// and what decodes survives re-encoding (replay reads what live wrote).
-//
-// Decode is goccy's, which is laxer than encoding/json (it takes control
-// characters inside strings): live and replay decode with the same
-// function, so the journal still folds the same way everywhere.
+// into the values encoding/json gives, and what decodes survives
+// re-encoding (replay reads what live wrote).
 func FuzzDecodeJournal(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"a1","vmid":101,"cluster":"default","node":"pve1","kind":"qemu","op":"set_config","set":{"cores":"2"},"delete":["description"],"revert":["memory"],"digest":"ab","reason":"cores 1 → 2","desired_seq":3,"basis_seq":5,"attempt":1,"time":"2026-11-24T06:00:00Z","publisher":"planner"}`,
@@ -130,6 +143,11 @@ func FuzzDecodeJournal(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		asEncodingJSON[Action](t, body)
+		asEncodingJSON[Result](t, body)
+		asEncodingJSON[Observed](t, body)
+		asEncodingJSON[Heartbeat](t, body)
+		asEncodingJSON[Control](t, body)
 		roundTrip[Action](t, body)
 		roundTrip[Result](t, body)
 		roundTrip[Observed](t, body)
@@ -193,9 +211,10 @@ func FuzzNormaliseTags(f *testing.F) {
 	})
 }
 
-// FuzzDecodeJournal found goccy's decoder reading past the end of a body
-// that ends inside an escape (panicking or not, depending on the memory
-// behind it). Such a body is refused, always.
+// FuzzDecodeJournal found goccy/go-json's decoder, which Decode used
+// before, reading past the end of a body that ends inside an escape
+// (panicking or not, depending on the memory behind it). Such a body is
+// refused, always.
 func TestDecodeTruncatedEscape(t *testing.T) {
 	for _, in := range []string{"{\"C\\", "{\"\\", "{\"id\":\"a\\", "{\"reason\":\"\\u12"} {
 		if _, err := Decode[Action]([]byte(in)); err == nil {

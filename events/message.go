@@ -1,9 +1,5 @@
 package events
 
-import (
-	"encoding/json"
-)
-
 // Message is an event ready to publish with any NATS client: its subject,
 // headers and body. Publishing it is one call, for example with nats.go's
 // jetstream package:
@@ -36,7 +32,7 @@ func DesiredMessage(d *Desired, o PublishOptions) (Message, error) {
 	if err := validOptions(&o); err != nil {
 		return Message{}, err
 	}
-	body, err := json.Marshal(d)
+	body, err := Encode(d)
 	if err != nil {
 		return Message{}, err
 	}

@@ -73,6 +73,9 @@ type filler struct {
 	t      *testing.T
 	n      int
 	filled int
+	// tricky fills strings with what encoders escape differently: HTML
+	// characters, U+2028, control characters, invalid UTF-8, U+FFFD.
+	tricky bool
 }
 
 func (f *filler) fill(v reflect.Value, path string) {
@@ -102,6 +105,9 @@ func (f *filler) fill(v reflect.Value, path string) {
 		v.Set(p)
 	case reflect.String:
 		v.SetString(fmt.Sprintf("%s-%d", strings.ToLower(strings.ReplaceAll(path, ".", "-")), f.n))
+		if f.tricky {
+			v.SetString(fmt.Sprintf("%d \"<&>\\ \u2028\u2029 \x01\n\ufffd \xff\xed\xa0\x80 é/%s", f.n, v.String()))
+		}
 		f.filled++
 	case reflect.Bool:
 		v.SetBool(true)

@@ -1,13 +1,9 @@
 package events
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	gojson "github.com/goccy/go-json"
 )
 
 // GuestConfig is the managed part of a guest's config, normalised so that
@@ -351,50 +347,4 @@ func (c *Control) Validate() error {
 		}
 	}
 	return nil
-}
-
-// Encode marshals one of converge's own event bodies, exactly as
-// encoding/json would (TestEncodeMatchesEncodingJSON): the journal's event
-// types use no tag goccy/go-json does not know (omitzero).
-func Encode(v any) ([]byte, error) { return gojson.Marshal(v) }
-
-// Decode unmarshals one of converge's own event bodies. Actions, results
-// and observations as converge writes them are read by typed decoders
-// (fastevents.go); anything else, and whatever those leave, by goccy's
-// encoding/json-compatible decoder: replaying the journal decodes every
-// event, and reflection-based decoding was most of a replay's cost.
-//
-// A hostile body must not take a planner down: goccy's decoder was found
-// (FuzzDecodeJournal) to read past the end of a body that ends inside an
-// escape, panicking or not depending on the memory that follows. Bodies
-// with escapes (rare in converge's own events) are therefore checked by
-// encoding/json first, and a panic is an error like any other malformed
-// body.
-func Decode[T any](body []byte) (T, error) {
-	var v T
-	if decodeFast(&v, body) {
-		return v, nil
-	}
-	return decodeGeneral[T](body)
-}
-
-// decodeGeneral is Decode's general path, goccy's decoder.
-func decodeGeneral[T any](body []byte) (_ T, err error) {
-	var v T
-	defer func() {
-		if r := recover(); r != nil {
-			var zero T
-			v, err = zero, fmt.Errorf("events: decode %T: malformed body (%v)", zero, r)
-		}
-	}()
-	if bytes.IndexByte(body, '\\') >= 0 && !json.Valid(body) {
-		return v, fmt.Errorf("events: decode %T: not valid JSON", v)
-	}
-	if err := gojson.Unmarshal(body, &v); err != nil {
-		return v, fmt.Errorf("events: decode %T: %w", v, err)
-	}
-	if d, ok := any(&v).(detacher); ok {
-		d.detach()
-	}
-	return v, nil
 }

@@ -20,7 +20,7 @@ func TestGuestsInParallel(t *testing.T) {
 	}
 	v.addGuest(pvesim.GuestSpec{VMID: 101})
 	v.addGuest(pvesim.GuestSpec{VMID: other})
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 
 	v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Hour) })
 	slow := action(101, events.OpStart)
@@ -49,7 +49,7 @@ func TestGuestsInParallel(t *testing.T) {
 func TestGuestSerial(t *testing.T) {
 	v := newEnv(t)
 	v.addGuest(pvesim.GuestSpec{VMID: 101})
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 	v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(300 * time.Millisecond) })
 
 	first := action(101, events.OpStart)
@@ -84,7 +84,7 @@ func TestGracefulStop(t *testing.T) {
 		v := newEnv(t)
 		v.addGuest(pvesim.GuestSpec{VMID: 101})
 		v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(200 * time.Millisecond) })
-		ex := v.run(executor.Config{DrainTimeout: time.Minute}, nil)
+		ex := v.run(config(func(c *executor.Config) { c.DrainTimeout = time.Minute }), nil)
 		a := action(101, events.OpStart)
 		v.publishAction(a)
 		v.waitResult(101, a.ID, events.ResultStarted)
@@ -101,7 +101,7 @@ func TestGracefulStop(t *testing.T) {
 		v := newEnv(t)
 		v.addGuest(pvesim.GuestSpec{VMID: 101})
 		v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Hour) })
-		ex := v.run(executor.Config{DrainTimeout: -1}, nil)
+		ex := v.run(config(func(c *executor.Config) { c.DrainTimeout = 0 }), nil)
 		a := action(101, events.OpStart)
 		v.publishAction(a)
 		v.waitResult(101, a.ID, events.ResultStarted)

@@ -17,62 +17,56 @@ import (
 	"github.com/converge-pve/converge/projector"
 )
 
-// Config configures an [Executor]. Defaults and validation live in
-// withDefaults and the Check functions it calls, and nowhere else.
+// Config configures an [Executor]. Start from [DefaultConfig]: a field
+// left zero is refused by [Config.Validate], not read as its default.
 type Config struct {
-	// Cluster is the Proxmox cluster id whose actions this executor runs
-	// (default events.DefaultCluster).
+	// Cluster is the Proxmox cluster id whose actions this executor runs.
+	// Its executor group (journal.ExecutorGroup) names the lease group and
+	// the per-partition durable consumers <group>-pNN.
 	Cluster string
 	// Name identifies this executor in results (Result.Executor) and as the
-	// publisher of its events (Meta.Publisher). Default
-	// "executor@<hostname>".
+	// publisher of its events (Meta.Publisher).
 	Name string
-	// Consumer names the cluster's executor group: its lease group and the
-	// prefix of its per-partition durable consumers <Consumer>-pNN
-	// (default "executor-<cluster>").
-	Consumer string
-	// Partitions is the journal's partition count (default 16, the
-	// stream's default); Replicas the lease bucket's replica count when
-	// this executor creates it (default 1).
+	// Partitions is the journal's partition count; Replicas the lease
+	// bucket's replica count when this executor creates it.
 	Partitions, Replicas int
 	// Concurrency is how many actions this executor runs at once, over all
-	// its partitions; it is also each partition consumer's MaxAckPending
-	// (default 64).
+	// its partitions; it is also each partition consumer's MaxAckPending.
 	Concurrency int
 	// AckWait is how long an un-acknowledged action waits before it is
-	// redelivered (default 8s). Handlers send InProgress every AckWait/3,
-	// so a long Proxmox task keeps its action; a dead executor's actions
-	// come back after AckWait, to whichever executor owns their partition
-	// by then.
+	// redelivered. Handlers send InProgress every AckWait/3, so a long
+	// Proxmox task keeps its action; a dead executor's actions come back
+	// after AckWait, to whichever executor owns their partition by then.
 	AckWait time.Duration
-	// LeaseTTL is how long a dead executor's partitions stay its own
-	// (default 5s; see package lease). Failover takes about
-	// max(LeaseTTL + LeaseTTL/5, AckWait).
+	// LeaseTTL is how long a dead executor's partitions stay its own (see
+	// package lease). Failover takes about max(LeaseTTL + LeaseTTL/5,
+	// AckWait).
 	LeaseTTL time.Duration
 	// DrainTimeout bounds how long Run, once its context ends, lets
-	// in-flight actions finish before abandoning them un-acknowledged
-	// (default 60s; negative: abandon at once). An abandoned action is
-	// redelivered and resumed from the journal.
+	// in-flight actions finish before abandoning them un-acknowledged (0:
+	// abandon at once). An abandoned action is redelivered and resumed
+	// from the journal.
 	DrainTimeout time.Duration
 	// Clock is the time of event metadata and read-backs, and of every
-	// wait (default clock.Real).
+	// wait.
 	Clock clock.Clock
 	// Logger receives structured logs. Secrets are never logged.
 	Logger zerolog.Logger
 	// Policy is the planner's policy (the same flags): an action is run
 	// only if planner.Plan, under it, produces it from the action's
-	// desired state and observation (verify.go). Zero fields take the
-	// planner's defaults.
+	// desired state and observation (verify.go).
 	Policy planner.Policy
 	// Auth is the planner's signature check (signed mode): an action
 	// whose desired event the planner would reject is not run.
 	Auth *projector.Auth
 	// NodeRate is the most mutating Proxmox calls per second per node,
-	// shared by the executor group's live members (default
-	// DefaultNodeRate; negative: no limit).
+	// shared by the executor group's live members, unless
+	// NodeRateUnlimited.
 	NodeRate float64
+	// NodeRateUnlimited lifts NodeRate: calls go as fast as actions come.
+	NodeRateUnlimited bool
 	// Metrics receives the executor's figures; executors of one process
-	// share one ([NewMetrics] on the process's registry). Default: an
+	// share one ([NewMetrics] on the process's registry). Nil: an
 	// unregistered one.
 	Metrics *Metrics
 	// Poison, if set, receives the actions terminated as undecodable
@@ -95,8 +89,8 @@ const (
 	// long enough (heartbeats every 2.7 s) that a GC pause or a slow
 	// request does not cause spurious redeliveries.
 	DefaultAckWait = 8 * time.Second
-	// DefaultLeaseTTL: see Config.LeaseTTL.
-	DefaultLeaseTTL = 5 * time.Second
+	// DefaultLeaseTTL: see Config.LeaseTTL and lease.DefaultTTL.
+	DefaultLeaseTTL = lease.DefaultTTL
 	// DefaultDrainTimeout covers a graceful shutdown task (60s default
 	// timeout) without holding a restart up for long.
 	DefaultDrainTimeout = 60 * time.Second
@@ -104,6 +98,9 @@ const (
 	// pveproxy's three workers serve, leaving room for people and other
 	// tools.
 	DefaultNodeRate = 10.0
+	// minAckWait leaves a heartbeat (every AckWait/3) time for its round
+	// trip.
+	minAckWait = 30 * time.Millisecond
 	// pullBatch is the most actions buffered client-side per pull: small,
 	// so that buffered actions do not age towards AckWait unseen.
 	pullBatch = 16
@@ -113,108 +110,71 @@ const (
 	pullExpiry = 5 * time.Second
 )
 
-// Validate checks c as New does (a zero field takes its default). The
-// Check functions below check one setting at a time, as an operator gives
-// it, so that a caller can name the setting.
+// DefaultConfig returns the defaults above, for the default cluster, named
+// "executor@<hostname>", judging with the planner's default policy.
+func DefaultConfig() Config {
+	name := "executor"
+	if h, err := os.Hostname(); err == nil && h != "" {
+		name += "@" + h
+	}
+	return Config{Cluster: events.DefaultCluster, Name: name, Partitions: DefaultPartitions, Replicas: 1,
+		Concurrency: DefaultConcurrency, AckWait: DefaultAckWait, LeaseTTL: DefaultLeaseTTL,
+		DrainTimeout: DefaultDrainTimeout, Clock: clock.Real, Policy: planner.DefaultPolicy(), NodeRate: DefaultNodeRate}
+}
+
+// Validate refuses a Config that makes no sense, naming the field; New
+// calls it.
 func (c Config) Validate() error {
-	_, err := c.withDefaults()
-	return err
-}
-
-// The settings an operator gives (flags), one at a time. In a Config a
-// zero field means "the default"; given by an operator, zero is a value,
-// and refused where it means nothing. Each error reads after the
-// setting's name. withDefaults checks the fields with them (LeaseTTL
-// with lease.CheckTTL).
-
-// CheckConcurrency checks Config.Concurrency as given.
-func CheckConcurrency(n int) error {
-	if n < 1 {
-		return fmt.Errorf("must be >= 1, got %d", n)
-	}
-	return nil
-}
-
-// CheckAckWait checks Config.AckWait as given: heartbeats go every
-// AckWait/3, which must leave room for a round trip.
-func CheckAckWait(d time.Duration) error {
-	if d < minAckWait {
-		return fmt.Errorf("must be at least %s, got %s", minAckWait, d)
-	}
-	return nil
-}
-
-// CheckNodeRate checks Config.NodeRate as given: negative is no limit; 0
-// would be no call at all.
-func CheckNodeRate(r float64) error {
-	if r == 0 || math.IsNaN(r) || math.IsInf(r, 1) {
-		return fmt.Errorf("must be > 0 calls per second, or negative for no limit, got %v", r)
-	}
-	return nil
-}
-
-// minAckWait leaves a heartbeat (every AckWait/3) time for its round trip.
-const minAckWait = 30 * time.Millisecond
-
-func (c Config) withDefaults() (Config, error) {
-	const p = "executor.Config."
-	if c.Cluster == "" {
-		c.Cluster = events.DefaultCluster
-	}
 	if err := events.ValidateCluster(c.Cluster); err != nil {
-		return c, fmt.Errorf(p+"Cluster: %w", err)
+		return fieldErr("Cluster", "%w", err)
 	}
-	if c.Name == "" {
-		c.Name = "executor"
-		if h, err := os.Hostname(); err == nil && h != "" {
-			c.Name += "@" + h
-		}
+	switch {
+	case c.Name == "":
+		return fieldErr("Name", "must be set")
+	case c.Partitions < 1 || c.Partitions > 1024:
+		return fieldErr("Partitions", "must be within 1..1024, got %d", c.Partitions)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fieldErr("Replicas", "must be within 1..5, got %d", c.Replicas)
+	case c.Concurrency < 1:
+		return fieldErr("Concurrency", "must be >= 1, got %d", c.Concurrency)
+	case c.AckWait < minAckWait:
+		// Heartbeats go every AckWait/3, which must leave room for a
+		// round trip.
+		return fieldErr("AckWait", "must be at least %s, got %s", minAckWait, c.AckWait)
+	case c.LeaseTTL < lease.MinTTL: // the lease store's TTL
+		return fieldErr("LeaseTTL", "must be at least %s, got %s", lease.MinTTL, c.LeaseTTL)
+	case c.DrainTimeout < 0:
+		return fieldErr("DrainTimeout", "must be >= 0 (0: abandon at once), got %s", c.DrainTimeout)
+	case c.Clock == nil:
+		return fieldErr("Clock", "must be set (clock.Real)")
+	case !c.NodeRateUnlimited && !(c.NodeRate > 0 && !math.IsInf(c.NodeRate, 1)):
+		// 0 would be no call at all; no limit is NodeRateUnlimited.
+		return fieldErr("NodeRate", "must be > 0 calls per second (or unlimited), got %v", c.NodeRate)
 	}
-	if c.Consumer == "" {
-		c.Consumer = journal.ExecutorGroup(c.Cluster)
-	}
-	// The journal's own settings: its connection checked them (bus.Config).
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	for _, err := range []error{
-		setting("Concurrency", &c.Concurrency, DefaultConcurrency, CheckConcurrency),
-		setting("AckWait", &c.AckWait, DefaultAckWait, CheckAckWait),
-		setting("LeaseTTL", &c.LeaseTTL, DefaultLeaseTTL, lease.CheckTTL), // the lease store's TTL
-		setting("NodeRate", &c.NodeRate, DefaultNodeRate, CheckNodeRate),
-	} {
-		if err != nil {
-			return c, err
-		}
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
-	}
-	c.Clock = clock.Or(c.Clock)
-	if c.Metrics == nil {
-		c.Metrics = NewMetrics(nil)
-	}
-	if err := c.Policy.Validate(); err != nil {
-		return c, fmt.Errorf(p+"Policy: %w", err)
-	}
-	return c, nil
+	return c.Policy.Validate()
 }
 
-// setting defaults a zero field *v of Config to def, and checks one that
-// is set.
-func setting[T comparable](name string, v *T, def T, check func(T) error) error {
-	var zero T
-	if *v == zero {
-		*v = def
-		return nil
+// leaseConfig is the executor group's lease configuration for member.
+func (c Config) leaseConfig(member string, log zerolog.Logger) lease.Config {
+	lc := lease.DefaultConfig()
+	lc.Group, lc.Member, lc.Partitions, lc.Replicas = journal.ExecutorGroup(c.Cluster), member, c.Partitions, c.Replicas
+	// In-flight actions drain before their partitions are released.
+	lc.TTL, lc.Renew, lc.ReleaseTimeout = c.LeaseTTL, c.LeaseTTL/lease.RenewDivisor, c.DrainTimeout+5*time.Second
+	lc.Logger, lc.Clock = log, c.Clock
+	return lc
+}
+
+// perNode is NodeRate as newNodeRates counts it: 0 is no limit.
+func (c Config) perNode() float64 {
+	if c.NodeRateUnlimited {
+		return 0
 	}
-	if err := check(*v); err != nil {
-		return fmt.Errorf("executor.Config.%s %w", name, err)
-	}
-	return nil
+	return c.NodeRate
+}
+
+// fieldErr names a field of Config in an error of Validate.
+func fieldErr(field, format string, args ...any) error {
+	return fmt.Errorf("executor.Config."+field+": "+format, args...)
 }
 
 var errNilDependency = errors.New("executor: New needs a Proxmox and a journal")

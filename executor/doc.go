@@ -4,7 +4,9 @@
 //
 // # Usage
 //
-//	ex, err := executor.New(executor.Config{Cluster: "pve", Name: host}, pveClient, b, b.LeaseStore)
+//	cfg := executor.DefaultConfig() // a zero field is refused, not defaulted
+//	cfg.Cluster, cfg.Name = "pve", "executor@"+host
+//	ex, err := executor.New(cfg, pveClient, b, b.LeaseStore)
 //	...
 //	err = ex.Run(ctx) // until ctx ends; then drains in-flight actions
 //

@@ -66,9 +66,11 @@ type guestLock struct {
 // New validates cfg and returns an Executor. It does no I/O. leases opens
 // the store of the executor group's partition leases (bus.Bus.LeaseStore).
 func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
 	}
 	if px == nil || j == nil || leases == nil {
 		return nil, errNilDependency
@@ -90,22 +92,24 @@ func New(cfg Config, px Proxmox, j Journal, leases lease.Opener) (*Executor, err
 	if f, ok := px.(TaskFinder); ok {
 		e.finder = f
 	}
-	e.leases, err = lease.New(lease.Config{Group: cfg.Consumer, Member: e.member, Partitions: cfg.Partitions,
-		TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, ReleaseTimeout: max(cfg.DrainTimeout, 0) + 5*time.Second,
-		OnAcquire: e.startPartition, OnRelease: e.releasePartition, OnLost: e.losePartition, Logger: e.log,
-		Clock: cfg.Clock}, leases)
+	lc := cfg.leaseConfig(e.member, e.log)
+	lc.OnAcquire, lc.OnRelease, lc.OnLost = e.startPartition, e.releasePartition, e.losePartition
+	var err error
+	e.leases, err = lease.New(lc, leases)
 	if err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e.owner = e.leases
 	cfg.Metrics.add(e)
-	e.rates = newNodeRates(cfg.NodeRate, func() int { return len(e.leases.Members()) })
+	e.rates = newNodeRates(cfg.perNode(), func() int { return len(e.leases.Members()) })
 	e.failures = lograte.New(failLogRate, failLogBurst)
 	return e, nil
 }
 
 // ConsumerName is the durable consumer of partition p's actions.
-func (e *Executor) ConsumerName(p int) string { return journal.PartitionConsumer(e.cfg.Consumer, p) }
+func (e *Executor) ConsumerName(p int) string {
+	return journal.PartitionConsumer(journal.ExecutorGroup(e.cfg.Cluster), p)
+}
 
 // WorkSpec is the durable consumer of partition p that an owner of p
 // creates or updates: explicit acks, redelivery without limit after
@@ -172,7 +176,7 @@ func (e *Executor) Run(ctx context.Context) error {
 			e.log.Info().Strs("actions", ids).Dur("drain_timeout", e.cfg.DrainTimeout).
 				Msg("draining: waiting for the in-flight actions to finish (a second interrupt exits at once; they are resumed from the journal)")
 		}
-		if e.cfg.DrainTimeout < 0 {
+		if e.cfg.DrainTimeout == 0 {
 			cancelWork()
 			return
 		}

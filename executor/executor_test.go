@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -51,7 +50,7 @@ func TestPowerAndConfig(t *testing.T) {
 	v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(20 * time.Millisecond) })
 	v.addGuest(pvesim.GuestSpec{VMID: 101, Name: "web", Tags: []string{"b", "a"}})
 	v.addGuest(pvesim.GuestSpec{VMID: 201, Kind: pvesim.LXC, Name: "ct", Running: true})
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 
 	do := func(a events.Action, want events.ResultStatus) stored {
 		t.Helper()
@@ -134,15 +133,16 @@ func TestPowerAndConfig(t *testing.T) {
 // final result, as for any other task.
 func TestSlowConfigTask(t *testing.T) {
 	v := newEnv(t)
-	px, err := pve.New(pve.Config{URL: v.url, TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret,
-		ConfigTaskWait: time.Second})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.ConfigTaskWait = v.url, pvesimtest.TokenID, pvesimtest.TokenSecret, time.Second
+	px, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.px = px
 	v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(3 * time.Second) })
 	v.addGuest(pvesim.GuestSpec{VMID: 101})
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 	set := action(101, events.OpSetConfig)
 	// A new drive: a POST (a change without drives is a synchronous PUT).
 	set.Set = map[string]string{"scsi1": "local-lvm:1"}
@@ -222,7 +222,7 @@ func TestStaleActionSkipped(t *testing.T) {
 	for _, a := range []events.Action{a101, a102, a103, a104, a106, a107} {
 		v.publishAction(a)
 	}
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 
 	for _, tc := range []struct {
 		a      events.Action
@@ -264,7 +264,7 @@ func TestAlreadyInState(t *testing.T) {
 	v := newEnv(t)
 	v.addGuest(pvesim.GuestSpec{VMID: 101, Running: true})
 	v.addGuest(pvesim.GuestSpec{VMID: 102})
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 
 	start, stop, shut := action(101, events.OpStart), action(102, events.OpStop), action(102, events.OpShutdown)
 	for _, a := range []events.Action{start, stop} {
@@ -296,7 +296,7 @@ func TestFailures(t *testing.T) {
 	for _, id := range []int{101, 102, 103, 104} {
 		v.addGuest(pvesim.GuestSpec{VMID: id})
 	}
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 
 	t.Run("task fails", func(t *testing.T) {
 		v.faults(func(f *pvesim.Faults) { f.FailRate = 1 })
@@ -377,7 +377,7 @@ func TestUndecodableTerminated(t *testing.T) {
 	v.publish(events.KindAction, 102, mismatch, nil)
 	good := action(101, events.OpStart)
 	v.publishAction(good)
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 	v.waitResult(101, good.ID, events.ResultSucceeded)
 	eventually(t, "every action acknowledged or terminated", func() bool {
 		info := v.consumerInfo()

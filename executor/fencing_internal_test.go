@@ -22,7 +22,7 @@ func TestLostPartitionNeverMutates(t *testing.T) {
 	defer cancel()
 	b := bustest.New(t)
 	px := &gatedProxmox{gate: make(chan struct{}), issued: make(chan struct{})}
-	e, err := New(Unverified(Config{Name: "stale", Logger: zerolog.New(zerolog.NewTestWriter(t))}), px, b, b.LeaseStore)
+	e, err := New(Unverified(testConfig("stale", zerolog.New(zerolog.NewTestWriter(t)))), px, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestLateResultRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b := bustest.New(t)
-	e, err := New(Unverified(Config{Name: "late", Logger: zerolog.New(zerolog.NewTestWriter(t))}), &gatedProxmox{}, b, b.LeaseStore)
+	e, err := New(Unverified(testConfig("late", zerolog.New(zerolog.NewTestWriter(t)))), &gatedProxmox{}, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}

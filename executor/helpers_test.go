@@ -258,19 +258,22 @@ func (r *running) stop() error {
 }
 
 // run starts an executor over px (v.px if nil); cleanup stops it.
+// config is the tests' Config: the defaults, named exec-test,
+// redelivering after 2 s and abandoning in-flight actions at once (tests
+// leave nothing in flight they care about); then mods.
+func config(mods ...func(*executor.Config)) executor.Config {
+	cfg := executor.DefaultConfig()
+	cfg.Name, cfg.AckWait, cfg.DrainTimeout = "exec-test", 2*time.Second, 0
+	for _, m := range mods {
+		m(&cfg)
+	}
+	return cfg
+}
+
 func (v *env) run(cfg executor.Config, px executor.Proxmox) *running {
 	v.t.Helper()
 	if px == nil {
 		px = v.px
-	}
-	if cfg.Name == "" {
-		cfg.Name = "exec-test"
-	}
-	if cfg.AckWait == 0 {
-		cfg.AckWait = 2 * time.Second
-	}
-	if cfg.DrainTimeout == 0 {
-		cfg.DrainTimeout = -1 // tests leave nothing in flight they care about
 	}
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(v.t)).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 	ex, err := executor.New(executor.Unverified(cfg), px, v.b, v.b.LeaseStore)

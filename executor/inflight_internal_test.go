@@ -82,7 +82,9 @@ func TestRedeliveryWhileInProgress(t *testing.T) {
 	defer cancel()
 	b := bustest.New(t)
 	px := &gatedProxmox{gate: make(chan struct{}), issued: make(chan struct{})}
-	e, err := New(Unverified(Config{Name: "inflight", AckWait: time.Minute, Logger: zerolog.New(zerolog.NewTestWriter(t))}), px, b, b.LeaseStore)
+	cfg := testConfig("inflight", zerolog.New(zerolog.NewTestWriter(t)))
+	cfg.AckWait = time.Minute
+	e, err := New(Unverified(cfg), px, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}

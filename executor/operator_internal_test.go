@@ -36,7 +36,7 @@ func TestOperatorRequestsReadWithTheLasts(t *testing.T) {
 	defer cancel()
 	b := bustest.New(t)
 	j := &nextCounter{Journal: b}
-	e, err := New(Config{Name: "ops", Logger: zerolog.New(zerolog.NewTestWriter(t))}, &gatedProxmox{}, j, b.LeaseStore)
+	e, err := New(testConfig("ops", zerolog.New(zerolog.NewTestWriter(t))), &gatedProxmox{}, j, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}

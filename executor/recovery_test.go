@@ -44,7 +44,7 @@ func TestResumeJournalledTask(t *testing.T) {
 		Cluster: cluster, Op: a.Op, Status: events.ResultStarted, UPID: tr.UPID, Node: tr.Node, Executor: "dead-executor",
 	}, nil)
 
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 	r := v.waitResult(101, a.ID, "final")
 	if r.Status != events.ResultSucceeded || r.UPID != tr.UPID || r.Reason != "" || r.Observed == nil || r.Observed.Status != "running" {
 		t.Fatalf("resumed result: %+v", r.Result)
@@ -68,7 +68,7 @@ func TestAlreadyFinishedAcknowledged(t *testing.T) {
 		Meta: events.NewMeta("dead-executor", a.CorrelationID, time.Now()), ActionID: a.ID, VMID: 101,
 		Cluster: cluster, Op: a.Op, Status: events.ResultSucceeded, Executor: "dead-executor",
 	}, nil)
-	v.run(executor.Config{}, nil)
+	v.run(config(), nil)
 	eventually(t, "the action acknowledged", func() bool {
 		info := v.consumerInfo()
 		return info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= seq
@@ -123,7 +123,7 @@ func TestUnjournalledTask(t *testing.T) {
 				// stopped.)
 				v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Second) })
 			}
-			cfg := executor.Config{AckWait: 300 * time.Millisecond}
+			cfg := config(func(c *executor.Config) { c.AckWait = 300 * time.Millisecond })
 			hang := issueThenHang{Proxmox: v.px, issued: make(chan pve.TaskRef, 1)}
 			first := v.run(cfg, hang)
 			a := action(101, events.OpStart)
@@ -176,15 +176,21 @@ func TestHelperProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	log := zerolog.New(os.Stderr).With().Timestamp().Str("process", "child").Logger()
-	b, err := bus.Connect(ctx, bus.Config{URLs: os.Getenv("CONVERGE_NATS_URL"), Name: "crash-child", Logger: log})
+	bc := bus.DefaultConfig()
+	bc.URLs, bc.Name, bc.Logger = os.Getenv("CONVERGE_NATS_URL"), "crash-child", log
+	b, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := pve.New(pve.Config{URL: os.Getenv("PVE_URL"), TokenID: simToken, TokenSecret: simSecret})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = os.Getenv("PVE_URL"), simToken, simSecret
+	px, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(executor.Unverified(executor.Config{Name: "child", AckWait: time.Second, Logger: log}), px, b, b.LeaseStore)
+	ex, err := executor.New(executor.Unverified(config(func(c *executor.Config) {
+		c.Name, c.AckWait, c.DrainTimeout, c.Logger = "child", time.Second, executor.DefaultDrainTimeout, log
+	})), px, b, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +265,7 @@ func TestCrashKill(t *testing.T) {
 		t.Fatalf("the killed child journalled a final result: %+v", rs)
 	}
 
-	second := v.run(executor.Config{Name: "second", AckWait: time.Second}, nil)
+	second := v.run(config(func(c *executor.Config) { c.Name, c.AckWait = "second", time.Second }), nil)
 	r := v.waitResult(101, a.ID, "final")
 	// The ack follows the final result; this executor abandons work on
 	// stop (DrainTimeout -1), so let the ack land first.

@@ -66,8 +66,9 @@ func newXHarness(t *testing.T) *xharness {
 	noLeases := func(context.Context, time.Duration, int) (lease.Store, error) {
 		return nil, errors.New("no lease store")
 	}
-	e, err := New(Config{Name: "executor@test", AckWait: 3 * time.Second, Clock: autoClock{h.clk},
-		Logger: zerolog.New(zerolog.NewTestWriter(t))}, h.px, h.j, noLeases)
+	cfg := testConfig("executor@test", zerolog.New(zerolog.NewTestWriter(t)))
+	cfg.AckWait, cfg.Clock = 3*time.Second, autoClock{h.clk}
+	e, err := New(cfg, h.px, h.j, noLeases)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func BenchmarkPlanConverged(b *testing.B) {
 func BenchmarkPlannerMemory(b *testing.B) {
 	const guests = 100000
 	for b.Loop() {
-		e, err := NewEngine(Config{Name: "bench"})
+		e, err := NewEngine(configNamed("bench"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,15 +3,14 @@ package planner
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/projector"
 )
 
-// Policy are the knobs of Plan. Zero fields take the defaults of
-// [DefaultPolicy]; [Policy.Validate] fills and checks them in one place.
+// Policy are the knobs of Plan. Start from [DefaultPolicy]: a field left
+// zero is refused by [Policy.Validate], not read as its default.
 // The running planner publishes the policy it plans with in its cluster
 // document, so that a dry run (`converge plan`) decides as it does.
 type Policy struct {
@@ -28,8 +27,9 @@ type Policy struct {
 	// RestartWindow, if set, confines those restarts to a weekly window
 	// in Location's time, e.g. "Sat 02:00-05:00" (ParseWindow).
 	RestartWindow string `json:"restart_window,omitempty"`
-	// Location is the time zone of RestartWindow (default time.Local:
-	// the deployment's local time).
+	// Location is the time zone of RestartWindow: the deployment's local
+	// time by default. Nil reads as time.Local too: a policy decoded from
+	// a planner's cluster document carries none.
 	Location *time.Location `json:"-"`
 	// ShutdownTimeout bounds a graceful shutdown before it is forced.
 	ShutdownTimeout time.Duration `json:"shutdown_timeout_ns"`
@@ -94,46 +94,27 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// orDefault sets a zero *v to def.
-func orDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
-
-// Validate fills zero fields with defaults and checks the rest.
-func (p *Policy) Validate() error {
-	d := DefaultPolicy()
-	orDefault(&p.ObserverTimeout, d.ObserverTimeout)
-	orDefault(&p.Restart, d.Restart)
-	if p.Location == nil {
-		p.Location = time.Local
-	}
+// Validate refuses a Policy that makes no sense, naming the field.
+func (p Policy) Validate() error {
+	const f = "planner.Policy."
 	if _, err := ParseWindow(p.RestartWindow); err != nil {
-		return fmt.Errorf("restart window: %w", err)
-	}
-	orDefault(&p.ShutdownTimeout, d.ShutdownTimeout)
-	orDefault(&p.BackoffBase, d.BackoffBase)
-	orDefault(&p.BackoffMax, d.BackoffMax)
-	orDefault(&p.MaxBurst, d.MaxBurst)
-	if p.Restart != events.RestartNever && p.Restart != events.RestartAllowed {
-		return fmt.Errorf("restart policy must be %q or %q, got %q", events.RestartNever, events.RestartAllowed, p.Restart)
-	}
-	if err := CheckSnapshotKeep(p.SnapshotKeep); err != nil {
-		return fmt.Errorf("snapshot keep %w", err)
+		return fmt.Errorf(f+"RestartWindow: %w", err)
 	}
 	switch {
+	case p.ObserverTimeout <= 0:
+		return fmt.Errorf(f+"ObserverTimeout: must be > 0, got %v", p.ObserverTimeout)
+	case p.Restart != events.RestartNever && p.Restart != events.RestartAllowed:
+		return fmt.Errorf(f+"Restart: must be %q or %q, got %q", events.RestartNever, events.RestartAllowed, p.Restart)
+	case p.ShutdownTimeout < time.Second:
+		return fmt.Errorf(f+"ShutdownTimeout: must be >= 1s, got %v", p.ShutdownTimeout)
+	case p.BackoffBase <= 0:
+		return fmt.Errorf(f+"BackoffBase: must be > 0, got %v", p.BackoffBase)
+	case p.BackoffMax < p.BackoffBase:
+		return fmt.Errorf(f+"BackoffMax: must be >= BackoffBase (%v), got %v", p.BackoffBase, p.BackoffMax)
 	case p.MaxBurst < 1:
-		return fmt.Errorf("planner.Policy.MaxBurst must be >= 1, got %d", p.MaxBurst)
-	case p.ObserverTimeout < 0:
-		return fmt.Errorf("planner.Policy.ObserverTimeout must be > 0, got %v", p.ObserverTimeout)
-	}
-	if err := CheckShutdownTimeout(p.ShutdownTimeout); err != nil {
-		return fmt.Errorf("planner.Policy.ShutdownTimeout %w", err)
-	}
-	if p.BackoffBase <= 0 || p.BackoffMax < p.BackoffBase {
-		return fmt.Errorf("planner.Policy backoff must satisfy 0 < BackoffBase <= BackoffMax, got %v..%v", p.BackoffBase, p.BackoffMax)
+		return fmt.Errorf(f+"MaxBurst: must be >= 1, got %d", p.MaxBurst)
+	case p.SnapshotKeep < 0:
+		return fmt.Errorf(f+"SnapshotKeep: must be >= 0 (0: keep all), got %d", p.SnapshotKeep)
 	}
 	return nil
 }
@@ -164,20 +145,18 @@ func (p Policy) Backoff(vmid, n int) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
-// Config configures an [Engine]. Zero fields take the defaults below;
-// [Config.Validate] fills and checks them.
+// Config configures an [Engine]. Start from [DefaultConfig]: a field left
+// zero is refused by [Config.Validate], not read as its default.
 type Config struct {
-	// Cluster is the Proxmox cluster whose events the engine folds
-	// (default events.DefaultCluster).
+	// Cluster is the Proxmox cluster whose events the engine folds.
 	Cluster string
 	// Auth, if set, checks desired events' signatures (signed mode,
 	// docs/signing.md).
 	Auth *projector.Auth `json:"-"`
-	// Name identifies the planner as the publisher of its actions
-	// (default "planner").
+	// Name identifies the planner as the publisher of its actions.
 	Name string
 	// Partitions is the journal's partition count, which leases are held
-	// for (default 16, the stream's default).
+	// for.
 	Partitions int
 	Policy     Policy
 	// Limits are the cluster-wide limits on actions (per node, the
@@ -189,8 +168,11 @@ type Config struct {
 	// FlushInterval is how often changed view documents are handed out.
 	FlushInterval time.Duration
 	// CheckpointInterval is how often the fold is handed out as a
-	// checkpoint while it advances (negative: never).
+	// checkpoint while it advances, unless CheckpointOff.
 	CheckpointInterval time.Duration
+	// CheckpointOff hands out no checkpoint: a restarted planner folds
+	// the whole journal.
+	CheckpointOff bool
 	// DecodeWorkers decode a batch in parallel while the engine catches
 	// up (nothing is planned then); 1 decodes as it folds.
 	DecodeWorkers int
@@ -220,115 +202,33 @@ const (
 // DefaultConfig returns the defaults above.
 func DefaultConfig() Config {
 	return Config{Cluster: events.DefaultCluster, Name: "planner", Partitions: DefaultPartitions, Policy: DefaultPolicy(),
-		FullPassInterval: DefaultFullPassInterval, FlushInterval: DefaultFlushInterval,
+		Limits: DefaultLimits(), FullPassInterval: DefaultFullPassInterval, FlushInterval: DefaultFlushInterval,
 		CheckpointInterval: DefaultCheckpointInterval, DecodeWorkers: 1}
 }
 
-// Validate fills zero fields with defaults and checks the rest.
-func (c *Config) Validate() error {
-	d := DefaultConfig()
-	orDefault(&c.Cluster, d.Cluster)
+// Validate refuses a Config that makes no sense, naming the field (of its
+// Policy and Limits too).
+func (c Config) Validate() error {
+	const f = "planner.Config."
 	if err := events.ValidateCluster(c.Cluster); err != nil {
-		return fmt.Errorf("planner.Config.Cluster: %w", err)
+		return fmt.Errorf(f+"Cluster: %w", err)
 	}
-	orDefault(&c.Name, d.Name)
-	orDefault(&c.Partitions, d.Partitions)
-	orDefault(&c.FullPassInterval, d.FullPassInterval)
-	orDefault(&c.FlushInterval, d.FlushInterval)
-	orDefault(&c.CheckpointInterval, d.CheckpointInterval)
-	orDefault(&c.DecodeWorkers, d.DecodeWorkers)
 	switch {
+	case c.Name == "":
+		return errors.New(f + "Name: must be set")
 	case c.Partitions < 1 || c.Partitions > 1024:
-		return fmt.Errorf("planner.Config.Partitions must be within 1..1024, got %d", c.Partitions)
-	case c.FullPassInterval < 0:
-		return fmt.Errorf("planner.Config.FullPassInterval must be > 0, got %v", c.FullPassInterval)
-	case c.FlushInterval < 0:
-		return fmt.Errorf("planner.Config.FlushInterval must be > 0, got %v", c.FlushInterval)
+		return fmt.Errorf(f+"Partitions: must be within 1..1024, got %d", c.Partitions)
+	case c.FullPassInterval <= 0:
+		return fmt.Errorf(f+"FullPassInterval: must be > 0, got %v", c.FullPassInterval)
+	case c.FlushInterval <= 0:
+		return fmt.Errorf(f+"FlushInterval: must be > 0, got %v", c.FlushInterval)
+	case !c.CheckpointOff && c.CheckpointInterval <= 0:
+		return fmt.Errorf(f+"CheckpointInterval: must be > 0 (or off), got %v", c.CheckpointInterval)
 	case c.DecodeWorkers < 1:
-		return fmt.Errorf("planner.Config.DecodeWorkers must be >= 1, got %d", c.DecodeWorkers)
+		return fmt.Errorf(f+"DecodeWorkers: must be >= 1, got %d", c.DecodeWorkers)
 	}
-	if err := c.Limits.validate(); err != nil {
-		return fmt.Errorf("planner.Config.Limits: %w", err)
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
 	return c.Policy.Validate()
-}
-
-// The settings an operator gives (flags), one at a time. In a Config, a
-// Policy or Limits a zero field means "the default"; given by an
-// operator, zero is a value, and refused where it means nothing. Any
-// other value is checked as Validate checks the field. Each error reads
-// after the setting's name.
-
-// CheckShutdownTimeout checks Policy.ShutdownTimeout as given.
-func CheckShutdownTimeout(d time.Duration) error {
-	if d < time.Second {
-		return fmt.Errorf("must be >= 1s, got %v", d)
-	}
-	return nil
-}
-
-// CheckSnapshotKeep checks Policy.SnapshotKeep as given (0: keep all).
-func CheckSnapshotKeep(n int) error {
-	if n < 0 {
-		return fmt.Errorf("must be >= 0, got %d", n)
-	}
-	return nil
-}
-
-// CheckCheckpointInterval checks Config.CheckpointInterval as given
-// (negative: never).
-func CheckCheckpointInterval(d time.Duration) error {
-	if d == 0 {
-		return errors.New("must be > 0, or negative for never, got 0s")
-	}
-	return nil
-}
-
-// CheckNodeConcurrency checks Limits.NodeConcurrency as given (negative:
-// no limit).
-func CheckNodeConcurrency(n int) error {
-	return given(n, "must be >= 1, or negative for no limit, got 0", func() error { return (&Limits{NodeConcurrency: n}).validate() })
-}
-
-// CheckCloneConcurrency checks Limits.CloneConcurrency as given
-// (negative: no limit).
-func CheckCloneConcurrency(n int) error {
-	return given(n, "must be >= 1, or negative for no limit, got 0", func() error { return (&Limits{CloneConcurrency: n}).validate() })
-}
-
-// CheckCreateRate checks Limits.CreateRate as given (negative: no limit).
-func CheckCreateRate(n int) error {
-	return given(n, "must be >= 1, or negative for no limit, got 0", func() error { return (&Limits{CreateRate: n}).validate() })
-}
-
-// CheckGuardWindow checks Limits.GuardWindow as given.
-func CheckGuardWindow(d time.Duration) error {
-	return given(d, "must be > 0, got 0s", func() error { return (&Limits{GuardWindow: d}).validate() })
-}
-
-// CheckGuardShare checks Limits.GuardShare as given (a Limits reads 0 as
-// the default share; NaN, which Limits' validate lets through, is none).
-func CheckGuardShare(s float64) error {
-	if math.IsNaN(s) {
-		return errors.New("must be within (0, 1], got NaN")
-	}
-	return given(s, "must be within (0, 1], got 0", func() error { return (&Limits{GuardShare: s}).validate() })
-}
-
-// CheckGuardMin checks Limits.GuardMin as given.
-func CheckGuardMin(n int) error {
-	return given(n, "must be >= 1, got 0", func() error { return (&Limits{GuardMin: n}).validate() })
-}
-
-// CheckMaxGuests checks Limits.MaxGuests as given (0: no cap).
-func CheckMaxGuests(n int) error { return (&Limits{MaxGuests: n}).validate() }
-
-// given refuses a zero setting, saying why, and checks any other with
-// check (the setting in an otherwise default value).
-func given[T comparable](v T, zero string, check func() error) error {
-	var z T
-	if v == z {
-		return errors.New(zero)
-	}
-	return check()
 }

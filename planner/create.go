@@ -73,11 +73,11 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 			return wait("max_guests", fmt.Sprintf("waiting: %d managed guests exist or are being created (--max-guests %d)", n, lim.MaxGuests), now.Add(maxGuestsRetry))
 		}
 	}
-	if lim.CreateRate > 0 {
-		if n, oldest := e.createdRecently(now); n >= lim.CreateRate {
-			return wait("create_rate", fmt.Sprintf("waiting: %d clones started within the last minute (--create-rate %d a minute)", n, lim.CreateRate), oldest.Add(createWindow))
+	if rate := lim.create(); rate > 0 {
+		if n, oldest := e.createdRecently(now); n >= rate {
+			return wait("create_rate", fmt.Sprintf("waiting: %d clones started within the last minute (--create-rate %d a minute)", n, rate), oldest.Add(createWindow))
 		}
-		claims = append(claims, Claim{Key: CreateKey(e.cfg.Cluster), Limit: lim.CreateRate, Window: createWindow})
+		claims = append(claims, Claim{Key: CreateKey(e.cfg.Cluster), Limit: rate, Window: createWindow})
 	}
 	a := events.Action{Op: step.Op, Clone: step.Clone, Kind: step.Kind}
 	if key := templateSlot(&a); key != "" {
@@ -86,12 +86,12 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 		}
 		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: 1})
 	}
-	if key := storageSlot(&a); key != "" && lim.CloneConcurrency > 0 {
-		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, lim.CloneConcurrency, false)
+	if key, slots := storageSlot(&a), lim.clone(); key != "" && slots > 0 {
+		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, slots, false)
 		if !ok {
-			return wait("storage", fmt.Sprintf("waiting for storage %s: %d of %d full clones running (--clone-concurrency), %d guests ahead", key, inUse, lim.CloneConcurrency, ahead), time.Time{})
+			return wait("storage", fmt.Sprintf("waiting for storage %s: %d of %d full clones running (--clone-concurrency), %d guests ahead", key, inUse, slots, ahead), time.Time{})
 		}
-		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: lim.CloneConcurrency})
+		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: slots})
 	}
 	return d, claims, false
 }

@@ -19,8 +19,10 @@ func TestBehindPlansEachGuestOnceOnItsNewestDesired(t *testing.T) {
 		seq  uint64
 	}
 	var plans []plan
-	e, err := NewEngine(Config{Name: "t", Policy: Policy{ObserveOnly: true},
-		OnDecision: func(v *projector.View, _ Decision) { plans = append(plans, plan{v.VMID, v.DesiredSeq}) }})
+	cfg := configNamed("t")
+	cfg.Policy.ObserveOnly = true
+	cfg.OnDecision = func(v *projector.View, _ Decision) { plans = append(plans, plan{v.VMID, v.DesiredSeq}) }
+	e, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

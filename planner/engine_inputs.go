@@ -173,14 +173,14 @@ func (e *Engine) CheckpointWritten(err error) {
 // FinalCheckpoint is the checkpoint to write at shutdown: the fold, if it
 // advanced since the last one and checkpoints are on; nil otherwise.
 func (e *Engine) FinalCheckpoint() *projector.Snapshot {
-	if !e.caughtUp || e.proj.LastSeq <= e.lastCkptSeq || e.cfg.CheckpointInterval <= 0 {
+	if !e.caughtUp || e.proj.LastSeq <= e.lastCkptSeq || e.cfg.CheckpointOff {
 		return nil
 	}
 	return e.proj.Snapshot()
 }
 
 // DisableCheckpoints stops checkpoints: there is nowhere to keep them.
-func (e *Engine) DisableCheckpoints() { e.cfg.CheckpointInterval = -1 }
+func (e *Engine) DisableCheckpoints() { e.cfg.CheckpointOff = true }
 
 // Shutdown flushes the documents still to write (their Flush is in the
 // next Ready).

@@ -117,10 +117,10 @@ func (e *Engine) syncBusyThen(v *projector.View, now time.Time, first func()) {
 		return
 	}
 	for _, freed := range freedNodes {
-		e.planHeads(&e.lim, freed, e.cfg.Limits.NodeConcurrency, now)
+		e.planHeads(&e.lim, freed, e.cfg.Limits.node(), now)
 	}
 	for _, freed := range freedStorage {
-		e.planHeads(&e.slim, freed, e.cfg.Limits.CloneConcurrency, now)
+		e.planHeads(&e.slim, freed, e.cfg.Limits.clone(), now)
 	}
 	for _, freed := range freedTpl {
 		e.planHeads(&e.tlim, freed, 1, now)
@@ -228,7 +228,7 @@ func (e *Engine) tick(now time.Time) {
 // maybeCheckpoint hands out a copy of the fold when one is due and none is
 // being written.
 func (e *Engine) maybeCheckpoint(now time.Time) {
-	if e.cfg.CheckpointInterval < 0 || e.proj.LastSeq <= e.lastCkptSeq || now.Sub(e.lastCkpt) < e.cfg.CheckpointInterval || e.ckptBusy {
+	if e.cfg.CheckpointOff || e.proj.LastSeq <= e.lastCkptSeq || now.Sub(e.lastCkpt) < e.cfg.CheckpointInterval || e.ckptBusy {
 		return
 	}
 	e.out.Checkpoint = e.proj.Snapshot()
@@ -276,10 +276,10 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		e.lim.dequeue(v.VMID)
 		e.slim.dequeue(v.VMID)
 		e.tlim.dequeue(v.VMID)
-	} else if node := e.lim.queued[v.VMID].node; node != "" && !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.NodeConcurrency {
+	} else if node := e.lim.queued[v.VMID].node; node != "" && !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.node() {
 		// Room, but others are first in line: they go now.
 		e.inHeads = true
-		e.planHeads(&e.lim, node, e.cfg.Limits.NodeConcurrency, now)
+		e.planHeads(&e.lim, node, e.cfg.Limits.node(), now)
 		e.inHeads = false
 	}
 	if e.cfg.OnDecision != nil {

@@ -12,7 +12,9 @@ import (
 // convergedEngine is an engine caught up on 100,000 converged guests.
 func convergedEngine(b testing.TB, guests int) *Engine {
 	// Observations stay fresh however far a benchmark's clock goes.
-	e, err := NewEngine(Config{Name: "bench", Policy: Policy{ObserverTimeout: 1000 * time.Hour}})
+	cfg := configNamed("bench")
+	cfg.Policy.ObserverTimeout = 1000 * time.Hour
+	e, err := NewEngine(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestGrant(t *testing.T) {
 // Live: a node entry takes room while its action is handed out or in
 // flight, or (not yet folded) for claimGrace; a guard entry for its window.
 func TestLive(t *testing.T) {
-	e, err := NewEngine(Config{})
+	e, err := NewEngine(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

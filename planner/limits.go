@@ -16,8 +16,9 @@ import (
 type Limits struct {
 	// NodeConcurrency is the most actions in flight per Proxmox node
 	// (each is at most one task at a time; a migration counts on its
-	// source and its target). Negative: no limit.
-	NodeConcurrency int `json:"node_concurrency"`
+	// source and its target), unless NodeConcurrencyUnlimited.
+	NodeConcurrency          int  `json:"node_concurrency"`
+	NodeConcurrencyUnlimited bool `json:"node_concurrency_unlimited,omitempty"`
 	// GuardWindow, GuardShare and GuardMin are the mass-change guard:
 	// within GuardWindow at most max(GuardShare × managed guests,
 	// GuardMin) guests may be shut down, stopped, rebooted, migrated or destroyed; beyond that
@@ -29,12 +30,14 @@ type Limits struct {
 	GuardMin    int           `json:"guard_min"`
 	// CloneConcurrency is the most full clones at once onto one storage
 	// (a full clone holds the storage's lock while it allocates; parallel
-	// ones time out on it). Linked clones count against the node only.
-	// Negative: no limit.
-	CloneConcurrency int `json:"clone_concurrency"`
+	// ones time out on it), unless CloneConcurrencyUnlimited. Linked
+	// clones count against the node only.
+	CloneConcurrency          int  `json:"clone_concurrency"`
+	CloneConcurrencyUnlimited bool `json:"clone_concurrency_unlimited,omitempty"`
 	// CreateRate is the most clones started per minute across the
-	// cluster. Negative: no limit.
-	CreateRate int `json:"create_rate"`
+	// cluster, unless CreateRateUnlimited.
+	CreateRate          int  `json:"create_rate"`
+	CreateRateUnlimited bool `json:"create_rate_unlimited,omitempty"`
 	// MaxGuests caps the managed guests that exist (or are being
 	// created): beyond it, creations wait. 0: no cap.
 	MaxGuests int `json:"max_guests,omitempty"`
@@ -66,25 +69,45 @@ const (
 	refusedRetry = time.Second
 )
 
-// validate fills zero fields with defaults and checks the rest.
-func (l *Limits) validate() error {
-	orDefault(&l.NodeConcurrency, DefaultNodeConcurrency)
-	orDefault(&l.GuardWindow, DefaultGuardWindow)
-	orDefault(&l.GuardShare, DefaultGuardShare)
-	orDefault(&l.GuardMin, DefaultGuardMin)
-	orDefault(&l.CloneConcurrency, DefaultCloneConcurrency)
-	orDefault(&l.CreateRate, DefaultCreateRate)
+// DefaultLimits returns the defaults above (no cap on guests).
+func DefaultLimits() Limits {
+	return Limits{NodeConcurrency: DefaultNodeConcurrency, GuardWindow: DefaultGuardWindow, GuardShare: DefaultGuardShare,
+		GuardMin: DefaultGuardMin, CloneConcurrency: DefaultCloneConcurrency, CreateRate: DefaultCreateRate}
+}
+
+// Validate refuses Limits that make no sense, naming the field. A limit of
+// 0 would let nothing through: no limit is its Unlimited field.
+func (l Limits) Validate() error {
+	const f = "planner.Limits."
 	switch {
-	case l.GuardWindow < 0:
-		return fmt.Errorf("guard window must be > 0, got %v", l.GuardWindow)
-	case l.GuardShare < 0 || l.GuardShare > 1:
-		return fmt.Errorf("guard share must be within 0..1, got %v", l.GuardShare)
+	case !l.NodeConcurrencyUnlimited && l.NodeConcurrency < 1:
+		return fmt.Errorf(f+"NodeConcurrency: must be >= 1 (or unlimited), got %d", l.NodeConcurrency)
+	case !l.CloneConcurrencyUnlimited && l.CloneConcurrency < 1:
+		return fmt.Errorf(f+"CloneConcurrency: must be >= 1 (or unlimited), got %d", l.CloneConcurrency)
+	case !l.CreateRateUnlimited && l.CreateRate < 1:
+		return fmt.Errorf(f+"CreateRate: must be >= 1 (or unlimited), got %d", l.CreateRate)
+	case l.GuardWindow <= 0:
+		return fmt.Errorf(f+"GuardWindow: must be > 0, got %v", l.GuardWindow)
+	case !(l.GuardShare > 0 && l.GuardShare <= 1): // NaN too
+		return fmt.Errorf(f+"GuardShare: must be within (0, 1], got %v", l.GuardShare)
 	case l.GuardMin < 1:
-		return fmt.Errorf("guard minimum must be >= 1, got %d", l.GuardMin)
+		return fmt.Errorf(f+"GuardMin: must be >= 1, got %d", l.GuardMin)
 	case l.MaxGuests < 0:
-		return fmt.Errorf("max guests must be >= 0 (0: no cap), got %d", l.MaxGuests)
+		return fmt.Errorf(f+"MaxGuests: must be >= 0 (0: no cap), got %d", l.MaxGuests)
 	}
 	return nil
+}
+
+// The limits as the engine counts them: 0 is no limit there.
+func (l Limits) node() int   { return unlimited(l.NodeConcurrency, l.NodeConcurrencyUnlimited) }
+func (l Limits) clone() int  { return unlimited(l.CloneConcurrency, l.CloneConcurrencyUnlimited) }
+func (l Limits) create() int { return unlimited(l.CreateRate, l.CreateRateUnlimited) }
+
+func unlimited(n int, off bool) int {
+	if off {
+		return 0
+	}
+	return n
 }
 
 // Disruptive reports whether an operation interrupts the guest (or, a
@@ -244,18 +267,18 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 			}
 		}
 	}
-	if lim.NodeConcurrency > 0 && node != "" {
+	if slots := lim.node(); slots > 0 && node != "" {
 		var nodeClaims []Claim
 		for _, n := range actionNodes(node, step.Op, step.Migrate) {
-			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, lim.NodeConcurrency, continuing(v))
+			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, slots, continuing(v))
 			if !ok {
 				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
-					n, inUse, lim.NodeConcurrency, ahead, d.Status.Reason)
+					n, inUse, slots, ahead, d.Status.Reason)
 				d.Status.Limit = "node"
 				d.Steps = nil
 				return d, nil, true
 			}
-			nodeClaims = append(nodeClaims, Claim{Key: NodeKey(e.cfg.Cluster, n), Limit: lim.NodeConcurrency})
+			nodeClaims = append(nodeClaims, Claim{Key: NodeKey(e.cfg.Cluster, n), Limit: slots})
 		}
 		// Nodes first: the ledger grants them before the guard's entry, so
 		// a refused node never spends the guard's budget.

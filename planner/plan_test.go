@@ -20,7 +20,7 @@ func fresh() projector.ClusterState {
 func ptr[T any](v T) *T { return &v }
 
 func policy() Policy {
-	p := Policy{}
+	p := DefaultPolicy()
 	if err := p.Validate(); err != nil {
 		panic(err)
 	}

@@ -52,7 +52,8 @@ var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, now: t0, lost: map[int]bool{}, lastAction: map[int]planner.Publish{}, guests: map[int]bool{}}
-	h.cfg = planner.Config{Name: "planner@test", Owner: h}
+	h.cfg = planner.DefaultConfig()
+	h.cfg.Name, h.cfg.Owner = "planner@test", h
 	h.cfg.Policy.Location = time.UTC // restart windows in the script's time
 	return h
 }
@@ -101,7 +102,10 @@ func (h *harness) config(args []string) (string, error) {
 		case "restart-window":
 			h.cfg.Policy.RestartWindow = strings.ReplaceAll(v, "_", " ")
 		case "node-concurrency":
-			h.cfg.Limits.NodeConcurrency, err = strconv.Atoi(v)
+			h.cfg.Limits.NodeConcurrencyUnlimited = v == "unlimited"
+			if !h.cfg.Limits.NodeConcurrencyUnlimited {
+				h.cfg.Limits.NodeConcurrency, err = strconv.Atoi(v)
+			}
 		case "guard-min":
 			h.cfg.Limits.GuardMin, err = strconv.Atoi(v)
 		case "allow-destroy":

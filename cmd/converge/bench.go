@@ -16,12 +16,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/converge-pve/converge/internal/bench"
-	"github.com/converge-pve/converge/internal/bus"
-	"github.com/converge-pve/converge/internal/pvesim"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
-	o := bench.Options{}
+	o := bench.DefaultOptions()
 	var cpuProfile, memProfile string
 	var simProcess bool
 	var prox proxmoxBench
@@ -39,6 +37,19 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 			if err := prox.check(cmd); err != nil {
 				return err
 			}
+			// Sized by the estate and the rate unless given.
+			sized := o
+			sized.FollowGuests()
+			for name, v := range map[string]*int{"changes": &o.Changes, "burst-changes": &o.BurstChanges, "latency-changes": &o.LatencyN} {
+				if !cmd.Flags().Changed(name) {
+					*v = map[string]int{"changes": sized.Changes, "burst-changes": sized.BurstChanges, "latency-changes": sized.LatencyN}[name]
+				}
+			}
+			var deprecated string
+			if o.BurstChanges < 0 {
+				deprecated = fmt.Sprintf("--burst-changes %d: a negative value is deprecated, give --burst-changes 0", o.BurstChanges)
+				o.BurstChanges = 0
+			}
 			if o.PhaseProfiles != "" && cpuProfile != "" {
 				// The runtime runs one CPU profile at a time.
 				return usageError{errors.New("--phase-profiles and --cpuprofile: give one of them")}
@@ -51,6 +62,9 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 			log, err := g.logger()
 			if err != nil {
 				return err
+			}
+			if deprecated != "" {
+				log.Warn().Msg(deprecated)
 			}
 			// The roles' routine logs would drown the table: warnings and
 			// errors only, unless debugging.
@@ -92,11 +106,11 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 				// Every allocation sampled, so that per-action figures are exact.
 				runtime.MemProfileRate = 4096
 			}
-			if o.ResourcesLag == 0 {
-				o.ResourcesLag = -1 // live (bench.Options takes 0 for Proxmox's cycle)
-			}
 			if prox.profile == profileProxmox {
 				return prox.run(cmd, g, o, memProfile, tty)
+			}
+			if err := o.Validate(); err != nil {
+				return usageError{flagError(err)}
 			}
 			rep, det, err := bench.Run(cmd.Context(), o)
 			if memProfile != "" && err == nil {
@@ -156,23 +170,23 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&o.Guests, "guests", bench.DefaultGuests, "guests in the simulator")
-	fl.IntVar(&o.Changes, "changes", 0, "desired changes in the throughput run (default: one per guest, each an action)")
-	fl.IntVar(&o.BurstChanges, "burst-changes", 0, "changes of the coalesced burst run after it (default ten per guest; -1 skips it)")
-	fl.IntVar(&o.Rate, "rate", bench.DefaultRate, "changes per second of the latency run")
+	fl.IntVar(&o.Guests, "guests", o.Guests, "guests in the simulator")
+	fl.IntVar(&o.Changes, "changes", o.Changes, "desired changes in the throughput run (default: one per guest, each an action)")
+	fl.IntVar(&o.BurstChanges, "burst-changes", o.BurstChanges, "changes of the coalesced burst run after it (default ten per guest; 0 skips it; a negative value, deprecated, skips it too)")
+	fl.IntVar(&o.Rate, "rate", o.Rate, "changes per second of the latency run")
 	fl.IntSliceVar(&o.LatencyAt, "latency-at", nil, "also run the latency run with the simulator grown to these guest counts (e.g. 100000)")
-	fl.IntVar(&o.LatencyN, "latency-changes", 0, "changes in the latency run (default min(5 s × rate, guests))")
-	fl.IntVar(&o.Partitions, "partitions", bus.DefaultPartitions, "vmid partitions of the journal")
-	fl.IntVar(&o.Executors, "executors", 1, "executor instances")
-	fl.IntVar(&o.Concurrency, "executor-concurrency", bench.DefaultConcurrency, "actions each executor runs at once")
+	fl.IntVar(&o.LatencyN, "latency-changes", o.LatencyN, "changes in the latency run (default min(5 s × rate, guests))")
+	fl.IntVar(&o.Partitions, "partitions", o.Partitions, "vmid partitions of the journal")
+	fl.IntVar(&o.Executors, "executors", o.Executors, "executor instances")
+	fl.IntVar(&o.Concurrency, "executor-concurrency", o.Concurrency, "actions each executor runs at once")
 	fl.DurationVar(&o.TaskLatency, "task-latency", 0, "how long each simulated Proxmox task runs (scale-out runs)")
-	fl.DurationVar(&o.ResourcesLag, "sim-resources-lag", pvesim.DefaultPvestatdCycle, "the simulator's pvestatd cycle: how often each node updates /cluster/resources (0: live)")
+	fl.DurationVar(&o.ResourcesLag, "sim-resources-lag", o.ResourcesLag, "the simulator's pvestatd cycle: how often each node updates /cluster/resources (0: live)")
 	fl.BoolVar(&simProcess, "sim-process", false, "run the simulator as \"converge sim\" in a process of its own (its CPU is then reported apart)")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fl.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")
 	fl.StringVar(&o.PhaseProfiles, "phase-profiles", "", "write CPU and allocation profiles and an execution trace of the throughput run, the burst and each latency run alone, and each latency run's changes with their times, to this directory (docs/benchmarks.md)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
-	prox.addFlags(fl)
+	prox.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
 	return cmd
 }
 

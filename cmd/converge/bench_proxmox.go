@@ -13,9 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/bench"
-	"github.com/converge-pve/converge/planner"
 )
 
 // Bench profiles: what `converge bench --profile` measures.
@@ -29,6 +27,8 @@ const (
 type proxmoxBench struct {
 	profile string
 	o       bench.ProxmoxOptions
+	// deprecated are warnings about flags given in a deprecated form.
+	deprecated []string
 }
 
 // The flags each profile alone takes; any other is common to both.
@@ -39,16 +39,18 @@ var (
 		"baseline-parallelism", "baseline-poll"}
 )
 
-func (p *proxmoxBench) addFlags(fl *pflag.FlagSet) {
+func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
+	p.o = bench.DefaultProxmoxOptions()
 	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency) or "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule and a Terraform-like baseline; --guests defaults to 1000 there)`)
-	fl.IntVar(&p.o.Nodes, "nodes", bench.DefaultProxmoxNodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox)")
-	fl.IntVar(&p.o.NodeConcurrency, "node-concurrency", planner.DefaultNodeConcurrency, "converge's most actions in flight per node, and the ideal schedule's (--profile proxmox)")
-	fl.Float64Var(&p.o.NodeRate, "node-rate", executor.DefaultNodeRate, "converge's most mutating calls a second per node, and the ideal schedule's; negative: none (--profile proxmox)")
-	fl.DurationVar(&p.o.APILatency, "api-latency", bench.DefaultAPILatency, "latency of every Proxmox API call (--profile proxmox)")
-	fl.DurationVar(&p.o.PowerTask, "power-task", bench.DefaultPowerTask, "how long power tasks (qmstart, qmstop, qmshutdown, qmreboot) run (--profile proxmox)")
-	fl.DurationVar(&p.o.ConfigTask, "config-task", bench.DefaultConfigTask, "how long a QEMU config write's work (qmconfig) runs (--profile proxmox)")
-	fl.IntVar(&p.o.BaselineParallelism, "baseline-parallelism", bench.DefaultBaselineParallel, "guests the Terraform-like baseline applies at once (terraform's -parallelism; --profile proxmox)")
-	fl.DurationVar(&p.o.BaselinePoll, "baseline-poll", bench.DefaultBaselinePoll, "the baseline's task polling interval (--profile proxmox)")
+	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox)")
+	fl.IntVar(&p.o.NodeConcurrency, "node-concurrency", p.o.NodeConcurrency, "converge's most actions in flight per node, and the ideal schedule's (--profile proxmox)")
+	fl.Var(&limitFloat{r: &p.o.NodeRate, unlimited: &p.o.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
+		"converge's most mutating calls a second per node, and the ideal schedule's; unlimited: none (a negative value, deprecated, is none too) (--profile proxmox)")
+	fl.DurationVar(&p.o.APILatency, "api-latency", p.o.APILatency, "latency of every Proxmox API call (0: none; --profile proxmox)")
+	fl.DurationVar(&p.o.PowerTask, "power-task", p.o.PowerTask, "how long power tasks (qmstart, qmstop, qmshutdown, qmreboot) run (0: at once; --profile proxmox)")
+	fl.DurationVar(&p.o.ConfigTask, "config-task", p.o.ConfigTask, "how long a QEMU config write's work (qmconfig) runs (0: at once; --profile proxmox)")
+	fl.IntVar(&p.o.BaselineParallelism, "baseline-parallelism", p.o.BaselineParallelism, "guests the Terraform-like baseline applies at once (terraform's -parallelism; --profile proxmox)")
+	fl.DurationVar(&p.o.BaselinePoll, "baseline-poll", p.o.BaselinePoll, "the baseline's task polling interval (0: no wait between polls; --profile proxmox)")
 }
 
 // check refuses a profile that does not exist, and flags of the profile
@@ -79,12 +81,11 @@ func (p *proxmoxBench) run(cmd *cobra.Command, g *globals, base bench.Options, m
 		o.Guests = base.Guests
 	}
 	o.Dir, o.Progress, o.Logger, o.ResourcesLag = base.Dir, base.Progress, base.Logger, base.ResourcesLag
-	// An explicit 0 is none (bench.ProxmoxOptions takes 0 for its default).
-	for name, d := range map[string]*time.Duration{"api-latency": &o.APILatency, "power-task": &o.PowerTask,
-		"config-task": &o.ConfigTask, "baseline-poll": &o.BaselinePoll} {
-		if *d == 0 && cmd.Flags().Changed(name) {
-			*d = -1
-		}
+	for _, d := range p.deprecated {
+		o.Logger.Warn().Msg(d)
+	}
+	if err := o.Validate(); err != nil {
+		return usageError{flagError(err)}
 	}
 	rep, det, err := bench.RunProxmox(cmd.Context(), o)
 	if memProfile != "" && err == nil {

@@ -52,6 +52,11 @@ Secrets (passwords, token secrets) are masked.
 			if err := g.validate(tc); err != nil {
 				return usageError{err}
 			}
+			if notes := g.deprecated[tc]; notes != nil {
+				for _, n := range *notes {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning:", n)
+				}
+			}
 			out := cmd.OutOrStdout()
 			if g.output == "json" {
 				enc := json.NewEncoder(out)

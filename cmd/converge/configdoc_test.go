@@ -129,6 +129,28 @@ bad one is named by its flag and variable, with exit status 2.
 passwords and token secrets are masked. Prefer the ` + "`*-file`" + ` flags for secrets:
 the command line is readable by every local user.
 
+A setting given is a value, never "the default": 0 means what the
+table says it means (` + "`--max-guests 0`" + `: no cap), and is refused, naming the
+flag, where it would mean nothing (` + "`--node-rate 0`" + `: no call at all). A
+setting that can be switched off takes a keyword instead of a number:
+
+| Flag | Keyword | Meaning |
+|---|---|---|
+| ` + "`--config-refresh`" + ` | ` + "`off`" + ` | no verification reads (only new, changed and unconfirmed guests are read) |
+| ` + "`--checkpoint-interval`" + ` | ` + "`off`" + ` | no checkpoints: a restarted planner folds the whole journal |
+| ` + "`--node-concurrency`" + `, ` + "`--clone-concurrency`" + `, ` + "`--create-rate`" + ` | ` + "`unlimited`" + ` | no such limit |
+| ` + "`--node-rate`" + ` | ` + "`unlimited`" + ` | no pacing of Proxmox calls per node |
+
+In the file, an unquoted ` + "`off`" + ` is YAML's false, which is taken as off too.
+Before the keywords, a negative number said the same (` + "`--node-rate -1`" + `); it
+is still accepted, in a flag, a variable or the file, with a warning that
+names the keyword (logged at start, and by ` + "`config print`" + `). ` + "`--config-refresh`" + `
+follows ` + "`--observe-interval`" + ` unless given; ` + "`--config-refresh 0`" + `, which meant
+that, is refused now: leave it out instead. In Go, each package's
+configuration starts from its ` + "`DefaultConfig()`" + ` (the defaults below, each
+with its reason in the package), and its ` + "`Validate`" + ` refuses a field left
+zero where zero means nothing, naming the field.
+
 Exit codes: [exit-codes.md](exit-codes.md).
 
 `

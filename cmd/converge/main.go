@@ -128,6 +128,9 @@ type globals struct {
 	// checks are the commands' own settings checks, run with the global
 	// ones before anything starts (validate.go).
 	checks map[*cobra.Command]func() error
+	// deprecated are the commands' settings given in a deprecated form
+	// (flagvalues.go), for config print to warn about.
+	deprecated map[*cobra.Command]*[]string
 }
 
 // check registers cmd's settings check, run by validate.
@@ -136,6 +139,15 @@ func (g *globals) check(cmd *cobra.Command, f func() error) {
 		g.checks = map[*cobra.Command]func() error{}
 	}
 	g.checks[cmd] = f
+}
+
+// warnDeprecated registers where cmd notes settings given in a deprecated
+// form.
+func (g *globals) warnDeprecated(cmd *cobra.Command, notes *[]string) {
+	if g.deprecated == nil {
+		g.deprecated = map[*cobra.Command]*[]string{}
+	}
+	g.deprecated[cmd] = notes
 }
 
 // defaultData is --data's default.
@@ -211,9 +223,9 @@ const annotJSONL = "converge/jsonl"
 // credential flags, the admin credentials `converge up` generated under
 // --data are used, if there are any: the CLI on up's host needs no flags.
 func (g *globals) busConfig(name string, log zerolog.Logger) bus.Config {
-	c := bus.Config{URLs: g.natsURL, Name: name, User: g.natsUser, Password: g.natsPass, CredsFile: g.natsCred,
-		NKeyFile: g.natsNKey, TLSCA: g.natsCA, TLSCert: g.natsCert, TLSKey: g.natsKey, Stream: g.stream, Bucket: g.bucket,
-		Replicas: g.replicas, Logger: log}
+	c := bus.DefaultConfig()
+	c.URLs, c.Name, c.User, c.Password, c.CredsFile, c.NKeyFile = g.natsURL, name, g.natsUser, g.natsPass, g.natsCred, g.natsNKey
+	c.TLSCA, c.TLSCert, c.TLSKey, c.Stream, c.Bucket, c.Replicas, c.Logger = g.natsCA, g.natsCert, g.natsKey, g.stream, g.bucket, g.replicas, log
 	if c.User == "" && c.CredsFile == "" && c.NKeyFile == "" {
 		if creds, ok, err := natsauth.Load(g.data); err != nil {
 			log.Warn().Err(err).Msg("NATS credentials under --data unreadable")

@@ -28,22 +28,3 @@ func checkPVE(c pve.Config) error {
 	}
 	return nil
 }
-
-// pveFields name pve.Config's fields as the flags that set them.
-var pveFields = strings.NewReplacer(
-	"pve.Config.URL", "--pve-url (or "+envName("pve-url")+")",
-	"pve.Config.TokenID", "--pve-token-id",
-	"pve.Config.TokenSecret", "--pve-token-secret",
-	"pve.Config.Fingerprint", "--pve-fingerprint",
-	"pve.Config.CAFile", "--pve-ca",
-	"pve.Config.Insecure", "--pve-insecure",
-	"pve.Config.Timeout", "--pve-timeout",
-	"pve.Config.", "Proxmox settings: ",
-	"TokenID", "--pve-token-id",
-	"TokenSecret", "--pve-token-secret",
-	"Fingerprint", "--pve-fingerprint",
-	"CAFile", "--pve-ca",
-)
-
-// pveFlagError rewrites an error of pve.New in terms of the flags.
-func pveFlagError(err error) error { return errors.New(pveFields.Replace(err.Error())) }

@@ -6,92 +6,48 @@ import (
 	"net"
 	"strings"
 
-	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/executor"
-	"github.com/converge-pve/converge/internal/lease"
-	"github.com/converge-pve/converge/internal/observer"
-	"github.com/converge-pve/converge/internal/planloop"
-	"github.com/converge-pve/converge/planner"
+	"github.com/converge-pve/converge/internal/pve"
 )
 
 // validate checks the role settings before anything starts (the
 // simulator, NATS, a Proxmox request), naming each bad one by its flag and
-// variable. Each package checks its own settings, one at a time so that
-// its message can be given the flag's name; a flag is a setting given,
-// so its 0 is a value there, never "the default" as in the packages'
-// Configs. The CLI holds no rule of its own, but for the settings whose
-// packages export no check yet (withoutPackageCheck).
+// variable. The packages check their configs (app.Config.ValidateSettings,
+// pve.Config.Validate); fieldFlags names a field's flag. A flag is a
+// setting given, so its 0 is a value, never "the default".
 func (f *roleFlags) validate() error {
-	l := f.limits
-	for _, c := range []struct {
-		flag string
-		err  error
-	}{
-		{"observe-interval", observer.CheckInterval(f.observeInterval)},
-		{"verify-rate", observer.CheckVerifyRate(f.verifyRate)},
-		{"resync-interval", observer.CheckResyncInterval(f.resyncInterval)},
-		{"observed-retention", observer.CheckObservedTTL(f.observedTTL, f.observeInterval)},
-		{"executor-concurrency", executor.CheckConcurrency(f.concurrency)},
-		{"ack-wait", executor.CheckAckWait(f.ackWait)},
-		{"node-rate", executor.CheckNodeRate(f.nodeRate)},
-		{"lease-ttl", lease.CheckTTL(f.leaseTTL)}, // the executors' and the planners' leases
-		{"checkpoint-interval", planner.CheckCheckpointInterval(f.checkpointEvery)},
-		{"node-concurrency", planner.CheckNodeConcurrency(l.NodeConcurrency)},
-		{"clone-concurrency", planner.CheckCloneConcurrency(l.CloneConcurrency)},
-		{"create-rate", planner.CheckCreateRate(l.CreateRate)},
-		{"guard-window", planner.CheckGuardWindow(l.GuardWindow)},
-		{"guard-share", planner.CheckGuardShare(l.GuardShare)},
-		{"guard-min", planner.CheckGuardMin(l.GuardMin)},
-		{"max-guests", planner.CheckMaxGuests(l.MaxGuests)},
-		{"snapshot-keep", planner.CheckSnapshotKeep(f.snapshotKeep)},
-		{"shutdown-timeout", planner.CheckShutdownTimeout(f.shutdownTimeout)},
-		{"restart", (&planner.Policy{Restart: events.Restart(f.restart)}).Validate()},
-		{"restart-window", (&planner.Policy{RestartWindow: f.restartWindow}).Validate()},
-	} {
-		if c.err != nil {
-			return fmt.Errorf("%s: %w", flagRef(c.flag), c.err)
-		}
+	// The global flags (cluster, stream, replicas …) have their own check.
+	if err := f.derived().ValidateSettings(); err != nil {
+		return flagError(err)
 	}
-	if err := f.withoutPackageCheck(); err != nil {
+	// The Proxmox settings as the client will judge them, with
+	// placeholders for what may come later (a URL and token from up's
+	// simulator, the secret from its file).
+	pc := f.pve
+	pc.ConfigTaskWait = pve.ConfigTaskWaitWithin(pc.Timeout)
+	if pc.URL == "" {
+		pc.URL = "https://proxmox.invalid"
+	}
+	if pc.TokenID == "" && pc.Username == "" {
+		pc.TokenID = "converge@pve!converge"
+	}
+	if pc.TokenID != "" {
+		pc.TokenSecret = "secret"
+	}
+	if err := checkPVE(pc); err != nil {
 		return err
 	}
-	// The executor and the planner loop as a whole: anything the checks
-	// above missed.
-	ec := executor.Config{Concurrency: f.concurrency, AckWait: f.ackWait, LeaseTTL: f.leaseTTL, Policy: f.policy(), NodeRate: f.nodeRate}
-	if err := ec.Validate(); err != nil {
-		return fmt.Errorf("executor settings: %w", err)
-	}
-	pc := planloop.Config{Planner: planner.Config{Policy: f.policy(), Limits: f.limits, CheckpointInterval: f.checkpointEvery},
-		LeaseTTL: f.leaseTTL}
 	if err := pc.Validate(); err != nil {
-		return fmt.Errorf("planner settings: %w", err)
+		return flagError(err)
 	}
-	if err := checkListen("http", f.http); err != nil {
+	if err := checkListen("http", f.cfg.HTTP); err != nil {
 		return err
 	}
-	if (f.httpTLSCert == "") != (f.httpTLSKey == "") {
+	h := f.cfg.HTTPAuth
+	if (h.TLSCert == "") != (h.TLSKey == "") {
 		return fmt.Errorf("%s and %s go together", flagRef("http-tls-cert"), flagRef("http-tls-key"))
 	}
-	if f.httpNoAuth && f.http != "" && !loopbackAddr(f.http) {
-		return fmt.Errorf("%s on %s: refused, anyone who reaches it could change guests; bind a loopback address or use --http-tokens", flagRef("http-no-auth"), f.http)
-	}
-	return nil
-}
-
-// withoutPackageCheck checks the settings whose packages export no check
-// yet (internal/api, internal/pve, internal/bus, projector): each reads 0
-// (or below) as its default, or refuses it only once started. Until they
-// do (issue 35), the CLI refuses here what would mean nothing.
-func (f *roleFlags) withoutPackageCheck() error {
-	switch {
-	case f.httpMaxConns < 1:
-		return fmt.Errorf("%s: must be >= 1, got %d", flagRef("http-max-conns"), f.httpMaxConns)
-	case f.pveTimeout <= 0:
-		return fmt.Errorf("%s: must be > 0, got %s", flagRef("pve-timeout"), f.pveTimeout)
-	case f.retentionAge < 0:
-		return fmt.Errorf("%s: must be >= 0 (0: no age limit), got %s", flagRef("retention-age"), f.retentionAge)
-	case f.retentionBytes < 0:
-		return fmt.Errorf("%s: must be >= 0 (0: no size limit), got %d", flagRef("retention-bytes"), f.retentionBytes)
+	if h.Guard.NoAuth && f.cfg.HTTP != "" && !loopbackAddr(f.cfg.HTTP) {
+		return fmt.Errorf("%s on %s: refused, anyone who reaches it could change guests; bind a loopback address or use --http-tokens", flagRef("http-no-auth"), f.cfg.HTTP)
 	}
 	// A global flag (sign.go), which the roles' command line holds too.
 	if f.flags != nil {
@@ -102,10 +58,91 @@ func (f *roleFlags) withoutPackageCheck() error {
 	return nil
 }
 
+// fieldFlags name the flag that sets each config field, for the
+// packages' validation errors ("observer.Config.Interval: must be …").
+var fieldFlags = map[string]string{
+	"app.Config.Name":                          "name",
+	"bus.Config.MaxAge":                        "retention-age",
+	"bus.Config.MaxBytes":                      "retention-bytes",
+	"bus.Config.Replicas":                      "replicas",
+	"bus.Config.Stream":                        "stream",
+	"bus.Config.Bucket":                        "bucket",
+	"api.Limits.MaxConns":                      "http-max-conns",
+	"observer.Config.Interval":                 "observe-interval",
+	"observer.Config.ConfigRefresh":            "config-refresh",
+	"observer.Config.VerifyRate":               "verify-rate",
+	"observer.Config.ResyncInterval":           "resync-interval",
+	"observer.Config.ObservedTTL":              "observed-retention",
+	"executor.Config.Concurrency":              "executor-concurrency",
+	"executor.Config.AckWait":                  "ack-wait",
+	"executor.Config.LeaseTTL":                 "lease-ttl",
+	"executor.Config.NodeRate":                 "node-rate",
+	"planloop.Config.LeaseTTL":                 "lease-ttl",
+	"planner.Config.CheckpointInterval":        "checkpoint-interval",
+	"planner.Limits.NodeConcurrency":           "node-concurrency",
+	"planner.Limits.CloneConcurrency":          "clone-concurrency",
+	"planner.Limits.CreateRate":                "create-rate",
+	"planner.Limits.GuardWindow":               "guard-window",
+	"planner.Limits.GuardShare":                "guard-share",
+	"planner.Limits.GuardMin":                  "guard-min",
+	"planner.Limits.MaxGuests":                 "max-guests",
+	"planner.Policy.Restart":                   "restart",
+	"planner.Policy.RestartWindow":             "restart-window",
+	"planner.Policy.ShutdownTimeout":           "shutdown-timeout",
+	"planner.Policy.SnapshotKeep":              "snapshot-keep",
+	"pve.Config.URL":                           "pve-url",
+	"pve.Config.TokenID":                       "pve-token-id",
+	"pve.Config.TokenSecret":                   "pve-token-secret",
+	"pve.Config.Username":                      "pve-token-id",
+	"pve.Config.Fingerprint":                   "pve-fingerprint",
+	"pve.Config.CAFile":                        "pve-ca",
+	"pve.Config.Insecure":                      "pve-insecure",
+	"pve.Config.Timeout":                       "pve-timeout",
+	"bench.Options.Guests":                     "guests",
+	"bench.Options.Changes":                    "changes",
+	"bench.Options.BurstChanges":               "burst-changes",
+	"bench.Options.Rate":                       "rate",
+	"bench.Options.LatencyN":                   "latency-changes",
+	"bench.Options.LatencyAt":                  "latency-at",
+	"bench.Options.Partitions":                 "partitions",
+	"bench.Options.Executors":                  "executors",
+	"bench.Options.Concurrency":                "executor-concurrency",
+	"bench.Options.TaskLatency":                "task-latency",
+	"bench.Options.ResourcesLag":               "sim-resources-lag",
+	"bench.ProxmoxOptions.Guests":              "guests",
+	"bench.ProxmoxOptions.Nodes":               "nodes",
+	"bench.ProxmoxOptions.NodeConcurrency":     "node-concurrency",
+	"bench.ProxmoxOptions.NodeRate":            "node-rate",
+	"bench.ProxmoxOptions.APILatency":          "api-latency",
+	"bench.ProxmoxOptions.PowerTask":           "power-task",
+	"bench.ProxmoxOptions.ConfigTask":          "config-task",
+	"bench.ProxmoxOptions.BaselineParallelism": "baseline-parallelism",
+	"bench.ProxmoxOptions.BaselinePoll":        "baseline-poll",
+	"bench.ProxmoxOptions.ResourcesLag":        "sim-resources-lag",
+}
+
+// flagError names the flag (and its variable) of the config field a
+// validation error starts with; an error of a field no flag sets is
+// returned as it is.
+func flagError(err error) error {
+	field, rest, ok := strings.Cut(err.Error(), ": ")
+	flag, known := fieldFlags[field]
+	switch {
+	case !ok || !known:
+		return err
+	case strings.HasPrefix(field, "bench."): // no variable sets bench's flags
+		return fmt.Errorf("--%s: %s", flag, rest)
+	}
+	return fmt.Errorf("%s: %s", flagRef(flag), rest)
+}
+
 // validate checks up's own settings besides the roles'.
 func (f *upFlags) validate() error {
 	if err := f.roleFlags.validate(); err != nil {
 		return err
+	}
+	if f.simResourcesLag < 0 {
+		return fmt.Errorf("%s: must be >= 0 (0: live), got %s", flagRef("sim-resources-lag"), f.simResourcesLag)
 	}
 	if err := checkListen("nats-listen", f.natsListen); err != nil {
 		return err
@@ -113,16 +150,14 @@ func (f *upFlags) validate() error {
 	if err := checkListen("sim-listen", f.simListen); err != nil {
 		return err
 	}
-	// The simulator's (internal/pvesim exports no check yet, see
-	// withoutPackageCheck): it reads fewer than one node as one, and
-	// refuses the rest only once it is being started.
+	// The simulator's (internal/pvesim exports no check yet): it reads
+	// fewer than one node as one, and refuses the rest only once it is
+	// being started.
 	switch {
 	case f.simNodes < 1:
 		return fmt.Errorf("%s: must be >= 1, got %d", flagRef("sim-nodes"), f.simNodes)
 	case f.simGuests < 0:
 		return fmt.Errorf("%s: must be >= 0, got %d", flagRef("sim-guests"), f.simGuests)
-	case f.simResourcesLag < 0:
-		return fmt.Errorf("%s: must be >= 0 (0: live), got %s", flagRef("sim-resources-lag"), f.simResourcesLag)
 	}
 	if f.simToken != "" {
 		if id, secret, ok := strings.Cut(f.simToken, "="); !ok || id == "" || secret == "" {

@@ -35,8 +35,9 @@ func TestPlainHTTPProxmoxWarns(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			f := &roleFlags{pve: pve.Config{URL: c.url, TokenID: "converge@pve!t", TokenSecret: "s3cret"}, builtinSim: c.builtinSim}
-			if _, err := f.pveClient(zerolog.New(&buf)); err != nil {
+			pc := pve.DefaultConfig()
+			pc.URL, pc.TokenID, pc.TokenSecret = c.url, "converge@pve!t", "s3cret"
+			if _, err := (app.Setup{Proxmox: pc, BuiltinSim: c.builtinSim}).Client(zerolog.New(&buf)); err != nil {
 				t.Fatal(err)
 			}
 			out := buf.String()
@@ -76,7 +77,7 @@ func TestPVETokenSecretFromFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if _, err := f.pveClient(zerolog.New(&buf)); err != nil {
+		if err := f.proxmox(zerolog.New(&buf)); err != nil {
 			t.Fatal(err)
 		}
 		if f.pve.TokenSecret != "s3cret-from-file" {
@@ -131,14 +132,16 @@ func TestZeroLimitFlagsRefused(t *testing.T) {
 		{"--guard-min=0", flagRef("guard-min") + ": must be >= 1"},
 		{"--guard-share=0", flagRef("guard-share") + ": must be within (0, 1]"},
 		{"--guard-share=NaN", flagRef("guard-share") + ": must be within (0, 1]"},
-		{"--guard-share=1.5", flagRef("guard-share") + ": guard share must be within"},
+		{"--guard-share=1.5", flagRef("guard-share") + ": must be within (0, 1], got 1.5"},
 		{"--guard-window=0s", flagRef("guard-window") + ": must be > 0"},
 		{"--node-concurrency=0", flagRef("node-concurrency") + ": must be >= 1"},
 		{"--executor-concurrency=0", flagRef("executor-concurrency") + ": must be >= 1"},
 		{"--node-rate=0", flagRef("node-rate") + ": must be > 0"},
 		{"--ack-wait=0s", flagRef("ack-wait") + ": must be at least"},
 		{"--lease-ttl=0s", flagRef("lease-ttl") + ": must be at least"},
-		{"--checkpoint-interval=0s", flagRef("checkpoint-interval") + ": must be > 0, or negative for never"},
+		{"--checkpoint-interval=0s", flagRef("checkpoint-interval") + ": must be > 0 (or off)"},
+		{"--config-refresh=0s", flagRef("config-refresh") + ": must be > 0 (or verification off)"},
+		{"--create-rate=0", flagRef("create-rate") + ": must be >= 1 (or unlimited)"},
 		{"--shutdown-timeout=0s", flagRef("shutdown-timeout") + ": must be >= 1s"},
 		{"--resync-interval=0s", flagRef("resync-interval") + ": must be > 0"},
 	} {
@@ -155,11 +158,50 @@ func TestZeroLimitFlagsRefused(t *testing.T) {
 	f := &roleFlags{}
 	cmd := &cobra.Command{Use: "x"}
 	addRoleFlags(cmd, f, "")
-	if err := cmd.ParseFlags([]string{"--node-concurrency=-1", "--guard-share=1", "--node-rate=-1", "--checkpoint-interval=-1s"}); err != nil {
+	if err := cmd.ParseFlags([]string{"--node-concurrency=unlimited", "--guard-share=1", "--node-rate=unlimited", "--checkpoint-interval=off",
+		"--config-refresh=off", "--clone-concurrency=unlimited", "--create-rate=unlimited"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop()); err != nil {
-		t.Errorf("no node limit, a share of 1, no node rate, no checkpoints: %v", err)
+	cfg, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("no node limit, a share of 1, no node rate, no checkpoints, no verification: %v", err)
+	}
+	l := cfg.Planner.Planner.Limits
+	if !l.NodeConcurrencyUnlimited || !l.CloneConcurrencyUnlimited || !l.CreateRateUnlimited || !cfg.Executor.NodeRateUnlimited ||
+		!cfg.Planner.Planner.CheckpointOff || !cfg.Observer.VerifyOff || len(f.deprecated) != 0 {
+		t.Fatalf("keywords not taken: %+v, node rate unlimited %t, checkpoints off %t, verification off %t, deprecated %q",
+			l, cfg.Executor.NodeRateUnlimited, cfg.Planner.Planner.CheckpointOff, cfg.Observer.VerifyOff, f.deprecated)
+	}
+}
+
+// The negative values that said "none" before the keywords still do, each
+// noted for a warning that names its keyword.
+func TestNegativeSentinelsStillAccepted(t *testing.T) {
+	f := &roleFlags{}
+	cmd := &cobra.Command{Use: "x"}
+	addRoleFlags(cmd, f, "")
+	if err := cmd.ParseFlags([]string{"--node-concurrency=-1", "--node-rate=-1", "--checkpoint-interval=-1s",
+		"--config-refresh=-1s", "--clone-concurrency=-1", "--create-rate=-1"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.appConfig(&globals{}, app.Roles{Planner: true}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Planner.Planner.Limits
+	if !l.NodeConcurrencyUnlimited || !l.CloneConcurrencyUnlimited || !l.CreateRateUnlimited || !cfg.Executor.NodeRateUnlimited ||
+		!cfg.Planner.Planner.CheckpointOff || !cfg.Observer.VerifyOff {
+		t.Fatalf("a negative value no longer means none: %+v %+v", l, cfg)
+	}
+	want := []string{"--node-concurrency unlimited", "--node-rate unlimited", "--checkpoint-interval off", "--config-refresh off",
+		"--clone-concurrency unlimited", "--create-rate unlimited"}
+	if len(f.deprecated) != len(want) {
+		t.Fatalf("warnings %q, want one per flag", f.deprecated)
+	}
+	for i, w := range want {
+		if !strings.Contains(f.deprecated[i], "deprecated, give "+w) {
+			t.Errorf("warning %q does not name %q", f.deprecated[i], w)
+		}
 	}
 }
 

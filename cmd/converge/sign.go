@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/events"
@@ -173,15 +172,4 @@ func newKeygenCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", ".", "where to write the keys")
 	cmd.Flags().StringVar(&id, "id", "converge", "the key id: the files' name, and how signatures name the key")
 	return cmd
-}
-
-func logAuth(log zerolog.Logger, a *projector.Auth) {
-	if a == nil {
-		return
-	}
-	ids := make([]string, 0, len(a.Keys))
-	for id := range a.Keys {
-		ids = append(ids, id)
-	}
-	log.Info().Strs("trusted_keys", ids).Bool("require_signed", a.Require).Dur("window", a.Window).Msg("signed desired events")
 }

@@ -59,6 +59,7 @@ credentials.`,
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
 	g.check(cmd, f.validate)
+	g.warnDeprecated(cmd, &f.deprecated)
 	return cmd
 }
 
@@ -70,6 +71,7 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return err
 	}
+	f.logDeprecated(log)
 	var simCreds *simCredentials
 	if !f.sim && f.pve.URL == "" {
 		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / CONVERGE_PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
@@ -98,27 +100,18 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		defer sim.Close()
 		log.Info().Str("url", sim.URL()).Str("token_id", tokenID).Str("faults", sim.ControlURL()+"/faults").
 			Int("guests", f.simGuests).Msg("Proxmox VE simulator running")
-		f.pve = pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: secret}
+		timeout := f.pve.Timeout
+		f.pve = pve.DefaultConfig() // the simulator's, whatever --pve-* say
+		f.pve.URL, f.pve.TokenID, f.pve.TokenSecret, f.pve.Timeout = sim.URL(), tokenID, secret, timeout
 		f.builtinSim = true // its http on loopback is not warned about
 		simCreds = &simCredentials{url: sim.URL(), tokenID: tokenID, secret: secret}
-	}
-	px, err := f.pveClient(log)
-	if err != nil {
-		return err
-	}
-	if err := f.checkProxmox(cmd.Context(), px, log); err != nil {
-		return err
 	}
 	cfg, err := f.appConfig(g, app.All, log)
 	if err != nil {
 		return err
 	}
-	cfg.Proxmox = px
 	data, err := filepath.Abs(g.data)
 	if err != nil {
-		return err
-	}
-	if cfg.HTTPAuth, err = f.httpAuth(filepath.Join(data, "http-tokens.yaml"), log); err != nil {
 		return err
 	}
 	// Desired state posted over HTTP is signed with up's own key, which
@@ -127,12 +120,15 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return fmt.Errorf("--data %s: API signing key: %w", data, err)
 	}
-	cfg.HTTPSign = func(m *events.Message) error { return events.SignMessage(m, apiKey, apiKeyID, time.Now()) }
-	if cfg.Planner.Planner.Auth, err = g.sign.auth(map[string]ed25519.PublicKey{apiKeyID: apiKey.Public().(ed25519.PublicKey)}); err != nil {
+	setup, err := f.setup(g, app.All, map[string]ed25519.PublicKey{apiKeyID: apiKey.Public().(ed25519.PublicKey)}, log)
+	if err != nil {
 		return err
 	}
-	cfg.Executor.Auth = cfg.Planner.Planner.Auth
-	logAuth(log, cfg.Executor.Auth)
+	setup.DefaultTokens = filepath.Join(data, "http-tokens.yaml")
+	setup.Sign = func(m *events.Message) error { return events.SignMessage(m, apiKey, apiKeyID, time.Now()) }
+	if err := start(cmd.Context(), setup, &cfg); err != nil {
+		return err
+	}
 	external := cmd.Flags().Changed("nats")
 	if !external {
 		g.natsURL, cfg.Bus.URLs = "", ""

@@ -15,7 +15,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/natsserver"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/internal/views"
@@ -35,13 +34,10 @@ func startCLIPipeline(t *testing.T, guests int) *cliPipeline {
 	t.Setenv("CONVERGE_DATA", t.TempDir()) // no credentials of an `up` nearby
 	sim := pvesimtest.Start(t, pvesim.Options{Nodes: 3, Guests: guests})
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Start(ctx, app.Config{
-		Roles:    app.All,
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  pvesimtest.Client(t, sim),
-		Observer: observer.Config{Interval: 200 * time.Millisecond},
-		Logger:   zerolog.Nop(),
-	})
+	cfg := app.DefaultConfig()
+	cfg.Roles, cfg.Embedded = app.All, &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}
+	cfg.Proxmox, cfg.Observer.Interval, cfg.Logger = pvesimtest.Client(t, sim), 200*time.Millisecond, zerolog.Nop()
+	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -151,7 +151,8 @@ func TestHashedTokenAndSignHook(t *testing.T) {
 // clients than the connection cap never hold more than the cap, and all
 // are cut off in turn (the server is not exhausted).
 func TestSlowClientsCutOff(t *testing.T) {
-	lim := api.Limits{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, MaxConns: 2}
+	lim := api.DefaultLimits()
+	lim.ReadHeaderTimeout, lim.ReadTimeout, lim.MaxConns = 300*time.Millisecond, 300*time.Millisecond, 2
 	var mu sync.Mutex
 	open, most := 0, 0
 	srv := lim.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -31,31 +32,34 @@ func DefaultLimits() Limits {
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConns: 128}
 }
 
-func (l Limits) orDefault() Limits {
-	d := DefaultLimits()
-	for _, f := range []struct{ v, def *time.Duration }{{&l.ReadHeaderTimeout, &d.ReadHeaderTimeout},
-		{&l.ReadTimeout, &d.ReadTimeout}, {&l.WriteTimeout, &d.WriteTimeout}, {&l.IdleTimeout, &d.IdleTimeout}} {
-		if *f.v <= 0 {
-			*f.v = *f.def
+// Validate refuses limits that let nothing through, naming the field:
+// start from DefaultLimits.
+func (l Limits) Validate() error {
+	const f = "api.Limits."
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ReadHeaderTimeout", l.ReadHeaderTimeout}, {"ReadTimeout", l.ReadTimeout}, {"WriteTimeout", l.WriteTimeout}, {"IdleTimeout", l.IdleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf(f+"%s: must be > 0, got %s", d.name, d.v)
 		}
 	}
-	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = d.MaxHeaderBytes
+	switch {
+	case l.MaxHeaderBytes < 1:
+		return fmt.Errorf(f+"MaxHeaderBytes: must be >= 1, got %d", l.MaxHeaderBytes)
+	case l.MaxConns < 1:
+		return fmt.Errorf(f+"MaxConns: must be >= 1, got %d", l.MaxConns)
 	}
-	if l.MaxConns <= 0 {
-		l.MaxConns = d.MaxConns
-	}
-	return l
+	return nil
 }
 
 // Server is an http.Server for h within the limits.
 func (l Limits) Server(h http.Handler) *http.Server {
-	l = l.orDefault()
 	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
 		WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes}
 }
 
 // Listener caps ln at MaxConns open connections.
 func (l Limits) Listener(ln net.Listener) net.Listener {
-	return netutil.LimitListener(ln, l.orDefault().MaxConns)
+	return netutil.LimitListener(ln, l.MaxConns)
 }

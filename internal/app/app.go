@@ -26,7 +26,6 @@ import (
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/views"
-	"github.com/converge-pve/converge/planner"
 )
 
 // App is a converge process: its NATS connections and the roles it runs.
@@ -72,6 +71,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.wired()
 	a := &App{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := a.connect(ctx); err != nil {
@@ -237,11 +237,6 @@ func (a *App) build(ctx context.Context) error {
 			if a.cfg.Executors > 1 {
 				ec.Name += "-" + strconv.Itoa(i)
 			}
-			if ec.Policy == (planner.Policy{}) {
-				// The executor runs only what the planner's Plan produces,
-				// so it judges with the planner's policy.
-				ec.Policy = a.cfg.Planner.Planner.Policy
-			}
 			ec.Poison, ec.Metrics = poison, em
 			ec.Logger = a.log // the executor names its role itself
 			ex, err := executor.New(ec, a.cfg.Proxmox, eb, eb.LeaseStore)
@@ -353,58 +348,3 @@ func (a *App) start(ctx context.Context) {
 		})
 	}
 }
-
-// Stop asks every role to stop; Wait waits for them.
-func (a *App) Stop() { a.cancel() }
-
-// StopRole stops one role ("observer", "planner", "executor-0", "http",
-// "control") and waits for it; the others go on. The bench stops the
-// observer to drive its passes itself.
-func (a *App) StopRole(name string) {
-	if r := a.roles[name]; r != nil {
-		r.cancel()
-		<-r.done
-	}
-}
-
-// Wait waits until every role has stopped, closes the connections and the
-// embedded server, and returns the first role's failure.
-func (a *App) Wait() error {
-	a.wg.Wait()
-	a.cancel()
-	a.close()
-	a.errMu.Lock()
-	defer a.errMu.Unlock()
-	return a.err
-}
-
-// close closes the connections, then the embedded server (roles stop
-// before the server does: otherwise every consumer logs its shutdown).
-func (a *App) close() {
-	for _, b := range a.buss {
-		b.Close()
-	}
-	if a.b != nil {
-		a.b.Close()
-	}
-	if a.srv != nil {
-		a.srv.Shutdown()
-		a.srv.WaitForShutdown()
-	}
-}
-
-// Bus is the process's main connection.
-func (a *App) Bus() *bus.Bus { return a.b }
-
-// Observer is the observer role, nil if not run.
-func (a *App) Observer() *observer.Observer { return a.obs }
-
-// Planner is the planner role, nil if not run.
-func (a *App) Planner() *planloop.Loop { return a.plan }
-
-// Executors are the executor instances.
-func (a *App) Executors() []*executor.Executor { return a.execs }
-
-// Server is the embedded NATS server, nil when converge connects to
-// another.
-func (a *App) Server() *server.Server { return a.srv }

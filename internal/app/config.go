@@ -61,16 +61,17 @@ type Proxmox interface {
 	executor.Proxmox
 }
 
-// Config is everything one converge process runs with. Each role's own
-// configuration keeps its defaults and validation (observer.Config,
-// planloop.Config, executor.Config, bus.Config); Validate fills in what
-// they share: the cluster, the instance name, the partition and replica
-// counts.
+// Config is everything one converge process runs with. Start from
+// [DefaultConfig]: a field left zero is refused by [Config.Validate], not
+// read as its default. Each role's own configuration keeps its defaults
+// and validation (observer.Config, planloop.Config, executor.Config,
+// bus.Config); what they share is the process's: Start sets each role's
+// cluster, name (<role>@Name), partition and replica counts from Cluster,
+// Name and Bus, and the executors judge with the planner's policy.
 type Config struct {
-	// Cluster is the Proxmox cluster id (default events.DefaultCluster).
+	// Cluster is the Proxmox cluster id.
 	Cluster string
-	// Name names this instance in events, logs and connection names
-	// (default the host name).
+	// Name names this instance in events, logs and connection names.
 	Name  string
 	Roles Roles
 	// Bus is the NATS connection and journal resources. Its URLs are
@@ -80,13 +81,14 @@ type Config struct {
 	// --nats) and connects to it in-process.
 	Embedded *natsserver.Options
 	// Proxmox is what the observer and executors drive; required when
-	// either runs.
+	// either runs ([Setup] makes one).
 	Proxmox  Proxmox
 	Observer observer.Config
 	Planner  planloop.Config
+	// Executor configures each executor; its Policy is the planner's.
 	Executor executor.Config
-	// Executors is how many executor instances the process runs (default
-	// 1; the bench measures scale-out with more).
+	// Executors is how many executor instances the process runs (the
+	// bench measures scale-out with more).
 	Executors int
 	// HTTP, if set, is where the HTTP API listens (/metrics, /healthz,
 	// /readyz, /v1).
@@ -104,61 +106,83 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
-// Validate fills the shared settings into each role's configuration and
-// checks that the process can run.
-func (c *Config) Validate() error {
-	if c.Cluster == "" {
-		c.Cluster = events.DefaultCluster
-	}
-	if err := events.ValidateCluster(c.Cluster); err != nil {
+// DefaultConfig is every role's defaults, for the default cluster, named
+// after the host, one executor, no HTTP API and no role: Roles, the NATS
+// URL (or Embedded) and Proxmox are the caller's.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{Cluster: events.DefaultCluster, Name: host, Bus: bus.DefaultConfig(), Observer: observer.DefaultConfig(),
+		Planner: planloop.DefaultConfig(), Executor: executor.DefaultConfig(), Executors: 1,
+		HTTPAuth: HTTPAuth{Limits: api.DefaultLimits()}, Ready: DefaultReadyConfig()}
+}
+
+// FollowObserveInterval sets what follows the observer's interval, as
+// DefaultConfig has it for the default one: the planner's ObserverTimeout
+// (three intervals: one slow pass is no outage) and readiness's
+// ProxmoxFresh (DefaultProxmoxFresh).
+func (c *Config) FollowObserveInterval() {
+	c.Planner.Planner.Policy.ObserverTimeout = 3 * c.Observer.Interval
+	c.Ready.ProxmoxFresh = DefaultProxmoxFresh(c.Observer.Interval)
+}
+
+// Validate checks that the process can run (ValidateSettings, then a
+// role, a NATS and a Proxmox for the roles that need one).
+func (c Config) Validate() error {
+	if err := c.ValidateSettings(); err != nil {
 		return err
 	}
-	if c.Name == "" {
-		c.Name, _ = os.Hostname()
-	}
-	if c.Roles.count() == 0 {
+	switch {
+	case c.Roles.count() == 0:
 		return errors.New("app: no role to run")
-	}
-	if c.Roles == (Roles{API: true}) && c.HTTP == "" {
+	case c.Roles == (Roles{API: true}) && c.HTTP == "":
 		return errors.New("app: the api role serves the HTTP API: give it --http")
-	}
-	if (c.Roles.Observer || c.Roles.Executor) && c.Proxmox == nil {
+	case (c.Roles.Observer || c.Roles.Executor) && c.Proxmox == nil:
 		return errors.New("app: the observer and the executor need a Proxmox (--pve-url)")
-	}
-	if c.Embedded == nil && c.Bus.URLs == "" {
+	case c.Embedded == nil && c.Bus.URLs == "":
 		return errors.New("app: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
 	}
-	if err := c.Ready.defaults(c.Observer.Interval); err != nil {
-		return err
+	return nil
+}
+
+// ValidateSettings checks the settings, each role's configuration as
+// Start hands it out (with the process's shared settings) whether the
+// role runs or not, naming the field; not what the process connects to.
+func (c Config) ValidateSettings() error {
+	if err := events.ValidateCluster(c.Cluster); err != nil {
+		return fmt.Errorf("app.Config.Cluster: %w", err)
 	}
-	if c.Executors == 0 {
-		c.Executors = 1
+	switch {
+	case c.Name == "":
+		return errors.New("app.Config.Name: must be set (the host name by default)")
+	case c.Executors < 1 || c.Executors > 64:
+		return fmt.Errorf("app.Config.Executors: must be within 1..64, got %d", c.Executors)
 	}
-	if c.Executors < 1 || c.Executors > 64 {
-		return fmt.Errorf("app: Executors must be within 1..64, got %d", c.Executors)
+	w := c.wired()
+	if w.Bus.URLs == "" && w.Bus.InProcess == nil {
+		w.Bus.URLs = "nats://unset" // Validate says what is missing
 	}
-	if c.Bus.Partitions == 0 {
-		c.Bus.Partitions = bus.DefaultPartitions
-	}
-	if c.Bus.Replicas == 0 {
-		c.Bus.Replicas = 1
-	}
-	c.Bus.Logger = c.Logger
-	c.Observer.Cluster = c.Cluster
-	if c.Observer.Name == "" {
-		c.Observer.Name = "observer@" + c.Name
-	}
-	pc := &c.Planner.Planner
-	pc.Cluster, pc.Partitions = c.Cluster, c.Bus.Partitions
-	if pc.Name == "" {
-		pc.Name = "planner@" + c.Name
-	}
-	c.Planner.Stream, c.Planner.Replicas = c.Bus.Stream, c.Bus.Replicas
-	c.Executor.Cluster, c.Executor.Partitions, c.Executor.Replicas = c.Cluster, c.Bus.Partitions, c.Bus.Replicas
-	if c.Executor.Name == "" {
-		c.Executor.Name = "executor@" + c.Name
+	for _, v := range []interface{ Validate() error }{w.Bus, w.Observer, w.Planner, w.Executor, w.Ready, w.HTTPAuth.Limits} {
+		if err := v.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// wired is c with the process's shared settings in each role's
+// configuration.
+func (c Config) wired() Config {
+	c.Bus.Logger = c.Logger
+	c.Observer.Cluster, c.Observer.Name = c.Cluster, "observer@"+c.Name
+	pc := &c.Planner.Planner
+	pc.Cluster, pc.Partitions, pc.Name = c.Cluster, c.Bus.Partitions, "planner@"+c.Name
+	c.Planner.Stream, c.Planner.Replicas = c.Bus.Stream, c.Bus.Replicas
+	c.Executor.Cluster, c.Executor.Partitions, c.Executor.Replicas = c.Cluster, c.Bus.Partitions, c.Bus.Replicas
+	c.Executor.Name = "executor@" + c.Name
+	// The executor runs only what the planner's Plan produces, so it
+	// judges with the planner's policy.
+	c.Executor.Policy = c.Planner.Planner.Policy
+	return c
 }
 
 // connName is a connection's name in server monitoring.

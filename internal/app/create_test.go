@@ -9,7 +9,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/control"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/internal/views"
@@ -54,13 +53,14 @@ func tasksOf(sim *pvesim.Sim, vmid int) []string {
 // configured and powered as desired: one clone, the owner tag, the desired
 // values.
 func TestCreateFromTemplate(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, verifyOff)
 	p.pass(t)
 	running, cores, name := events.PowerRunning, 2, "web1"
 	seq := p.desire(t, &events.Desired{VMID: 501, Power: &running, Cores: &cores, Name: &name, Clone: &events.Clone{From: 9000}})
 	if doc := p.passUntil(t, 501, seq, planner.Converged, 30*time.Second); doc == nil || doc.Status.Kind != planner.Converged {
 		t.Fatalf("not converged: %+v", doc)
 	}
+	p.settle(t, 501) // and no second clone after
 	g, ok := p.sim.Guest(501)
 	if !ok || g.Status != "running" || g.Config["cores"] != "2" || g.Config["name"] != "web1" || !strings.Contains(g.Config["tags"], events.OwnerTag) {
 		t.Fatalf("guest 501: %+v", g)
@@ -73,7 +73,7 @@ func TestCreateFromTemplate(t *testing.T) {
 // A clone onto a vmid taken by a guest converge did not create is refused
 // with the reason, and that guest is untouched: no task, no write.
 func TestCloneOntoTakenVMIDRefused(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, verifyOff)
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: 105, Running: true, Name: "theirs"}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,17 +85,20 @@ func TestCloneOntoTakenVMIDRefused(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "vmid 105 exists and was not created by converge; drop `clone` to adopt it") {
 		t.Fatalf("status %+v", doc)
 	}
-	p.pass(t)
+	doc = p.settleIn(t, 105)
 	after, _ := p.sim.Guest(105)
 	if ts := tasksOf(p.sim, 105); len(ts) != 0 || after.Digest != before.Digest || after.Status != "running" {
 		t.Fatalf("guest 105 touched: tasks %v, digest %s → %s, status %s", ts, before.Digest, after.Digest, after.Status)
+	}
+	if doc.Status.Kind != planner.Error {
+		t.Fatalf("after more passes: %+v, want still refused", doc.Status)
 	}
 }
 
 // A guest that does not exist and has no clone, or whose template is
 // missing, is an error that says so (never blocked).
 func TestMissingGuestExplained(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{DemoTemplates: true}, verifyOff)
 	p.pass(t)
 	running := events.PowerRunning
 	seq := p.desire(t, &events.Desired{VMID: 777, Power: &running})
@@ -113,7 +116,7 @@ func TestMissingGuestExplained(t *testing.T) {
 // one it did not create needs the approval too; a protected guest is never
 // destroyed, approved or not.
 func TestDestroyGate(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	for _, g := range []pvesim.GuestSpec{
 		{VMID: 701, Running: true, Tags: []string{events.OwnerTag}},
 		{VMID: 702, Name: "adopted"},
@@ -128,16 +131,23 @@ func TestDestroyGate(t *testing.T) {
 	for _, id := range []int{701, 702, 703} {
 		seqs[id] = p.desire(t, &events.Desired{VMID: id, Absent: true})
 	}
-	for id, want := range map[int]string{
-		701: "the destroy gate is closed (run the planner and executors with --allow-destroy, or `converge approve 701` for this guest)",
-		702: "was not created by converge, so only `converge approve 702` lets converge destroy it",
-		703: "converge never destroys a protected guest",
+	for _, c := range []struct {
+		id   int
+		want string
+	}{
+		{701, "the destroy gate is closed (run the planner and executors with --allow-destroy, or `converge approve 701` for this guest)"},
+		{702, "was not created by converge, so only `converge approve 702` lets converge destroy it"},
+		{703, "converge never destroys a protected guest"},
 	} {
-		if doc := p.passUntil(t, id, seqs[id], planner.Blocked, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, want) {
-			t.Fatalf("guest %d: %+v, want blocked: %s", id, doc, want)
+		if doc := p.passUntil(t, c.id, seqs[c.id], planner.Blocked, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, c.want) {
+			t.Fatalf("guest %d: %+v, want blocked: %s", c.id, doc, c.want)
 		}
-		if ts := tasksOf(p.sim, id); len(ts) != 0 {
-			t.Fatalf("guest %d behind the gate saw %v", id, ts)
+		doc := p.settleIn(t, c.id)
+		if ts := tasksOf(p.sim, c.id); len(ts) != 0 {
+			t.Fatalf("guest %d behind the gate saw %v", c.id, ts)
+		}
+		if doc.Status.Kind != planner.Blocked {
+			t.Fatalf("guest %d after more passes: %+v, want still blocked", c.id, doc.Status)
 		}
 	}
 	p.approve(t, 701, 702, 703)
@@ -152,19 +162,21 @@ func TestDestroyGate(t *testing.T) {
 	if ts := tasksOf(p.sim, 701); strings.Join(ts, " ") != "qmshutdown qmdestroy" {
 		t.Fatalf("701 (running) saw %v, want a shutdown then a destroy", ts)
 	}
-	p.pass(t)
-	if doc := p.waitState(t, 703, seqs[703], planner.Blocked, time.Second); doc == nil || doc.Status.Kind != planner.Blocked {
-		t.Fatalf("protected 703 after approval: %+v", doc)
-	}
+	// The approval, and the passes after it, folded and acted on: the
+	// protected guest is untouched.
+	doc := p.settleIn(t, 703)
 	if _, ok := p.sim.Guest(703); !ok || len(tasksOf(p.sim, 703)) != 0 {
-		t.Fatal("protected guest 703 touched")
+		t.Fatalf("protected guest 703 touched: tasks %v", tasksOf(p.sim, 703))
+	}
+	if doc.Status.Kind != planner.Blocked {
+		t.Fatalf("protected 703 after approval: %+v", doc)
 	}
 }
 
 // --allow-destroy: the guests converge created go when desired absent
 // (out of HA first); a protected one stays.
 func TestDestroyAllowed(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1}, func(c *app.Config) {
+	p := startPipeline(t, pvesim.Options{}, verifyOff, func(c *app.Config) {
 		c.Planner.Planner.Policy.AllowDestroy = true
 		c.Executor.Policy.AllowDestroy = true
 	})
@@ -191,7 +203,11 @@ func TestDestroyAllowed(t *testing.T) {
 	if doc := p.passUntil(t, 713, seq, planner.Blocked, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, "protection") {
 		t.Fatalf("713: %+v", doc)
 	}
-	if _, ok := p.sim.Guest(713); !ok {
-		t.Fatal("protected guest 713 destroyed")
+	doc := p.settleIn(t, 713)
+	if _, ok := p.sim.Guest(713); !ok || len(tasksOf(p.sim, 713)) != 0 {
+		t.Fatalf("protected guest 713 destroyed or touched: tasks %v", tasksOf(p.sim, 713))
+	}
+	if doc.Status.Kind != planner.Blocked {
+		t.Fatalf("713 after more passes: %+v, want still blocked", doc.Status)
 	}
 }

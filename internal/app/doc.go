@@ -6,6 +6,17 @@
 // up`, the role commands, `converge bench` and the end-to-end tests all
 // run converge through it, so what they measure and test is what runs.
 //
+// # Configuration
+//
+// A [Config] starts from [DefaultConfig], every role's defaults; Validate
+// refuses a field left zero where zero means nothing, naming the field.
+// What a process shares is set once: each role's cluster, name
+// (<role>@Name), partition and replica counts are the process's, and the
+// executors judge with the planner's policy. [Setup] is what `converge
+// up` and the role commands prepare alike before Start: the Proxmox
+// client and its start-up check ([CheckProxmox]), the HTTP API's tokens,
+// the trust in signed desired state and the signing of what /v1 accepts.
+//
 // # Connections
 //
 // A process running one role uses one NATS connection. With several roles

@@ -9,7 +9,6 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/planner"
@@ -23,7 +22,7 @@ import (
 // the simulator receives no mutation, and each is journalled as skipped
 // with the reason.
 func TestForgedActionsNeverReachProxmox(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Guests: 8, Nodes: 1}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Guests: 8, Nodes: 1}, verifyOff)
 	var running []pvesim.GuestInfo
 	for _, g := range p.sim.Guests() {
 		if g.Status == "running" && !g.Template {

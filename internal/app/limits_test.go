@@ -11,11 +11,8 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
-	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/natsserver"
-	"github.com/converge-pve/converge/internal/observer"
-	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/internal/views"
@@ -47,10 +44,12 @@ func (c *cluster) start(name string, roles app.Roles, limits planner.Limits, pol
 	t := c.t
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Start(ctx, app.Config{Name: name, Roles: roles, Bus: bus.Config{URLs: c.url},
-		Proxmox: pvesimtest.Client(t, c.sim), Logger: zerolog.Nop(),
-		Observer: observer.Config{Interval: time.Second},
-		Planner:  planloop.Config{Planner: planner.Config{Limits: limits, Policy: pol}}})
+	cfg := app.DefaultConfig()
+	cfg.Name, cfg.Roles, cfg.Bus.URLs = name, roles, c.url
+	cfg.Proxmox, cfg.Logger = pvesimtest.Client(t, c.sim), zerolog.Nop()
+	cfg.Observer.Interval = time.Second
+	cfg.Planner.Planner.Limits, cfg.Planner.Planner.Policy = limits, pol
+	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -150,9 +149,10 @@ func TestNodeConcurrencyAcrossProcesses(t *testing.T) {
 		}
 		ds = append(ds, &events.Desired{VMID: id, Power: &running})
 	}
-	limits := planner.Limits{NodeConcurrency: slots}
-	a1 := c.start("one", app.All, limits, planner.Policy{})
-	a2 := c.start("two", app.Roles{Planner: true, Executor: true}, limits, planner.Policy{})
+	limits := planner.DefaultLimits()
+	limits.NodeConcurrency = slots
+	a1 := c.start("one", app.All, limits, planner.DefaultPolicy())
+	a2 := c.start("two", app.Roles{Planner: true, Executor: true}, limits, planner.DefaultPolicy())
 	// Both planners and both executors own partitions, and every guest has
 	// been observed, before the change lands.
 	if !until(60*time.Second, func() bool {

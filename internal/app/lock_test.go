@@ -4,47 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
-	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/planner"
 )
 
 // results reads every result journalled for vmid.
 func (p *pipeline) results(t *testing.T, vmid int) []events.Result {
 	t.Helper()
-	ctx := pvesimtest.Context(t)
-	st, err := p.a.Bus().Stream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.StoredFilter(events.KindResult, events.DefaultCluster, vmid)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []events.Result
-	for {
-		batch, err := c.FetchNoWait(100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			r, err := events.Decode[events.Result](m.Data())
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r)
-		}
-		if n == 0 {
-			return out
-		}
-	}
+	return journalled[events.Result](t, p, events.KindResult, vmid)
 }
 
 // A guest locked by a backup for 10 s: the change waits for the lock (the
@@ -55,7 +23,7 @@ func TestBackupLockWaitedOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a 10 s lock")
 	}
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const vmid = 303
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Cores: 1}); err != nil {
 		t.Fatal(err)
@@ -83,6 +51,7 @@ func TestBackupLockWaitedOut(t *testing.T) {
 	if took := time.Since(locked); took < 10*time.Second {
 		t.Fatalf("converged after %s, inside the lock", took)
 	}
+	p.settle(t, vmid) // every action's result journalled
 	skipped := 0
 	for _, r := range p.results(t, vmid) {
 		switch {

@@ -7,14 +7,13 @@ import (
 	"testing"
 
 	"github.com/converge-pve/converge/internal/app"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
 
 // A process's roles reach its embedded NATS over loopback TCP, not over
 // nats.go's unbuffered in-process pipe (natsserver.LocalURL says why).
 func TestEmbeddedNATSOverLoopback(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Nodes: 1, Guests: 1}, observer.Config{})
+	p := startPipeline(t, pvesim.Options{Nodes: 1, Guests: 1}, nil)
 	if u := p.a.Bus().NC.ConnectedAddr(); !strings.HasPrefix(u, "127.0.0.1:") {
 		t.Fatalf("connected to %q; want the embedded server's loopback listener", u)
 	}
@@ -29,7 +28,7 @@ func TestEmbeddedNATSWithConfigFileInProcess(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("max_payload: 1048576\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startPipeline(t, pvesim.Options{Nodes: 1, Guests: 1}, observer.Config{}, func(c *app.Config) {
+	p := startPipeline(t, pvesim.Options{Nodes: 1, Guests: 1}, nil, func(c *app.Config) {
 		c.Embedded.ConfigFile = conf
 	})
 	if u := p.a.Bus().NC.ConnectedAddr(); u != "pipe" {

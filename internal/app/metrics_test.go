@@ -18,8 +18,6 @@ import (
 	"github.com/converge-pve/converge/internal/clock/clocktest"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/natsserver"
-	"github.com/converge-pve/converge/internal/observer"
-	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -35,20 +33,17 @@ import (
 func TestMetricsOverHTTP(t *testing.T) {
 	sim := pvesimtest.Start(t, pvesim.Options{Nodes: 1, Guests: 16})
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Start(ctx, app.Config{
-		Roles:    app.All,
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  pvesimtest.Client(t, sim),
-		HTTP:     "127.0.0.1:0",
-		Ready:    app.ReadyConfig{Clock: clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))},
-		// One pass at start; the test runs the others itself.
-		Observer: observer.Config{Interval: time.Hour},
-		Planner: planloop.Config{Planner: planner.Config{
-			Policy: planner.Policy{ObserverTimeout: 2 * time.Hour},
-			// One shutdown per window; the next is held.
-			Limits: planner.Limits{GuardMin: 1, GuardShare: 0.001, GuardWindow: time.Hour}}},
-		Logger: zerolog.Nop(),
-	})
+	cfg := app.DefaultConfig()
+	cfg.Roles, cfg.Embedded = app.All, &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}
+	cfg.Proxmox, cfg.HTTP, cfg.Logger = pvesimtest.Client(t, sim), "127.0.0.1:0", zerolog.Nop()
+	cfg.Ready.Clock = clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	// One pass at start; the test runs the others itself.
+	cfg.Observer.Interval = time.Hour
+	cfg.Planner.Planner.Policy.ObserverTimeout = 2 * time.Hour
+	// One shutdown per window; the next is held.
+	l := &cfg.Planner.Planner.Limits
+	l.GuardMin, l.GuardShare, l.GuardWindow = 1, 0.001, time.Hour
+	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

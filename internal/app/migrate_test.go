@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -108,6 +107,7 @@ func TestMovedByHandFollowed(t *testing.T) {
 	cores = 3
 	seq = p.desire(t, &events.Desired{VMID: vmid, Cores: &cores})
 	p.converge(t, vmid, seq)
+	p.settle(t, vmid) // every read-back journalled
 	if g, _ := p.sim.Guest(vmid); g.Node != "pve2" || g.Config["cores"] != "3" {
 		t.Fatalf("guest %+v: want cores 3 on pve2", g)
 	}
@@ -143,6 +143,8 @@ func TestHAGuestThroughHA(t *testing.T) {
 	ss := p.desire(t, &events.Desired{VMID: started, Power: &running})
 	p.converge(t, moved, ms)
 	p.converge(t, started, ss)
+	p.settle(t, moved) // and no second migration, nor a start by converge, after
+	p.settle(t, started)
 	if g, _ := p.sim.Guest(moved); g.Node != "pve2" || g.Status != "running" {
 		t.Fatalf("HA guest %+v: want running on pve2", g)
 	}
@@ -188,7 +190,7 @@ func TestHAGuestThroughHA(t *testing.T) {
 // the guest moves. The executor waits for the guest, so it is migrated
 // once, not again by a plan from the old node.
 func TestMigrateOfGuestHATookOver(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Nodes: 2}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Nodes: 2}, verifyOff)
 	const vmid = 426
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Node: "pve1", Running: true}); err != nil {
 		t.Fatal(err)
@@ -204,6 +206,7 @@ func TestMigrateOfGuestHATookOver(t *testing.T) {
 		return g.Node == "pve2" && g.Lock == ""
 	})
 	p.converge(t, vmid, seq)
+	p.settle(t, vmid) // and no second migration after
 	if us := taskUsers(p.sim, vmid, "qmigrate"); len(us) != 1 {
 		t.Fatalf("migrations %v, want one", us)
 	}

@@ -25,20 +25,25 @@ type pipeline struct {
 	sim *pvesim.Sim
 	obs *observer.Observer
 	rd  views.Reader
+
+	// settles counts the pipeline's settles; under the late fault the
+	// late-th gets the wrong action (settle_test.go), and the observer
+	// reads through reads.
+	settles, late int
+	reads         *lateReads
 }
 
 // startPipeline starts the simulator with opts, a planner and an executor,
-// and an observer with obsCfg (its logger silenced).
-func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config, mods ...func(*app.Config)) *pipeline {
+// and an observer of the default config changed by obsMod, if set (its logger
+// silenced).
+func startPipeline(t *testing.T, opts pvesim.Options, obsMod func(*observer.Config), mods ...func(*app.Config)) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sim := pvesimtest.Start(t, opts)
-	cfg := app.Config{
-		Roles:    app.Roles{Planner: true, Executor: true},
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  pvesimtest.Client(t, sim),
-		Logger:   zerolog.Nop(),
-	}
+	cfg := app.DefaultConfig()
+	cfg.Roles = app.Roles{Planner: true, Executor: true}
+	cfg.Embedded = &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}
+	cfg.Proxmox, cfg.Logger = pvesimtest.Client(t, sim), zerolog.Nop()
 	for _, m := range mods {
 		m(&cfg)
 	}
@@ -48,16 +53,26 @@ func startPipeline(t *testing.T, opts pvesim.Options, obsCfg observer.Config, mo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = a.Wait() })
+	p := &pipeline{a: a, sim: sim, late: lateFault(t)}
+	var px observer.Proxmox = pvesimtest.Client(t, sim)
+	if p.late > 0 {
+		p.reads = &lateReads{Proxmox: px, t: t, frozen: map[int]*frozenConfig{}}
+		px = p.reads
+	}
+	obsCfg := observer.DefaultConfig()
+	if obsMod != nil {
+		obsMod(&obsCfg)
+	}
 	obsCfg.Logger = zerolog.Nop()
-	obs, err := observer.New(obsCfg, pvesimtest.Client(t, sim), a.Bus())
-	if err != nil {
+	if p.obs, err = observer.New(obsCfg, px, a.Bus()); err != nil {
 		t.Fatal(err)
 	}
 	vs, err := a.Bus().ViewStore()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pipeline{a: a, sim: sim, obs: obs, rd: views.Reader{Store: vs, Cluster: events.DefaultCluster}}
+	p.rd = views.Reader{Store: vs, Cluster: events.DefaultCluster}
+	return p
 }
 
 func (p *pipeline) pass(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -100,7 +99,7 @@ func TestDerivedReadBackMatchesProxmox(t *testing.T) {
 // is never written over blindly: the action is skipped, the guest re-read
 // and the desired value written from the fresh reading.
 func TestNextWriteAfterDerivedReadBackFenced(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{})
+	p := startPipeline(t, pvesim.Options{}, nil)
 	const vmid = 511
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Name: "web"}); err != nil {
 		t.Fatal(err)

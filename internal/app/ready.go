@@ -21,23 +21,53 @@ import (
 	"github.com/converge-pve/converge/internal/pve"
 )
 
-// ReadyConfig says how readiness (/readyz) is probed.
+// ReadyConfig says how readiness (/readyz) is probed. Start from
+// [DefaultReadyConfig].
 type ReadyConfig struct {
-	// Interval between journal probes (default DefaultReadyInterval): one
-	// publish per NATS connection that the stream refuses by its fence, so
-	// nothing is stored, yet only a stream that can take writes answers.
+	// Interval between journal probes: one publish per NATS connection
+	// that the stream refuses by its fence, so nothing is stored, yet only
+	// a stream that can take writes answers.
 	Interval time.Duration
 	// ProxmoxFresh is how old the newest answer to an inventory call may
-	// be before the probe makes one itself (default three observer
-	// intervals, at least 30 s). An observer's passes keep it fresh; a
-	// process with executors only pays one inventory call per ProxmoxFresh.
+	// be before the probe makes one itself (DefaultProxmoxFresh). An
+	// observer's passes keep it fresh; a process with executors only pays
+	// one inventory call per ProxmoxFresh.
 	ProxmoxFresh time.Duration
-	// Clock times the probes (default clock.Real).
+	// Clock times the probes.
 	Clock clock.Clock
 }
 
-// DefaultReadyInterval is ReadyConfig.Interval's default.
+// DefaultReadyInterval is ReadyConfig.Interval's default: a journal that
+// stops taking writes shows within seconds, for one fenced publish per
+// connection.
 const DefaultReadyInterval = 5 * time.Second
+
+// DefaultReadyConfig returns the defaults, ProxmoxFresh for the
+// observer's default interval.
+func DefaultReadyConfig() ReadyConfig {
+	return ReadyConfig{Interval: DefaultReadyInterval, ProxmoxFresh: DefaultProxmoxFresh(observer.DefaultInterval), Clock: clock.Real}
+}
+
+// DefaultProxmoxFresh is ProxmoxFresh's default for an observer polling
+// every observeInterval: three passes, so that one slow pass costs no
+// probe of its own, and at least 30 s, so that a process without an
+// observer does not list the inventory often.
+func DefaultProxmoxFresh(observeInterval time.Duration) time.Duration {
+	return max(30*time.Second, 3*observeInterval)
+}
+
+// Validate refuses a ReadyConfig that makes no sense, naming the field.
+func (c ReadyConfig) Validate() error {
+	switch {
+	case c.Interval <= 0:
+		return fmt.Errorf("app.ReadyConfig.Interval: must be > 0, got %s", c.Interval)
+	case c.ProxmoxFresh <= 0:
+		return fmt.Errorf("app.ReadyConfig.ProxmoxFresh: must be > 0, got %s", c.ProxmoxFresh)
+	case c.Clock == nil:
+		return errors.New("app.ReadyConfig.Clock: must be set (clock.Real)")
+	}
+	return nil
+}
 
 // A probe that does not finish within these says the journal or Proxmox
 // does not answer.
@@ -45,23 +75,6 @@ const (
 	journalProbeTimeout = 3 * time.Second
 	proxmoxProbeTimeout = 10 * time.Second
 )
-
-func (c *ReadyConfig) defaults(obsInterval time.Duration) error {
-	if c.Interval < 0 || c.ProxmoxFresh < 0 {
-		return errors.New("app: Ready.Interval and Ready.ProxmoxFresh must not be negative")
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultReadyInterval
-	}
-	if c.ProxmoxFresh == 0 {
-		if obsInterval <= 0 {
-			obsInterval = observer.DefaultInterval
-		}
-		c.ProxmoxFresh = max(30*time.Second, 3*obsInterval)
-	}
-	c.Clock = clock.Or(c.Clock)
-	return nil
-}
 
 // probeConn is one NATS connection of the process, named by its role,
 // and where its probe publishes: a subject its role may publish

@@ -37,14 +37,10 @@ func TestReadyzJournalFullAndProxmoxUnreachable(t *testing.T) {
 	sim := pvesimtest.Start(t, pvesim.Options{Guests: 2})
 	clk := clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Start(ctx, app.Config{
-		Roles:    app.All,
-		Embedded: &natsserver.Options{DataDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:-1", ConfigFile: conf},
-		Proxmox:  pvesimtest.Client(t, sim),
-		HTTP:     "127.0.0.1:0",
-		Ready:    app.ReadyConfig{Clock: clk},
-		Logger:   zerolog.Nop(),
-	})
+	cfg := app.DefaultConfig()
+	cfg.Roles, cfg.Embedded = app.All, &natsserver.Options{DataDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:-1", ConfigFile: conf}
+	cfg.Proxmox, cfg.HTTP, cfg.Ready.Clock, cfg.Logger = pvesimtest.Client(t, sim), "127.0.0.1:0", clk, zerolog.Nop()
+	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -28,14 +28,11 @@ import (
 func startReady(t *testing.T, roles app.Roles, px app.Proxmox) *app.App {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.Start(ctx, app.Config{
-		Roles:    roles,
-		Embedded: &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"},
-		Proxmox:  px,
-		HTTP:     "127.0.0.1:0",
-		Ready:    app.ReadyConfig{Clock: clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))},
-		Logger:   zerolog.Nop(),
-	})
+	cfg := app.DefaultConfig()
+	cfg.Roles, cfg.Embedded = roles, &natsserver.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"}
+	cfg.Proxmox, cfg.HTTP, cfg.Logger = px, "127.0.0.1:0", zerolog.Nop()
+	cfg.Ready.Clock = clocktest.New(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -148,7 +145,9 @@ func TestReadyzJournalUnwritable(t *testing.T) {
 // /readyz said ready while Proxmox refused converge's credentials.
 func TestReadyzProxmoxUnauthorized(t *testing.T) {
 	sim := pvesimtest.Start(t, pvesim.Options{Guests: 2})
-	wrong, err := pve.New(pve.Config{URL: sim.URL(), TokenID: pvesimtest.TokenID, TokenSecret: "not-the-secret", Timeout: 10 * time.Second})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.Timeout = sim.URL(), pvesimtest.TokenID, "not-the-secret", 10*time.Second
+	wrong, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/clock"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/planner"
 )
@@ -38,7 +37,7 @@ func powerTasks(sim *pvesim.Sim, vmid int) []string {
 // guest's restart "allowed", one reboot applies it and the guest is
 // converged.
 func TestRestartPolicy(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const vmid = 301
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1}); err != nil {
 		t.Fatal(err)
@@ -57,10 +56,18 @@ func TestRestartPolicy(t *testing.T) {
 	if g, _ := p.sim.Guest(vmid); g.Pending["cores"] != "2" || g.Status != "running" {
 		t.Fatalf("guest %+v: want running with cores 2 pending", g)
 	}
-	p.pass(t) // more passes change nothing
-	p.pass(t)
+	// More passes change nothing: once they are folded and whatever they
+	// called for is done, no restart and no write reached Proxmox.
+	before := p.sim.Mutations()
+	doc = p.settleIn(t, vmid)
 	if ts := powerTasks(p.sim, vmid); len(ts) != 0 {
 		t.Fatalf("restart not allowed, yet the simulator saw %v", ts)
+	}
+	if n := p.sim.Mutations() - before; n != 0 {
+		t.Fatalf("restart not allowed, yet more passes made %d Proxmox mutations (results %+v)", n, p.results(t, vmid))
+	}
+	if doc.Status.Kind != planner.Pending || !strings.Contains(doc.Status.Reason, "cores waits for a restart") {
+		t.Fatalf("after more passes: %+v, want still pending for a restart", doc.Status)
 	}
 
 	allowed := events.RestartAllowed
@@ -68,6 +75,7 @@ func TestRestartPolicy(t *testing.T) {
 	if doc := p.waitState(t, vmid, seq, planner.Converged, 20*time.Second); doc == nil || doc.Status.Kind != planner.Converged {
 		t.Fatalf("with restart allowed: %+v", doc)
 	}
+	p.settle(t, vmid) // and no second reboot after
 	if ts := powerTasks(p.sim, vmid); len(ts) != 1 || ts[0] != "qmreboot" {
 		t.Fatalf("tasks %v, want exactly one reboot", ts)
 	}
@@ -86,20 +94,24 @@ func (c *offsetClock) Now() time.Time { return c.Clock.Now().Add(time.Duration(c
 
 // --restart allowed with a --restart-window that is closed now: no reboot
 // until it opens (the planner's and the executor's injected clock moved
-// into it), then one.
+// into it), then one, planned once the window opened by their clock.
 func TestRestartWindow(t *testing.T) {
 	clk := &offsetClock{Clock: clock.Real}
+	// Until the test moves it, the injected clock runs ten minutes behind:
+	// the window stays closed however slowly the test runs.
+	clk.d.Store(int64(-10 * time.Minute))
 	// A one-hour window opening at the next minute at least 15 s away, in
 	// UTC. The injected clock moves less than a minute ahead: further, the
 	// journal would rightly refuse the executor's read-backs as stamped in
 	// the future (projector.MaxReadAhead).
 	open := time.Now().UTC().Add(15 * time.Second).Truncate(time.Minute).Add(time.Minute)
 	window := fmt.Sprintf("%s %s-%s", open.Weekday().String()[:3], open.Format("15:04"), open.Add(time.Hour).Format("15:04"))
-	pol := planner.Policy{Restart: events.RestartAllowed, RestartWindow: window, Location: time.UTC,
-		// The clock moves minutes ahead of the journal's: observations
-		// must not read as stale meanwhile.
-		ObserverTimeout: time.Hour}
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1}, func(c *app.Config) {
+	pol := planner.DefaultPolicy()
+	pol.Restart, pol.RestartWindow, pol.Location = events.RestartAllowed, window, time.UTC
+	// The clock moves minutes ahead of the journal's: observations must
+	// not read as stale meanwhile.
+	pol.ObserverTimeout = time.Hour
+	p := startPipeline(t, pvesim.Options{}, verifyOff, func(c *app.Config) {
 		c.Planner.Planner.Policy, c.Planner.Clock = pol, clk
 		c.Executor.Policy, c.Executor.Clock = pol, clk
 	})
@@ -118,23 +130,41 @@ func TestRestartWindow(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "allowed only in the restart window "+window) {
 		t.Fatalf("status %+v, want pending until the window %s", doc, window)
 	}
-	p.pass(t)
+	doc = p.settleIn(t, vmid)
 	if ts := powerTasks(p.sim, vmid); len(ts) != 0 {
 		t.Fatalf("window closed, yet the simulator saw %v", ts)
 	}
+	if !strings.Contains(doc.Status.Reason, "allowed only in the restart window "+window) {
+		t.Fatalf("after more passes: %+v, want still pending until the window", doc.Status)
+	}
 	// The clock moves to three seconds before the window opens (the lease
 	// of the planner, on the same clock, is renewed within a second):
-	// still nothing; the reboot comes when the window opens.
+	// still nothing, as far as the planner's clock has come when the
+	// passes have settled; the reboot comes when the window opens.
 	clk.d.Store(int64(min(time.Until(open)-3*time.Second, 50*time.Second)))
-	p.pass(t)
-	if ts := powerTasks(p.sim, vmid); len(ts) != 0 {
-		t.Fatalf("before the window, the simulator saw %v", ts)
+	p.settleIn(t, vmid)
+	if now := clk.Now(); now.Before(open) {
+		if ts := powerTasks(p.sim, vmid); len(ts) != 0 {
+			t.Fatalf("before the window (the clock at %s, the window opens %s), the simulator saw %v", now.Format(time.RFC3339Nano), open, ts)
+		}
+	} else {
+		t.Logf("the window opened (%s) while the passes settled; the reboot's planning time below shows that it waited", open)
 	}
 	if doc := p.waitState(t, vmid, seq, planner.Converged, 45*time.Second); doc == nil || doc.Status.Kind != planner.Converged {
 		t.Fatalf("window open: %+v", doc)
 	}
+	p.settle(t, vmid)
 	if ts := powerTasks(p.sim, vmid); len(ts) != 1 || ts[0] != "qmreboot" {
 		t.Fatalf("tasks %v, want exactly one reboot", ts)
+	}
+	var reboots []time.Time
+	for _, a := range journalled[events.Action](t, p, events.KindAction, vmid) {
+		if a.Op == events.OpReboot {
+			reboots = append(reboots, a.Time)
+		}
+	}
+	if len(reboots) != 1 || reboots[0].Before(open) {
+		t.Fatalf("reboots planned at %v, want one, at or after the window opened (%s)", reboots, open)
 	}
 }
 
@@ -143,7 +173,7 @@ func TestRestartWindow(t *testing.T) {
 // value still pending, and the status is an error that says so and what
 // to do; later passes plan no second reboot.
 func TestRebootNeverForced(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const vmid = 304
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Running: true, Cores: 1}); err != nil {
 		t.Fatal(err)
@@ -157,12 +187,15 @@ func TestRebootNeverForced(t *testing.T) {
 		!strings.Contains(doc.Status.Reason, "converge never forces a reboot") {
 		t.Fatalf("status %+v, want an error saying the reboot was not forced", doc)
 	}
-	p.pass(t)
-	p.pass(t)
+	// Later passes, once folded and acted on, planned no second reboot.
+	doc = p.settleIn(t, vmid)
 	if ts := powerTasks(p.sim, vmid); len(ts) != 1 || ts[0] != "qmreboot" {
 		t.Fatalf("tasks %v, want exactly one reboot", ts)
 	}
 	if g, _ := p.sim.Guest(vmid); g.Status != "running" || g.Pending["cores"] != "2" {
 		t.Fatalf("guest %+v: want running, cores 2 still pending", g)
+	}
+	if doc.Status.Kind != planner.Error || !strings.Contains(doc.Status.Reason, "converge never forces a reboot") {
+		t.Fatalf("after more passes: %+v, want still the error", doc.Status)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/journal"
-	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/planner"
@@ -24,7 +23,7 @@ func TestSignedMode(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	_, mallory, _ := ed25519.GenerateKey(rand.Reader)
 	auth := &projector.Auth{Keys: map[string]ed25519.PublicKey{"ci": pub}, Require: true}
-	p := startPipeline(t, pvesim.Options{Guests: 4, Nodes: 1}, observer.Config{ConfigRefresh: -1}, func(c *app.Config) {
+	p := startPipeline(t, pvesim.Options{Guests: 4, Nodes: 1}, verifyOff, func(c *app.Config) {
 		c.Planner.Planner.Auth, c.Executor.Auth = auth, auth
 	})
 	p.pass(t)
@@ -70,6 +69,9 @@ func TestSignedMode(t *testing.T) {
 		if doc == nil || doc.Status.Kind != planner.Rejected || !strings.Contains(doc.Status.Reason, c.says) {
 			t.Fatalf("%s: %+v", c.name, doc)
 		}
+	}
+	if doc := p.settleIn(t, vmid); doc.Status.Kind != planner.Rejected {
+		t.Fatalf("after more passes: %+v, want still rejected", doc.Status)
 	}
 	if n := p.sim.Mutations() - before; n != 0 {
 		t.Fatalf("rejected events caused %d Proxmox mutations", n)

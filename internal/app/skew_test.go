@@ -27,7 +27,7 @@ func (s skewed) Now() time.Time { return s.Clock.Now().Add(s.d) }
 // discarded and the planner re-planned the same write from the stale view,
 // thousands of times. Reads are ordered by the journal now.
 func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Guests: 4}, observer.Config{Clock: skewed{clock.Real, 20 * time.Second}, ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Guests: 4}, func(c *observer.Config) { c.Clock, c.VerifyOff = skewed{clock.Real, 20 * time.Second}, true })
 	p.pass(t)
 	const vmid = 100
 	desc, name := "set by converge", "skewed-100"
@@ -38,10 +38,12 @@ func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
 	if doc == nil || doc.Status.Kind != planner.Converged {
 		t.Fatalf("not converged after 20s with a 20s-skewed observer: %+v; %d Proxmox mutations", doc, writes)
 	}
-	// Further (skewed) passes change nothing.
-	p.pass(t)
-	p.pass(t)
-	doc = p.waitState(t, vmid, doc.View.Seq, planner.Converged, 5*time.Second)
+	// Further (skewed) passes, folded and acted on, change nothing.
+	converged := p.sim.Mutations()
+	doc = p.settleIn(t, vmid)
+	if n := p.sim.Mutations() - converged; n != 0 {
+		t.Fatalf("further passes made %d Proxmox mutations (results %+v)", n, p.results(t, vmid))
+	}
 	writes = p.sim.Mutations() - before
 	if doc.Status.Kind != planner.Converged || writes > 3 {
 		t.Fatalf("one desired change cost %d Proxmox mutations (status %+v)", writes, doc.Status)
@@ -53,7 +55,7 @@ func TestSkewedObserverDoesNotFloodProxmox(t *testing.T) {
 // later read look older: about a thousand actions a second, indefinitely.
 // It is refused now, with the reason in status.
 func TestFutureObservationRefused(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Guests: 4}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{Guests: 4}, verifyOff)
 	p.pass(t)
 	const vmid = 101
 	forged := &events.Observed{Meta: events.NewMeta("mallory", "", time.Now()), VMID: vmid, Cluster: events.DefaultCluster,
@@ -68,12 +70,16 @@ func TestFutureObservationRefused(t *testing.T) {
 	desc := "after a forged read"
 	before := p.sim.Mutations()
 	seq := p.desire(t, &events.Desired{VMID: vmid, Description: &desc})
-	doc := p.waitState(t, vmid, seq, planner.Converged, 20*time.Second)
-	p.pass(t)
-	p.pass(t)
-	doc = p.waitState(t, vmid, doc.View.Seq, planner.Converged, 5*time.Second)
-	writes := p.sim.Mutations() - before
-	if doc == nil || doc.Status.Kind != planner.Converged || writes > 3 {
+	if doc := p.waitState(t, vmid, seq, planner.Converged, 20*time.Second); doc == nil || doc.Status.Kind != planner.Converged {
+		t.Fatalf("not converged after a 2099 observation: %+v; %d Proxmox mutations", doc, p.sim.Mutations()-before)
+	}
+	// Further passes, folded and acted on, change nothing.
+	converged := p.sim.Mutations()
+	doc := p.settleIn(t, vmid)
+	if n := p.sim.Mutations() - converged; n != 0 {
+		t.Fatalf("further passes made %d Proxmox mutations (results %+v)", n, p.results(t, vmid))
+	}
+	if writes := p.sim.Mutations() - before; doc.Status.Kind != planner.Converged || writes > 3 {
 		t.Fatalf("after a 2099 observation: %d Proxmox mutations, status %+v", writes, doc)
 	}
 	if r := doc.View.RefusedObservation; r == nil || r.Publisher != "mallory" {

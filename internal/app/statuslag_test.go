@@ -7,9 +7,6 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pvesim"
-	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
-	"github.com/converge-pve/converge/internal/views"
-	"github.com/converge-pve/converge/planner"
 )
 
 // Proxmox's /cluster/resources reports a guest's status as its node's
@@ -23,38 +20,6 @@ import (
 
 // frozenInventory is a simulator whose pvestatd broadcasts only when told.
 var frozenInventory = pvesim.Options{Nodes: 2, Faults: pvesim.Faults{ResourcesLag: pvesim.Duration(time.Hour)}}
-
-// settle runs observer passes, then waits until the planner has folded the
-// guest's newest event and nothing acts on it.
-func (p *pipeline) settle(t *testing.T, vmid int) *views.GuestDoc {
-	t.Helper()
-	for range 3 {
-		p.pass(t)
-	}
-	es, err := p.a.Bus().Lasts(pvesimtest.Context(t), events.DefaultCluster, vmid,
-		events.KindObserved, events.KindAction, events.KindResult)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last uint64
-	for _, e := range es {
-		if e != nil {
-			last = max(last, e.Seq)
-		}
-	}
-	var doc *views.GuestDoc
-	if !until(30*time.Second, func() bool {
-		d, err := p.rd.Guest(pvesimtest.Context(t), vmid)
-		if err == nil && d != nil {
-			doc = d
-		}
-		return doc != nil && doc.View != nil && doc.View.Seq >= last && doc.View.InFlight == nil &&
-			doc.Status.Kind == planner.Converged
-	}) {
-		t.Fatalf("guest %d did not settle converged after seq %d: %+v", vmid, last, doc)
-	}
-	return doc
-}
 
 // tasksOfType lists the exit statuses of the simulator's tasks of typ on
 // vmid.

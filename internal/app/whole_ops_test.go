@@ -150,6 +150,7 @@ func TestSnapshotBeforeRestart(t *testing.T) {
 	seq := p.desire(t, &events.Desired{VMID: vmid, Power: &running, Cores: &cores, Restart: &allowed,
 		SnapshotBefore: []string{events.SnapshotRestart}})
 	p.converge(t, vmid, seq)
+	p.settle(t, vmid) // and no second reboot after
 	snaps := p.sim.Snapshots(vmid)
 	if len(snaps) != 1 || !strings.HasPrefix(snaps[0].Name, events.SnapshotPrefix) || snaps[0].Config["cores"] != "1" {
 		t.Fatalf("snapshots %+v: want one converge snapshot of the guest with 1 core", snaps)

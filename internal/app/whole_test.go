@@ -18,7 +18,11 @@ import (
 // corrected, and no false drift once converged.
 
 // verifyEveryPass has each observer pass read every guest's config.
-var verifyEveryPass = observer.Config{ConfigRefresh: time.Nanosecond, VerifyRate: 1000}
+func verifyEveryPass(c *observer.Config) { c.ConfigRefresh, c.VerifyRate = time.Nanosecond, 1000 }
+
+// verifyOff has the observer read only new, changed and unconfirmed
+// guests.
+func verifyOff(c *observer.Config) { c.VerifyOff = true }
 
 // converge waits until the guest is converged at or after seq, running
 // observer passes.
@@ -93,8 +97,11 @@ func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "cores waits for a restart") {
 		t.Fatalf("status %+v, want cores waiting for a restart", doc)
 	}
-	for range 3 {
-		p.pass(t)
+	// More passes, folded and acted on, change nothing.
+	before := p.sim.Mutations()
+	p.settleIn(t, vmid)
+	if n := p.sim.Mutations() - before; n != 0 {
+		t.Fatalf("%d mutations after the resize, with cores waiting for a restart (results %+v)", n, p.results(t, vmid))
 	}
 	if g, _ := p.sim.Guest(vmid); !strings.Contains(g.Config["scsi0"], "size=32G") {
 		t.Fatalf("the resize was lost: scsi0 = %q", g.Config["scsi0"])
@@ -136,14 +143,18 @@ func TestDisksGrowKeptAndShrinkRefused(t *testing.T) {
 	p.quiet(t, vmid, seq)
 
 	// A shrink: refused with the reason, nothing sent.
-	before := p.sim.Mutations()
+	before = p.sim.Mutations()
 	seq = p.desire(t, &events.Desired{VMID: vmid, Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 16}}})
 	doc = p.passUntil(t, vmid, seq, planner.Error, 20*time.Second)
 	if doc == nil || !strings.Contains(doc.Status.Reason, "disks.scsi0: desired 16 GiB is smaller than the disk's 32 GiB; Proxmox cannot shrink a disk") {
 		t.Fatalf("status %+v, want the shrink refused with its reason", doc)
 	}
+	doc = p.settleIn(t, vmid)
 	if n := p.sim.Mutations() - before; n != 0 {
-		t.Fatalf("%d mutations for a refused shrink", n)
+		t.Fatalf("%d mutations for a refused shrink (results %+v)", n, p.results(t, vmid))
+	}
+	if doc.Status.Kind != planner.Error {
+		t.Fatalf("after more passes: %+v, want the shrink still refused", doc.Status)
 	}
 }
 
@@ -199,7 +210,7 @@ func TestNetworkMACKept(t *testing.T) {
 // applies at once (converged, no restart); without them it waits for a
 // restart, and the status says so.
 func TestHotplugAware(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{}, observer.Config{ConfigRefresh: -1})
+	p := startPipeline(t, pvesim.Options{}, verifyOff)
 	const hot, cold = 403, 404
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: hot, Running: true, MemoryMiB: 1024,
 		Config: map[string]string{"hotplug": "network,disk,usb,memory,cpu", "numa": "1"}}); err != nil {
@@ -225,7 +236,11 @@ func TestHotplugAware(t *testing.T) {
 	if doc == nil || !strings.Contains(doc.Status.Reason, "memory") || !strings.Contains(doc.Status.Reason, "waits for a restart") {
 		t.Fatalf("status %+v, want memory waiting for a restart", doc)
 	}
+	doc = p.settleIn(t, cold)
 	if ts := powerTasks(p.sim, cold); len(ts) != 0 {
 		t.Fatalf("restart never, yet %v", ts)
+	}
+	if doc.Status.Kind != planner.Pending {
+		t.Fatalf("after more passes: %+v, want still waiting for a restart", doc.Status)
 	}
 }

@@ -93,8 +93,11 @@ type Details struct {
 
 // Run performs a whole benchmark.
 func Run(ctx context.Context, o Options) (*Report, *Details, error) {
-	if err := o.defaults(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, nil, err
+	}
+	if o.Progress == nil {
+		o.Progress = noProgress
 	}
 	start := time.Now()
 	// A simulator process that dies ends the run with its reason.

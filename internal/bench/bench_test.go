@@ -23,7 +23,11 @@ func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	profiles := t.TempDir()
-	rep, det, err := bench.Run(ctx, bench.Options{Guests: 40, Rate: 200, LatencyN: 20, LatencyAt: []int{60}, Dir: t.TempDir(), PhaseProfiles: profiles})
+	o := bench.DefaultOptions()
+	o.Guests, o.Rate = 40, 200
+	o.FollowGuests()
+	o.LatencyN, o.LatencyAt, o.Dir, o.PhaseProfiles = 20, []int{60}, t.TempDir(), profiles
+	rep, det, err := bench.Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

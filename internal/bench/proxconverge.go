@@ -15,12 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/natsserver"
-	"github.com/converge-pve/converge/internal/observer"
-	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/planner"
@@ -77,18 +74,19 @@ func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *Proxmox
 		return nil, err
 	}
 	defer sim.Close()
-	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: tokenID, TokenSecret: tokenSecret, Logger: o.Logger})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.Logger = sim.URL(), tokenID, tokenSecret, o.Logger
+	px, err := pve.New(pc)
 	if err != nil {
 		return nil, err
 	}
 	tr := &convergeTracker{convergedAt: make([]int64, o.Guests)}
-	a, err := app.Start(context.WithoutCancel(ctx), app.Config{
-		Name: "bench", Roles: app.All, Embedded: &natsserver.Options{DataDir: dir, Name: "bench"},
-		Proxmox: px, Logger: o.Logger, Observer: observer.Config{Name: "bench-observer"},
-		Planner: planloop.Config{Planner: planner.Config{Name: "bench-planner", OnDecision: tr.onDecision,
-			Limits: planner.Limits{NodeConcurrency: o.NodeConcurrency}}},
-		Executor: executor.Config{Name: "bench-executor", NodeRate: rep.NodeRate},
-	})
+	cfg := app.DefaultConfig()
+	cfg.Name, cfg.Roles, cfg.Embedded = "bench", app.All, &natsserver.Options{DataDir: dir, Name: "bench"}
+	cfg.Proxmox, cfg.Logger = px, o.Logger
+	cfg.Planner.Planner.OnDecision, cfg.Planner.Planner.Limits.NodeConcurrency = tr.onDecision, o.NodeConcurrency
+	cfg.Executor.NodeRate, cfg.Executor.NodeRateUnlimited = o.NodeRate, o.NodeRateUnlimited
+	a, err := app.Start(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return nil, err
 	}

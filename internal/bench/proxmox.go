@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -14,33 +15,39 @@ import (
 )
 
 // ProxmoxOptions size a Proxmox-shaped run (`converge bench --profile
-// proxmox`). Zero fields take the defaults of the issue's profile.
+// proxmox`). Start from [DefaultProxmoxOptions] (the issue's profile): a
+// field left zero is refused by [ProxmoxOptions.Validate], unless 0 says
+// "none" there.
 type ProxmoxOptions struct {
-	Guests int // default 1000, spread evenly over the nodes
-	Nodes  int // default 10
-	// NodeConcurrency is converge's per-node limit (default
-	// planner.DefaultNodeConcurrency, 4), and the ideal schedule's.
+	Guests int // spread evenly over the nodes
+	Nodes  int
+	// NodeConcurrency is converge's per-node limit
+	// (planner.DefaultNodeConcurrency by default), and the ideal
+	// schedule's.
 	NodeConcurrency int
-	// NodeRate is converge's mutating calls a second per node (default
-	// executor.DefaultNodeRate, 10; negative: none), and the ideal's.
-	NodeRate float64
-	// APILatency is added to every Proxmox API call (default 15ms).
-	// Negative, here and for the other durations: none.
+	// NodeRate is converge's mutating calls a second per node
+	// (executor.DefaultNodeRate by default), and the ideal's, unless
+	// NodeRateUnlimited.
+	NodeRate          float64
+	NodeRateUnlimited bool
+	// APILatency is added to every Proxmox API call. 0, here and for the
+	// other durations: none.
 	APILatency time.Duration
 	// PowerTask is how long power tasks run (qmstart, qmstop, qmshutdown,
-	// qmreboot; default 1s); ConfigTask how long qmconfig tasks run, and
-	// a synchronous QEMU config write (default 200ms).
+	// qmreboot); ConfigTask how long qmconfig tasks run, and a synchronous
+	// QEMU config write.
 	PowerTask, ConfigTask time.Duration
-	// BaselineParallelism (default 10) and BaselinePoll (default 1s) are
-	// the Terraform-like baseline's: terraform apply's -parallelism and
-	// the providers' task polling interval.
+	// BaselineParallelism and BaselinePoll are the Terraform-like
+	// baseline's: terraform apply's -parallelism and the providers' task
+	// polling interval.
 	BaselineParallelism int
 	BaselinePoll        time.Duration
-	// ResourcesLag is the simulator's pvestatd cycle (default
-	// pvesim.DefaultPvestatdCycle; negative: none).
+	// ResourcesLag is the simulator's pvestatd cycle
+	// (pvesim.DefaultPvestatdCycle by default; 0: none).
 	ResourcesLag time.Duration
 	// Dir holds the journal; default a temp dir removed afterwards.
-	Dir      string
+	Dir string
+	// Progress, if set, is told how each phase advances.
 	Progress func(phase string, done, total int)
 	Logger   zerolog.Logger
 }
@@ -57,45 +64,46 @@ const (
 	DefaultBaselinePoll     = time.Second // bpg's and Telmate's task polling
 )
 
-func (o *ProxmoxOptions) defaults() error {
-	orDefault := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	orDefault(&o.Guests, DefaultProxmoxGuests)
-	orDefault(&o.Nodes, DefaultProxmoxNodes)
-	orDefault(&o.NodeConcurrency, planner.DefaultNodeConcurrency)
-	orDefault(&o.BaselineParallelism, DefaultBaselineParallel)
-	o.ResourcesLag = resourcesLag(o.ResourcesLag)
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&o.APILatency, DefaultAPILatency}, {&o.PowerTask, DefaultPowerTask}, {&o.ConfigTask, DefaultConfigTask}, {&o.BaselinePoll, DefaultBaselinePoll}} {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			*d.v = 0
-		}
-	}
+// DefaultProxmoxOptions returns the defaults above.
+func DefaultProxmoxOptions() ProxmoxOptions {
+	return ProxmoxOptions{Guests: DefaultProxmoxGuests, Nodes: DefaultProxmoxNodes, NodeConcurrency: planner.DefaultNodeConcurrency,
+		NodeRate: executor.DefaultNodeRate, APILatency: DefaultAPILatency, PowerTask: DefaultPowerTask, ConfigTask: DefaultConfigTask,
+		BaselineParallelism: DefaultBaselineParallel, BaselinePoll: DefaultBaselinePoll, ResourcesLag: pvesim.DefaultPvestatdCycle}
+}
+
+// Validate refuses ProxmoxOptions that make no sense, naming the field;
+// RunProxmox calls it.
+func (o ProxmoxOptions) Validate() error {
+	const f = "bench.ProxmoxOptions."
 	switch {
 	case o.Guests < 1 || o.Guests > 100000:
-		return fmt.Errorf("bench: guests must be within 1..100000, got %d", o.Guests)
+		return fmt.Errorf(f+"Guests: must be within 1..100000, got %d", o.Guests)
 	case o.Nodes < 1 || o.Nodes > 1000:
-		return fmt.Errorf("bench: nodes must be within 1..1000, got %d", o.Nodes)
+		return fmt.Errorf(f+"Nodes: must be within 1..1000, got %d", o.Nodes)
 	case o.NodeConcurrency < 1:
-		return fmt.Errorf("bench: node concurrency must be >= 1, got %d", o.NodeConcurrency)
+		return fmt.Errorf(f+"NodeConcurrency: must be >= 1, got %d", o.NodeConcurrency)
+	case !o.NodeRateUnlimited && !(o.NodeRate > 0 && !math.IsInf(o.NodeRate, 1)):
+		return fmt.Errorf(f+"NodeRate: must be > 0 calls per second (or unlimited), got %v", o.NodeRate)
 	case o.BaselineParallelism < 1:
-		return fmt.Errorf("bench: baseline parallelism must be >= 1, got %d", o.BaselineParallelism)
+		return fmt.Errorf(f+"BaselineParallelism: must be >= 1, got %d", o.BaselineParallelism)
 	}
-	if o.NodeRate == 0 {
-		o.NodeRate = executor.DefaultNodeRate
-	}
-	if o.Progress == nil {
-		o.Progress = func(string, int, int) {}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"APILatency", o.APILatency}, {"PowerTask", o.PowerTask}, {"ConfigTask", o.ConfigTask}, {"BaselinePoll", o.BaselinePoll}, {"ResourcesLag", o.ResourcesLag}} {
+		if d.v < 0 {
+			return fmt.Errorf(f+"%s: must be >= 0 (0: none), got %s", d.name, d.v)
+		}
 	}
 	return nil
+}
+
+// reportedNodeRate is NodeRate as the report gives it: negative for none.
+func (o ProxmoxOptions) reportedNodeRate() float64 {
+	if o.NodeRateUnlimited {
+		return -1
+	}
+	return o.NodeRate
 }
 
 // ProxmoxReport is the Proxmox profile's report (`-o json`).
@@ -160,8 +168,11 @@ type ProxmoxDetails struct {
 // RunProxmox runs the Proxmox profile: converge against the simulator,
 // then the baseline against a fresh simulator in the same state.
 func RunProxmox(ctx context.Context, o ProxmoxOptions) (*ProxmoxReport, *ProxmoxDetails, error) {
-	if err := o.defaults(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, nil, err
+	}
+	if o.Progress == nil {
+		o.Progress = noProgress
 	}
 	start := time.Now()
 	dir := o.Dir
@@ -174,7 +185,7 @@ func RunProxmox(ctx context.Context, o ProxmoxOptions) (*ProxmoxReport, *Proxmox
 		dir = d
 	}
 	rep := &ProxmoxReport{Profile: "proxmox", Guests: o.Guests, Nodes: o.Nodes, NodeConcurrency: o.NodeConcurrency,
-		NodeRate: o.NodeRate, APILatencyMs: ms(o.APILatency), PowerTaskS: o.PowerTask.Seconds(),
+		NodeRate: o.reportedNodeRate(), APILatencyMs: ms(o.APILatency), PowerTaskS: o.PowerTask.Seconds(),
 		ConfigTaskS: o.ConfigTask.Seconds(), BaselineParallelism: o.BaselineParallelism, BaselinePollS: o.BaselinePoll.Seconds()}
 	ideal := IdealMakespan(IdealInput{GuestsPerNode: spread(o.Guests, o.Nodes), Slots: o.NodeConcurrency, NodeRate: rep.NodeRate,
 		APILatency: o.APILatency, ConfigTask: o.ConfigTask, PowerTask: o.PowerTask})

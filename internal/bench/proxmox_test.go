@@ -19,9 +19,10 @@ func TestRunProxmoxSmall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	o := bench.ProxmoxOptions{Guests: 20, Nodes: 2, NodeConcurrency: 3, APILatency: 2 * time.Millisecond,
-		PowerTask: 60 * time.Millisecond, ConfigTask: 20 * time.Millisecond, NodeRate: 100, BaselinePoll: 50 * time.Millisecond,
-		Dir: t.TempDir()}
+	o := bench.DefaultProxmoxOptions()
+	o.Guests, o.Nodes, o.NodeConcurrency, o.APILatency = 20, 2, 3, 2*time.Millisecond
+	o.PowerTask, o.ConfigTask, o.NodeRate, o.BaselinePoll = 60*time.Millisecond, 20*time.Millisecond, 100, 50*time.Millisecond
+	o.Dir = t.TempDir()
 	rep, det, err := bench.RunProxmox(ctx, o)
 	if err != nil {
 		t.Fatal(err)

@@ -6,12 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/app"
-	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/natsserver"
-	"github.com/converge-pve/converge/internal/observer"
-	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/planner"
@@ -24,24 +20,26 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	if err := r.startSim(ctx); err != nil {
 		return err
 	}
-	px, err := pve.New(pve.Config{URL: r.sim.URL(), TokenID: tokenID, TokenSecret: tokenSecret, Logger: r.log})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.Logger = r.sim.URL(), tokenID, tokenSecret, r.log
+	px, err := pve.New(pc)
 	if err != nil {
 		return err
 	}
 	// Every role on its own connection, as `converge up` runs them; the
 	// observer polls as configured until the idle phase drives it.
-	r.app, err = app.Start(context.WithoutCancel(ctx), app.Config{
-		Name: "bench", Roles: app.All, Embedded: &natsserver.Options{DataDir: dir, Name: "bench"},
-		Bus: bus.Config{Partitions: r.o.Partitions}, Proxmox: px, Logger: r.log, Executors: r.o.Executors,
-		Observer: observer.Config{Name: "bench-observer", ConfigRefresh: -1, ReadConcurrency: 16},
-		// The throughput run measures converge against a simulator without
-		// latency: the per-node limits, which stand for what a Proxmox
-		// node takes, are off (they are measured where they matter: the
-		// limits tests and docs/benchmarks.md).
-		Planner: planloop.Config{Planner: planner.Config{Name: "bench-planner", OnDecision: r.onDecision,
-			Policy: planner.Policy{ObserverTimeout: time.Minute}, Limits: planner.Limits{NodeConcurrency: -1}}},
-		Executor: executor.Config{Name: "bench-executor", Concurrency: r.o.Concurrency, NodeRate: -1},
-	})
+	cfg := app.DefaultConfig()
+	cfg.Name, cfg.Roles, cfg.Embedded = "bench", app.All, &natsserver.Options{DataDir: dir, Name: "bench"}
+	cfg.Bus.Partitions, cfg.Proxmox, cfg.Logger, cfg.Executors = r.o.Partitions, px, r.log, r.o.Executors
+	cfg.Observer.VerifyOff, cfg.Observer.ReadConcurrency = true, 16
+	// The throughput run measures converge against a simulator without
+	// latency: the per-node limits, which stand for what a Proxmox node
+	// takes, are off (they are measured where they matter: the limits
+	// tests and docs/benchmarks.md).
+	cfg.Planner.Planner.OnDecision, cfg.Planner.Planner.Policy.ObserverTimeout = r.onDecision, time.Minute
+	cfg.Planner.Planner.Limits.NodeConcurrencyUnlimited = true
+	cfg.Executor.Concurrency, cfg.Executor.NodeRateUnlimited = r.o.Concurrency, true
+	r.app, err = app.Start(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,9 @@ import (
 func TestExternalSimulatorFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	o := Options{Guests: 1}
+	o := DefaultOptions()
+	o.Guests = 1
+	o.FollowGuests()
 	_, err := startExternal(ctx, []string{"sh", "-c", "echo not-json; exit 0"}, o, zerolog.Nop(),
 		func(int, int64) {}, func(error) {})
 	if err == nil || !strings.Contains(err.Error(), "the simulator's address") {

@@ -75,7 +75,9 @@ func TestProvisionAndPartitionTransform(t *testing.T) {
 		t.Fatalf("LastMsg of an unknown guest: %+v %v", none, err)
 	}
 	// Re-provisioning with another partition count is refused.
-	other, err := bus.Connect(ctx, bus.Config{InProcess: bustest.Server(t, b), Partitions: 32})
+	bc := bus.DefaultConfig()
+	bc.InProcess, bc.Partitions = bustest.Server(t, b), 32
+	other, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

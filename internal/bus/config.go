@@ -10,6 +10,8 @@ import (
 )
 
 // Config describes how to reach NATS and which JetStream resources to use.
+// Start from [DefaultConfig]: a field left zero is refused by
+// [Config.Validate], not read as its default.
 type Config struct {
 	// URLs is a comma-separated list of server URLs (env CONVERGE_NATS_URL).
 	URLs string
@@ -27,13 +29,13 @@ type Config struct {
 	TLSCert        string
 	TLSKey         string
 
-	// Stream is the journal stream's name (default "PVE").
+	// Stream is the journal stream's name.
 	Stream string
-	// Bucket is the views KV bucket (default "converge_views").
+	// Bucket is the views KV bucket.
 	Bucket string
-	// Partitions of the vmid space (default 16), fixed at stream creation.
+	// Partitions of the vmid space, fixed at stream creation.
 	Partitions int
-	// Replicas of the stream and bucket (default 1; 3 on a cluster).
+	// Replicas of the stream and bucket (3 on a cluster).
 	Replicas int
 	// MaxAge and MaxBytes bound the journal (0: unlimited); the oldest
 	// events go first.
@@ -57,30 +59,35 @@ const (
 	DefaultPartitions = 16
 )
 
-func (c *Config) defaults() error {
-	if c.Stream == "" {
-		c.Stream = DefaultStream
-	}
-	if c.Bucket == "" {
-		c.Bucket = DefaultBucket
-	}
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
+// DefaultConfig returns the defaults above, one replica, no limits and no
+// server: URLs (or InProcess) and the credentials are the caller's.
+func DefaultConfig() Config {
+	return Config{Stream: DefaultStream, Bucket: DefaultBucket, Partitions: DefaultPartitions, Replicas: 1}
+}
+
+// Validate refuses a Config that cannot work, naming the field; Connect
+// calls it.
+func (c Config) Validate() error {
+	const f = "bus.Config."
 	switch {
+	case c.Stream == "":
+		return errors.New(f + "Stream: must be set")
+	case c.Bucket == "":
+		return errors.New(f + "Bucket: must be set")
 	case c.Partitions < 1 || c.Partitions > 1024:
-		return fmt.Errorf("bus: Config.Partitions must be within 1..1024, got %d", c.Partitions)
+		return fmt.Errorf(f+"Partitions: must be within 1..1024, got %d", c.Partitions)
 	case c.Replicas < 1 || c.Replicas > 5:
-		return fmt.Errorf("bus: Config.Replicas must be within 1..5, got %d", c.Replicas)
+		return fmt.Errorf(f+"Replicas: must be within 1..5, got %d", c.Replicas)
+	case c.MaxAge < 0:
+		return fmt.Errorf(f+"MaxAge: must be >= 0 (0: no age limit), got %s", c.MaxAge)
+	case c.MaxBytes < 0:
+		return fmt.Errorf(f+"MaxBytes: must be >= 0 (0: no size limit), got %d", c.MaxBytes)
 	case c.URLs == "" && c.InProcess == nil:
-		return errors.New("bus: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
+		return errors.New(f + "URLs: no NATS URL (--nats / CONVERGE_NATS_URL) and no embedded server")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return errors.New("bus: a TLS client certificate needs both cert and key")
+		return errors.New(f + "TLSCert: a TLS client certificate needs both cert and key")
 	case c.CredsFile != "" && c.NKeyFile != "":
-		return errors.New("bus: use a creds file or an nkey file, not both")
+		return errors.New(f + "CredsFile: use a creds file or an nkey file, not both")
 	}
 	return nil
 }

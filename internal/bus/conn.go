@@ -62,7 +62,7 @@ const (
 // Publish). The first connect does not retry: a role started against no
 // reachable server at all exits with the error.
 func Connect(ctx context.Context, cfg Config) (*Bus, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger

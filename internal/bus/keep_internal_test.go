@@ -28,7 +28,9 @@ func TestKeepStream(t *testing.T) {
 	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := Connect(ctx, Config{InProcess: srv, Name: "keep", MaxBytes: 1 << 30})
+	bc := DefaultConfig()
+	bc.InProcess, bc.Name, bc.MaxBytes = srv, "keep", 1<<30
+	b, err := Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,11 @@ func TestKeepStreamOnlyWithLimits(t *testing.T) {
 	srv := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	connect := func(maxAge time.Duration) *Bus { return testConnect(t, ctx, srv, Config{MaxAge: maxAge}, true) }
+	connect := func(maxAge time.Duration) *Bus {
+		c := DefaultConfig()
+		c.MaxAge = maxAge
+		return testConnect(t, ctx, srv, c, true)
+	}
 	b := connect(0)
 	if _, err := b.JS.Stream(ctx, b.KeepStream()); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("keep stream of a journal without limits: %v, want none", err)
@@ -139,7 +145,9 @@ func TestLimitsWaitForTheKeepStream(t *testing.T) {
 	srv := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := testConnect(t, ctx, srv, Config{Name: "before"}, true)
+	bc2 := DefaultConfig()
+	bc2.Name = "before"
+	b := testConnect(t, ctx, srv, bc2, true)
 	const guests = 2000
 	body := []byte(`{"vmid":0,"description":"` + strings.Repeat("x", 400) + `"}`)
 	for id := 100; id < 100+guests; id++ {
@@ -155,7 +163,9 @@ func TestLimitsWaitForTheKeepStream(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("publishes not acknowledged")
 	}
-	testConnect(t, ctx, srv, Config{Name: "after", MaxBytes: 64 << 10}, true)
+	bc3 := DefaultConfig()
+	bc3.Name, bc3.MaxBytes = "after", 64<<10
+	testConnect(t, ctx, srv, bc3, true)
 	s, err := b.Stream(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +241,5 @@ func newTestBus(t *testing.T) *Bus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return testConnect(t, ctx, testServer(t), Config{}, true)
+	return testConnect(t, ctx, testServer(t), DefaultConfig(), true)
 }

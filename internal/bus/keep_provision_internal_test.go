@@ -25,7 +25,9 @@ func TestNewJournalLimitedOnlyWithItsKeepStream(t *testing.T) {
 	srv := testServer(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := testConnect(t, ctx, srv, Config{User: "half", Password: "pw", MaxBytes: 64 << 10}, false)
+	bc := DefaultConfig()
+	bc.User, bc.Password, bc.MaxBytes = "half", "pw", 64<<10
+	b := testConnect(t, ctx, srv, bc, false)
 	err := b.Provision(ctx)
 	if err == nil || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "converge provision") {
 		t.Fatalf("provisioning without the right to create the keep stream: %v, want a refusal naming converge provision", err)
@@ -94,13 +96,17 @@ func TestProvisionWithoutLimitsKeepsThemWhenAsked(t *testing.T) {
 		}
 		return s.CachedInfo().Config.MaxAge
 	}
-	if got := maxAge(Config{MaxAge: time.Hour}); got != time.Hour {
+	bc2 := DefaultConfig()
+	bc2.MaxAge = time.Hour
+	if got := maxAge(bc2); got != time.Hour {
 		t.Fatalf("max age %s", got)
 	}
-	if got := maxAge(Config{LimitsUnset: true}); got != time.Hour {
+	bc3 := DefaultConfig()
+	bc3.LimitsUnset = true
+	if got := maxAge(bc3); got != time.Hour {
 		t.Fatalf("limits unset: max age %s, want the journal's hour kept", got)
 	}
-	if got := maxAge(Config{}); got != 0 {
+	if got := maxAge(DefaultConfig()); got != 0 {
 		t.Fatalf("no limits: max age %s", got)
 	}
 }

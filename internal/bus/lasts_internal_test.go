@@ -23,7 +23,9 @@ func TestLastsBatchedAndOneByOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
-	b, err := Connect(ctx, Config{InProcess: s, Logger: zerolog.Nop()})
+	bc := DefaultConfig()
+	bc.InProcess, bc.Logger = s, zerolog.Nop()
+	b, err := Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

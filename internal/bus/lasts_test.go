@@ -85,7 +85,9 @@ func TestLastMsgsUnsupported(t *testing.T) {
 	if _, err := b.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "NODIRECT", Subjects: []string{"nodirect.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := bus.Connect(ctx, bus.Config{InProcess: bustest.Server(t, b), Stream: "NODIRECT"})
+	bc := bus.DefaultConfig()
+	bc.InProcess, bc.Stream = bustest.Server(t, b), "NODIRECT"
+	other, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

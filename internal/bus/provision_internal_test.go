@@ -23,7 +23,9 @@ func TestProvisionLeavesUnchangedAlone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	connect := func(maxAge time.Duration) *Bus {
-		b, err := Connect(ctx, Config{InProcess: s, MaxAge: maxAge, Logger: zerolog.Nop()})
+		bc := DefaultConfig()
+		bc.InProcess, bc.MaxAge, bc.Logger = s, maxAge, zerolog.Nop()
+		b, err := Connect(ctx, bc)
 		if err != nil {
 			t.Fatal(err)
 		}

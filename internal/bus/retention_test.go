@@ -17,7 +17,9 @@ func TestRetentionLimits(t *testing.T) {
 	srv := bustest.Server(t, bustest.New(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.Connect(ctx, bus.Config{InProcess: srv, Name: "retention", MaxAge: 90 * 24 * time.Hour, MaxBytes: 1 << 30, Logger: zerolog.Nop()})
+	bc := bus.DefaultConfig()
+	bc.InProcess, bc.Name, bc.MaxAge, bc.MaxBytes, bc.Logger = srv, "retention", 90*24*time.Hour, 1<<30, zerolog.Nop()
+	b, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,9 @@ func TestProvisionNarrowsAnOldStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
-	b, err := bus.Connect(ctx, bus.Config{InProcess: s, Logger: zerolog.Nop()})
+	bc := bus.DefaultConfig()
+	bc.InProcess, bc.Logger = s, zerolog.Nop()
+	b, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,28 +61,28 @@ func newScript(t *testing.T) *script {
 func (s *script) start(id string, tune func(*lease.Config)) *scripted {
 	s.t.Helper()
 	mb := &scripted{id: id, conn: s.store.Conn(), rounds: make(chan struct{}), done: make(chan struct{})}
-	cfg := lease.Config{Group: sGroup, Member: id, Partitions: parts, TTL: sTTL, Renew: sRenew,
-		Clock: s.clk, Logger: zerolog.Nop(),
-		OnAcquire: func(p int) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if o, ok := s.owner[p]; ok && o != id {
-				s.violations = append(s.violations, fmt.Sprintf("partition %d acquired by %s while %s works on it", p, id, o))
-			}
-			s.owner[p] = id
-		},
-		OnRelease: func(p int) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.released[id] = append(s.released[id], p)
-			s.dropLocked(p, id)
-		},
-		OnLost: func(p int) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.lost[id] = append(s.lost[id], p)
-			s.dropLocked(p, id)
-		},
+	cfg := lease.DefaultConfig()
+	cfg.Group, cfg.Member, cfg.Partitions, cfg.TTL, cfg.Renew = sGroup, id, parts, sTTL, sRenew
+	cfg.Clock, cfg.Logger = s.clk, zerolog.Nop()
+	cfg.OnAcquire = func(p int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if o, ok := s.owner[p]; ok && o != id {
+			s.violations = append(s.violations, fmt.Sprintf("partition %d acquired by %s while %s works on it", p, id, o))
+		}
+		s.owner[p] = id
+	}
+	cfg.OnRelease = func(p int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.released[id] = append(s.released[id], p)
+		s.dropLocked(p, id)
+	}
+	cfg.OnLost = func(p int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.lost[id] = append(s.lost[id], p)
+		s.dropLocked(p, id)
 	}
 	if tune != nil {
 		tune(&cfg)

@@ -43,24 +43,24 @@ func newWorld(t *testing.T) *world {
 func (w *world) start(t *testing.T, srvBus *bus.Bus, id string) *member {
 	b := bustest.Connect(t, bustest.Server(t, srvBus))
 	mb := &member{id: id, b: b, done: make(chan struct{})}
-	m, err := lease.New(lease.Config{Group: "executor-test", Member: id, Partitions: parts,
-		TTL: time.Second, Renew: 150 * time.Millisecond, Logger: zerolog.Nop(),
-		OnAcquire: func(p int) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if o, ok := w.owner[p]; ok && o != id {
-				w.violations = append(w.violations, fmt.Sprintf("partition %d acquired by %s while %s works on it", p, id, o))
-			}
-			w.owner[p] = id
-		},
-		OnRelease: func(p int) { w.drop(p, id) },
-		OnLost: func(p int) {
-			w.drop(p, id)
-			w.mu.Lock()
-			w.lost[id] = append(w.lost[id], p)
-			w.mu.Unlock()
-		},
-	}, b.LeaseStore)
+	cfg := config("executor-test", id, parts)
+	cfg.TTL, cfg.Renew, cfg.Logger = time.Second, 150*time.Millisecond, zerolog.Nop()
+	cfg.OnAcquire = func(p int) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if o, ok := w.owner[p]; ok && o != id {
+			w.violations = append(w.violations, fmt.Sprintf("partition %d acquired by %s while %s works on it", p, id, o))
+		}
+		w.owner[p] = id
+	}
+	cfg.OnRelease = func(p int) { w.drop(p, id) }
+	cfg.OnLost = func(p int) {
+		w.drop(p, id)
+		w.mu.Lock()
+		w.lost[id] = append(w.lost[id], p)
+		w.mu.Unlock()
+	}
+	m, err := lease.New(cfg, b.LeaseStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +224,11 @@ func TestAssignBalancedAndStable(t *testing.T) {
 func TestMemberIDIsAValidKeyToken(t *testing.T) {
 	for _, name := range []string{"executor@pve1.example.com", "planner@host with spaces", "ünïcode>*"} {
 		id := lease.MemberID(name)
-		if _, err := lease.New(lease.Config{Group: "executor-pve", Member: id, Partitions: 1}, bustest.New(t).LeaseStore); err != nil {
+		if _, err := lease.New(config("executor-pve", id, 1), bustest.New(t).LeaseStore); err != nil {
 			t.Fatalf("MemberID(%q) = %q: %v", name, id, err)
 		}
 	}
-	if _, err := lease.New(lease.Config{Group: "executor-pve", Member: "executor@pve1", Partitions: 1}, bustest.New(t).LeaseStore); err == nil {
+	if _, err := lease.New(config("executor-pve", "executor@pve1", 1), bustest.New(t).LeaseStore); err == nil {
 		t.Fatal("a member id with '@' was accepted; NATS refuses it as a key")
 	}
 }

@@ -47,9 +47,13 @@ type holding struct {
 
 // New checks cfg. Run opens the store with open and does the work.
 func New(cfg Config, open Opener) (*Manager, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	for _, f := range []*func(int){&cfg.OnAcquire, &cfg.OnRelease, &cfg.OnLost} {
+		if *f == nil {
+			*f = func(int) {}
+		}
 	}
 	if open == nil {
 		return nil, errors.New("lease: New needs a store Opener")
@@ -91,8 +95,8 @@ func (m *Manager) memberKey(id string) string { return m.cfg.Group + ".m." + id 
 
 // MembersFilter matches the membership keys of group's live members in the
 // store: what tells, from outside, whether any member runs.
-func MembersFilter(group string) string { return group + ".m.*" }
-func (m *Manager) leaseKey(p int) string      { return m.cfg.Group + ".p." + strconv.Itoa(p) }
+func MembersFilter(group string) string  { return group + ".m.*" }
+func (m *Manager) leaseKey(p int) string { return m.cfg.Group + ".p." + strconv.Itoa(p) }
 
 // Run takes part in the group until ctx ends, then releases everything.
 func (m *Manager) Run(ctx context.Context) error {
@@ -119,7 +123,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		if ttl > 0 {
 			m.cfg.TTL = ttl
 			if m.cfg.Renew >= m.cfg.TTL/2 {
-				m.cfg.Renew = m.cfg.TTL / defaultRenewDivisor
+				m.cfg.Renew = m.cfg.TTL / RenewDivisor
 			}
 		}
 	}

@@ -193,11 +193,18 @@ func startShipped(t *testing.T) string {
 	return srv.ClientURL()
 }
 
+// busAs is the default bus Config of user at url, silent.
+func busAs(url, user, password string, replicas int) bus.Config {
+	c := bus.DefaultConfig()
+	c.URLs, c.User, c.Password, c.Replicas, c.Logger = url, user, password, replicas, zerolog.Nop()
+	return c
+}
+
 // provisioned connects as admin and provisions what converge keeps in
 // NATS, as `converge provision` does.
 func provisioned(t *testing.T, ctx context.Context, url string, pw map[natsauth.Role]string, replicas int) *bus.Bus {
 	t.Helper()
-	admin, err := bus.Connect(ctx, bus.Config{URLs: url, User: "admin", Password: pw[natsauth.Admin], Replicas: replicas, Logger: zerolog.Nop()})
+	admin, err := bus.Connect(ctx, busAs(url, "admin", pw[natsauth.Admin], replicas))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,12 +266,10 @@ func TestShippedConfigPipeline(t *testing.T) {
 	provisioned(t, ctx, url, pw, 1)
 	sim := pvesimtest.Start(t, pvesim.Options{Guests: 4, Nodes: 1})
 	for _, r := range []natsauth.Role{natsauth.Observer, natsauth.Planner, natsauth.Executor} {
-		cfg := app.Config{
-			Roles:   app.Roles{Observer: r == natsauth.Observer, Planner: r == natsauth.Planner, Executor: r == natsauth.Executor},
-			Bus:     bus.Config{URLs: url, User: string(r), Password: pw[r]},
-			Proxmox: pvesimtest.Client(t, sim),
-			Logger:  zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("as", string(r)).Logger(),
-		}
+		cfg := app.DefaultConfig()
+		cfg.Roles = app.Roles{Observer: r == natsauth.Observer, Planner: r == natsauth.Planner, Executor: r == natsauth.Executor}
+		cfg.Bus, cfg.Proxmox = busAs(url, string(r), pw[r], 1), pvesimtest.Client(t, sim)
+		cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("as", string(r)).Logger()
 		cfg.Observer.Interval = 200 * time.Millisecond
 		actx, acancel := context.WithCancel(context.Background())
 		a, err := app.Start(actx, cfg)
@@ -275,7 +280,7 @@ func TestShippedConfigPipeline(t *testing.T) {
 		t.Cleanup(func() { acancel(); _ = a.Wait() })
 	}
 	// The publisher publishes desired state; the roles converge it.
-	pub, err := bus.Connect(ctx, bus.Config{URLs: url, User: "publisher", Password: pw[natsauth.Publisher], Logger: zerolog.Nop()})
+	pub, err := bus.Connect(ctx, busAs(url, "publisher", pw[natsauth.Publisher], 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +311,7 @@ func TestShippedConfigPipeline(t *testing.T) {
 		}
 	}
 	// The auditor reads what happened.
-	aud, err := bus.Connect(ctx, bus.Config{URLs: url, User: "auditor", Password: pw[natsauth.Auditor], Logger: zerolog.Nop()})
+	aud, err := bus.Connect(ctx, busAs(url, "auditor", pw[natsauth.Auditor], 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,9 @@ func TestRefusedPublishFailsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	provisioned(t, ctx, url, pw, 1)
-	b, err := bus.Connect(ctx, bus.Config{URLs: url, User: "planner", Password: pw[natsauth.Planner], Logger: zerolog.Nop()})
+	bc := bus.DefaultConfig()
+	bc.URLs, bc.User, bc.Password, bc.Logger = url, "planner", pw[natsauth.Planner], zerolog.Nop()
+	b, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

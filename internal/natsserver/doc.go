@@ -8,7 +8,9 @@
 //
 //	s, err := natsserver.Start(natsserver.Options{DataDir: dir})
 //	...
-//	b, err := bus.Connect(ctx, bus.Config{InProcess: s})
+//	cfg := bus.DefaultConfig()
+//	cfg.InProcess = s
+//	b, err := bus.Connect(ctx, cfg)
 //
 // A process's own roles reach the server at [LocalURL] (loopback TCP, at
 // the bound address) rather than in-process, unless an operator's

@@ -1,6 +1,7 @@
 package observer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -45,37 +46,39 @@ const (
 	maxAsyncPending = 4000
 )
 
-// Config configures an Observer. Zero values take the defaults.
+// Config configures an Observer. Start from [DefaultConfig]: a field left
+// zero is refused by [Config.Validate], not read as its default.
 type Config struct {
-	// Cluster is the Proxmox cluster id (default events.DefaultCluster).
+	// Cluster is the Proxmox cluster id.
 	Cluster string
-	// Name identifies this observer in events (default "observer@<hostname>").
+	// Name identifies this observer in events.
 	Name string
-	// Interval between passes (default 10s).
+	// Interval between passes.
 	Interval time.Duration
 	// ConfigRefresh is the shortest time between two verification reads
-	// of one guest (default Interval); negative: no verification at all
-	// (only new, changed and unconfirmed guests are read). Verification
-	// re-reads guests whose inventory row did not change, which catches
-	// drift that /cluster/resources does not show (description, onboot,
-	// pending values), within VerifyRate.
+	// of one guest. Verification re-reads guests whose inventory row did
+	// not change, which catches drift that /cluster/resources does not
+	// show (description, onboot, pending values), within VerifyRate.
 	ConfigRefresh time.Duration
-	// VerifyRate is the verification budget in config reads per second
-	// (default 20). Every guest is verified at least once per
+	// VerifyOff turns verification off: only new, changed and unconfirmed
+	// guests are read.
+	VerifyOff bool
+	// VerifyRate is the verification budget in config reads per second.
+	// Every guest is verified at least once per
 	// max(ConfigRefresh, guests / VerifyRate), plus one Interval. Reads of
 	// new or changed guests are not verification and happen at once.
 	VerifyRate float64
 	// ResyncInterval: at most one resync (every guest due for
-	// verification) is carried out per ResyncInterval (default 1m);
-	// requests in between are merged into the next one.
+	// verification) is carried out per ResyncInterval; requests in
+	// between are merged into the next one.
 	ResyncInterval time.Duration
-	// ReadConcurrency bounds parallel config reads (default 4; pveproxy
-	// has few workers, so keep it small against a real cluster).
+	// ReadConcurrency bounds parallel config reads (pveproxy has few
+	// workers, so keep it small against a real cluster).
 	ReadConcurrency int
-	// MaxInFlight bounds unacknowledged publishes (default 1000, at most
-	// 4000: the async window of the bus's JetStream context).
+	// MaxInFlight bounds unacknowledged publishes (at most 4000: the async
+	// window of the bus's JetStream context).
 	MaxInFlight int
-	// AckTimeout bounds the wait for a pass's acknowledgements (default 30s).
+	// AckTimeout bounds the wait for a pass's acknowledgements.
 	AckTimeout time.Duration
 	// ObservedTTL is how long the journal keeps each observed snapshot and
 	// heartbeat (a per-message TTL; 0: as long as the journal keeps
@@ -88,105 +91,55 @@ type Config struct {
 	// Registerer, if set, receives the observer's metrics (verification
 	// period, config reads by reason, resyncs asked and carried out).
 	Registerer prometheus.Registerer
-	// Clock stamps reads and events and times passes (default clock.Real).
+	// Clock stamps reads and events and times passes.
 	Clock clock.Clock
 }
 
-// The settings an operator gives (flags), one at a time. In a Config a
-// zero field means "the default"; given by an operator, zero is a value,
-// and refused where it means nothing. Each error reads after the
-// setting's name; defaults checks the fields with them. ConfigRefresh
-// takes any value (0: Interval; negative: no verification).
-
-// CheckInterval checks Config.Interval as given.
-func CheckInterval(d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("must be > 0, got %s", d)
+// DefaultConfig returns the defaults above, for the default cluster,
+// named "observer@<hostname>", keeping observed snapshots as long as the
+// journal keeps anything.
+func DefaultConfig() Config {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
 	}
-	return nil
+	return Config{Cluster: events.DefaultCluster, Name: "observer@" + host, Interval: DefaultInterval,
+		ConfigRefresh: DefaultConfigRefresh, VerifyRate: DefaultVerifyRate, ResyncInterval: DefaultResyncInterval,
+		ReadConcurrency: DefaultReadConcurrency, MaxInFlight: DefaultMaxInFlight, AckTimeout: DefaultAckTimeout,
+		Clock: clock.Real}
 }
 
-// CheckVerifyRate checks Config.VerifyRate as given: 0 would verify
-// nothing, which a negative ConfigRefresh says.
-func CheckVerifyRate(r float64) error {
-	if r <= 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-		return fmt.Errorf("must be > 0, got %v", r)
-	}
-	return nil
-}
-
-// CheckResyncInterval checks Config.ResyncInterval as given.
-func CheckResyncInterval(d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("must be > 0, got %s", d)
-	}
-	return nil
-}
-
-// CheckObservedTTL checks Config.ObservedTTL (0: none) against the
-// Interval it is observed at (defaulted): a snapshot is refreshed at TTL/2
-// on the next pass, so TTL must leave room for a few passes (and NATS
-// counts TTLs in whole seconds).
-func CheckObservedTTL(ttl, interval time.Duration) error {
-	if ttl < 0 || (ttl > 0 && (ttl < time.Second || ttl < 4*interval)) {
-		return fmt.Errorf("must be 0 or at least 1s and 4 × the observe interval (%s), got %s", 4*interval, ttl)
-	}
-	return nil
-}
-
-func (c *Config) defaults() error {
-	if c.Cluster == "" {
-		c.Cluster = events.DefaultCluster
-	}
+// Validate refuses a Config that makes no sense, naming the field; New
+// calls it.
+func (c Config) Validate() error {
+	const f = "observer.Config."
 	if err := events.ValidateCluster(c.Cluster); err != nil {
-		return fmt.Errorf("observer: %w", err)
-	}
-	if c.Name == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown"
-		}
-		c.Name = "observer@" + host
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	} else if err := CheckInterval(c.Interval); err != nil {
-		return fmt.Errorf("observer: Interval %w", err)
-	}
-	if c.ConfigRefresh == 0 {
-		c.ConfigRefresh = c.Interval
-	}
-	if c.VerifyRate == 0 {
-		c.VerifyRate = DefaultVerifyRate
-	} else if err := CheckVerifyRate(c.VerifyRate); err != nil {
-		return fmt.Errorf("observer: VerifyRate %w", err)
-	}
-	if c.ResyncInterval == 0 {
-		c.ResyncInterval = DefaultResyncInterval
-	} else if err := CheckResyncInterval(c.ResyncInterval); err != nil {
-		return fmt.Errorf("observer: ResyncInterval %w", err)
+		return fmt.Errorf(f+"Cluster: %w", err)
 	}
 	switch {
-	case c.ReadConcurrency == 0:
-		c.ReadConcurrency = DefaultReadConcurrency
-	case c.ReadConcurrency < 0:
-		return fmt.Errorf("observer: ReadConcurrency must be > 0, got %d", c.ReadConcurrency)
+	case c.Name == "":
+		return errors.New(f + "Name: must be set")
+	case c.Interval <= 0:
+		return fmt.Errorf(f+"Interval: must be > 0, got %s", c.Interval)
+	case !c.VerifyOff && c.ConfigRefresh <= 0:
+		return fmt.Errorf(f+"ConfigRefresh: must be > 0 (or verification off), got %s", c.ConfigRefresh)
+	case !(c.VerifyRate > 0 && !math.IsInf(c.VerifyRate, 1)):
+		// 0 would verify nothing, which VerifyOff says.
+		return fmt.Errorf(f+"VerifyRate: must be > 0, got %v", c.VerifyRate)
+	case c.ResyncInterval <= 0:
+		return fmt.Errorf(f+"ResyncInterval: must be > 0, got %s", c.ResyncInterval)
+	case c.ReadConcurrency < 1:
+		return fmt.Errorf(f+"ReadConcurrency: must be >= 1, got %d", c.ReadConcurrency)
+	case c.MaxInFlight < 1 || c.MaxInFlight > maxAsyncPending:
+		return fmt.Errorf(f+"MaxInFlight: must be within 1..%d, got %d", maxAsyncPending, c.MaxInFlight)
+	case c.AckTimeout <= 0:
+		return fmt.Errorf(f+"AckTimeout: must be > 0, got %s", c.AckTimeout)
+	// A snapshot is refreshed at TTL/2 on the next pass, so TTL must leave
+	// room for a few passes (and NATS counts TTLs in whole seconds).
+	case c.ObservedTTL < 0 || (c.ObservedTTL > 0 && (c.ObservedTTL < time.Second || c.ObservedTTL < 4*c.Interval)):
+		return fmt.Errorf(f+"ObservedTTL: must be 0 or at least 1s and 4 × the observe interval (%s), got %s", 4*c.Interval, c.ObservedTTL)
+	case c.Clock == nil:
+		return errors.New(f + "Clock: must be set (clock.Real)")
 	}
-	switch {
-	case c.MaxInFlight == 0:
-		c.MaxInFlight = DefaultMaxInFlight
-	case c.MaxInFlight < 0 || c.MaxInFlight > maxAsyncPending:
-		return fmt.Errorf("observer: MaxInFlight must be within 1..%d, got %d", maxAsyncPending, c.MaxInFlight)
-	}
-	switch {
-	case c.AckTimeout == 0:
-		c.AckTimeout = DefaultAckTimeout
-	case c.AckTimeout < 0:
-		return fmt.Errorf("observer: AckTimeout must be > 0, got %s", c.AckTimeout)
-	}
-	if err := CheckObservedTTL(c.ObservedTTL, c.Interval); err != nil {
-		return fmt.Errorf("observer: ObservedTTL %w", err)
-	}
-	c.Clock = clock.Or(c.Clock)
 	return nil
 }

@@ -44,8 +44,8 @@ func (c *clock) Advance(d time.Duration) time.Time {
 
 func newObserver(t *testing.T, px observer.Proxmox, b *bus.Bus, clk *clock, mod ...func(*observer.Config)) *observer.Observer {
 	t.Helper()
-	cfg := observer.Config{Name: "observer@test", Interval: time.Hour, ConfigRefresh: refresh,
-		Clock: clk.Fake, Logger: zerolog.Nop()}
+	cfg := observer.DefaultConfig()
+	cfg.Name, cfg.Interval, cfg.ConfigRefresh, cfg.Clock, cfg.Logger = "observer@test", time.Hour, refresh, clk.Fake, zerolog.Nop()
 	for _, m := range mod {
 		m(&cfg)
 	}

@@ -24,11 +24,16 @@ func BenchmarkIdlePass10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = sim.Close() })
-	px, err := pve.New(pve.Config{URL: sim.URL(), TokenID: "root@pam!bench", TokenSecret: "secret"})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret = sim.URL(), "root@pam!bench", "secret"
+	px, err := pve.New(pc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	o, err := observer.New(observer.Config{Name: "bench", ReadConcurrency: 16, ConfigRefresh: -1}, px, bustest.New(b))
+	oc := observer.DefaultConfig()
+	oc.Name, oc.ReadConcurrency = "bench", 16
+	oc.VerifyOff = true
+	o, err := observer.New(oc, px, bustest.New(b))
 	if err != nil {
 		b.Fatal(err)
 	}

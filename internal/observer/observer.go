@@ -154,7 +154,7 @@ func New(cfg Config, px Proxmox, j Journal) (*Observer, error) {
 	if j == nil {
 		return nil, errors.New("observer: no journal")
 	}
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &Observer{

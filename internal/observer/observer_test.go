@@ -560,7 +560,9 @@ func BenchmarkFirstPass10k(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		bb := bustest.New(b)
-		o, err := observer.New(observer.Config{Name: "bench", ReadConcurrency: 16, Clock: newClock().Fake}, newFakePVE(n), bb)
+		oc := observer.DefaultConfig()
+		oc.Name, oc.ReadConcurrency, oc.Clock = "bench", 16, newClock().Fake
+		o, err := observer.New(oc, newFakePVE(n), bb)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,12 +9,12 @@ import (
 
 // What the observer keeps from one pass to the next (each guest's row
 // key and config snapshot, its published observations) holds no string of
-// Proxmox's answers: package pve decodes them with goccy/go-json, whose
-// strings are views into its copy of the whole answer, so that one kept
-// string kept the whole inventory (megabytes at 100,000 guests) of the pass
-// that read it, and a config answer per guest. Values that recur (nodes,
-// states, tags, keys) are interned, the rest copied
-// (TestObserverKeepsNoAnswer).
+// Proxmox's answers: package pve's decoders may hand out strings that are
+// views into their copy of the whole answer (goccy/go-json's are), and
+// then one kept string kept the whole inventory (megabytes at 100,000
+// guests) of the pass that read it, and a config answer per guest. Values
+// that recur (nodes, states, tags, keys) are interned, the rest copied
+// (TestObserverKeepsNoAnswer), whichever decoder package pve uses.
 
 // maxInterned bounds the interned strings: beyond, values are copied.
 const maxInterned = 4096

@@ -11,9 +11,9 @@ import (
 	"github.com/converge-pve/converge/internal/pve"
 )
 
-// viewProxmox answers as package pve's decoding does: every string a view
-// into one large answer (goccy/go-json's copy of the body), a new one per
-// inventory and per config read.
+// viewProxmox answers as a decoder that aliases its input does (goccy/go-json,
+// which package pve has used): every string a view into one large answer,
+// a new one per inventory and per config read.
 type viewProxmox struct {
 	guests int
 	pass   int
@@ -74,7 +74,10 @@ func (p *viewProxmox) GuestStatus(_ context.Context, ref pve.GuestRef) (*pve.Gue
 // Proxmox's answers: keeping a string of one kept the whole answer.
 func TestObserverKeepsNoAnswer(t *testing.T) {
 	const guests, passes = 1000, 6
-	o, err := observer.New(observer.Config{Name: "test", ConfigRefresh: -1}, &viewProxmox{guests: guests}, &benchJournal{})
+	oc := observer.DefaultConfig()
+	oc.Name = "test"
+	oc.VerifyOff = true
+	o, err := observer.New(oc, &viewProxmox{guests: guests}, &benchJournal{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,10 @@ func benchEstate(n int) *benchProxmox {
 // standing cost every Interval (package pve's decoding excluded).
 func BenchmarkPassIdle100k(b *testing.B) {
 	const n = 100000
-	o, err := observer.New(observer.Config{Name: "bench", ConfigRefresh: -1}, benchEstate(n), &benchJournal{})
+	oc := observer.DefaultConfig()
+	oc.Name = "bench"
+	oc.VerifyOff = true
+	o, err := observer.New(oc, benchEstate(n), &benchJournal{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +103,9 @@ func BenchmarkPassIdle100k(b *testing.B) {
 func BenchmarkPassVerify100k(b *testing.B) {
 	const n = 100000
 	clk := newClock()
-	o, err := observer.New(observer.Config{Name: "bench", ConfigRefresh: time.Second, VerifyRate: 20, Clock: clk.Fake},
+	oc2 := observer.DefaultConfig()
+	oc2.Name, oc2.ConfigRefresh, oc2.VerifyRate, oc2.Clock = "bench", time.Second, 20, clk.Fake
+	o, err := observer.New(oc2,
 		benchEstate(n), &benchJournal{})
 	if err != nil {
 		b.Fatal(err)

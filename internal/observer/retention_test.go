@@ -87,7 +87,9 @@ func TestObservedRetentionValidated(t *testing.T) {
 	_, c := demo(t)
 	b := bustest.New(t)
 	for _, bad := range []time.Duration{-time.Second, 500 * time.Millisecond, 30 * time.Second} {
-		_, err := observer.New(observer.Config{Interval: 10 * time.Second, ObservedTTL: bad}, c, b)
+		cfg := observer.DefaultConfig()
+		cfg.Interval, cfg.ObservedTTL = 10*time.Second, bad
+		_, err := observer.New(cfg, c, b)
 		if err == nil {
 			t.Errorf("ObservedTTL %s with a 10s interval accepted", bad)
 		}

@@ -2,6 +2,7 @@ package observer
 
 import (
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,22 +110,45 @@ func TestSameObservation(t *testing.T) {
 	}
 }
 
-func TestConfigDefaults(t *testing.T) {
-	c := Config{}
-	if err := c.defaults(); err != nil {
+func TestDefaultConfigValidates(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if c.Cluster != events.DefaultCluster || c.Interval != DefaultInterval || c.ConfigRefresh != DefaultConfigRefresh ||
 		c.ReadConcurrency != DefaultReadConcurrency || c.MaxInFlight != DefaultMaxInFlight || c.Clock == nil || c.Name == "" {
 		t.Fatalf("defaults %+v", c)
 	}
-	for _, bad := range []Config{{Cluster: "a.b"}, {Interval: -1}, {ReadConcurrency: -1}, {MaxInFlight: -1}, {MaxInFlight: 5000}, {AckTimeout: -1}} {
-		if err := bad.defaults(); err == nil {
-			t.Errorf("%+v accepted", bad)
-		}
+	off := DefaultConfig()
+	off.ConfigRefresh, off.VerifyOff = 0, true
+	if err := off.Validate(); err != nil {
+		t.Fatalf("verification off: %v", err)
 	}
-	never := Config{ConfigRefresh: -1}
-	if err := never.defaults(); err != nil || never.ConfigRefresh >= 0 {
-		t.Fatalf("negative ConfigRefresh must stay 'never': %+v %v", never, err)
+}
+
+// A literal built without the defaults is refused, naming the field,
+// rather than read as the defaults; so are values that mean nothing.
+func TestZeroConfigRefused(t *testing.T) {
+	if err := (Config{}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "observer.Config.Cluster: ") {
+		t.Fatalf("Config{}: %v, want an error naming observer.Config.Cluster", err)
+	}
+	for _, c := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Cluster = "a.b" }, "observer.Config.Cluster: "},
+		{func(c *Config) { c.Interval = 0 }, "observer.Config.Interval: must be > 0, got 0s"},
+		{func(c *Config) { c.ConfigRefresh = 0 }, "observer.Config.ConfigRefresh: must be > 0 (or verification off), got 0s"},
+		{func(c *Config) { c.ConfigRefresh = -1 }, "observer.Config.ConfigRefresh: "},
+		{func(c *Config) { c.VerifyRate = 0 }, "observer.Config.VerifyRate: "},
+		{func(c *Config) { c.ReadConcurrency = -1 }, "observer.Config.ReadConcurrency: "},
+		{func(c *Config) { c.MaxInFlight = 5000 }, "observer.Config.MaxInFlight: "},
+		{func(c *Config) { c.AckTimeout = -1 }, "observer.Config.AckTimeout: "},
+	} {
+		cfg := DefaultConfig()
+		c.mod(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v, want %q…", err, c.want)
+		}
 	}
 }

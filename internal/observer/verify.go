@@ -18,7 +18,7 @@ import (
 // sorting them all: at 100,000 guests, every one due, sorting them was
 // most of a pass's CPU, for the 200 or so the budget reads.
 func (o *Observer) verify(guests []listed, now time.Time) int {
-	if o.cfg.ConfigRefresh < 0 {
+	if o.cfg.VerifyOff {
 		return 0
 	}
 	budget := int(o.budget.TokensAt(now))
@@ -89,7 +89,7 @@ func (o *Observer) verify(guests []listed, now time.Time) int {
 // guests (one Interval more at most, the passes' granularity); 0 when
 // verification is off.
 func (o *Observer) verifyPeriod(n int) time.Duration {
-	if o.cfg.ConfigRefresh < 0 {
+	if o.cfg.VerifyOff {
 		return 0
 	}
 	spread := time.Duration(float64(n) / o.cfg.VerifyRate * float64(time.Second))

@@ -14,8 +14,9 @@ import (
 // a later pass (TestResyncMergedAndSpread shows that pass).
 func TestResyncAllowed(t *testing.T) {
 	clk := clocktest.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	cfg := Config{Name: "observer@test", Clock: clk, Logger: zerolog.Nop()}
-	if err := cfg.defaults(); err != nil {
+	cfg := DefaultConfig()
+	cfg.Name, cfg.Clock, cfg.Logger = "observer@test", clk, zerolog.Nop()
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	o := &Observer{cfg: cfg, log: zerolog.Nop(), guests: map[int]*guestState{100: {}}, metrics: newMetrics(nil)}

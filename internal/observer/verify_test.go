@@ -162,7 +162,8 @@ func (p *countingPVE) totalReads() int {
 func memObserver(t *testing.T, px observer.Proxmox, clk *clock, mod ...func(*observer.Config)) (*observer.Observer, *memJournal) {
 	t.Helper()
 	j := &memJournal{Journal: journaltest.New(16, clk.Now)}
-	cfg := observer.Config{Name: "observer@test", Interval: 10 * time.Second, Clock: clk.Fake, Logger: zerolog.Nop()}
+	cfg := observer.DefaultConfig()
+	cfg.Name, cfg.Interval, cfg.Clock, cfg.Logger = "observer@test", 10*time.Second, clk.Fake, zerolog.Nop()
 	for _, m := range mod {
 		m(&cfg)
 	}

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/goccy/go-json"
+	"github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/converge-pve/converge/projector"
@@ -34,6 +35,16 @@ type Checkpoint struct {
 var (
 	zstdMagic      = []byte{0x28, 0xb5, 0x2f, 0xfd}
 	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+)
+
+// Checkpoints are JSON as encoding/json writes and reads it (stored ones
+// were written so: a planner of any version resumes from them), under
+// option sets built once. Decoding refuses a malformed checkpoint at its
+// first fault rather than checking it whole first (a second pass over
+// megabytes).
+var (
+	ckptEncode = jsonv1.DefaultOptionsV1()
+	ckptDecode = json.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
 )
 
 // CheckpointName is the object name of a cluster's checkpoint.
@@ -81,7 +92,7 @@ func (l *Loop) writeCheckpoint(ctx context.Context, s *projector.Snapshot) error
 func encodeCheckpoint(cp *Checkpoint) ([]byte, error) {
 	head := *cp
 	head.Views = nil
-	hb, err := json.Marshal(head)
+	hb, err := json.Marshal(head, ckptEncode)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +113,6 @@ func encodeCheckpoint(cp *Checkpoint) ([]byte, error) {
 	var out bytes.Buffer
 	zw := zstdStream.w
 	zw.Reset(&out)
-	enc := json.NewEncoder(zw)
 	_, _ = zw.Write(hb[:at])
 	_, _ = zw.Write([]byte(`"views":{`))
 	num := make([]byte, 0, 24)
@@ -115,7 +125,7 @@ func encodeCheckpoint(cp *Checkpoint) ([]byte, error) {
 		if _, err := zw.Write(num); err != nil {
 			return nil, err
 		}
-		if err := enc.Encode(cp.Views[id]); err != nil {
+		if err := json.MarshalWrite(zw, cp.Views[id], ckptEncode); err != nil {
 			return nil, fmt.Errorf("view of %d: %w", id, err)
 		}
 	}
@@ -177,7 +187,7 @@ func decodeCheckpoint(body []byte) (cp *Checkpoint, why string) {
 		}
 	}
 	cp = &Checkpoint{}
-	if err := json.Unmarshal(body, cp); err != nil {
+	if err := json.Unmarshal(body, cp, ckptDecode); err != nil {
 		return nil, "undecodable: " + err.Error()
 	}
 	return cp, ""

@@ -2,11 +2,11 @@ package planloop
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
@@ -65,7 +65,8 @@ func foldAll(t *testing.T, b *bus.Bus) *projector.Projector {
 // until the returned stop.
 func runLoop(t *testing.T, b *bus.Bus, name string, mods ...func(*Config)) (*Loop, func()) {
 	t.Helper()
-	cfg := Config{Planner: planner.Config{Name: name}, Logger: zerolog.New(zerolog.NewTestWriter(t))}
+	cfg := DefaultConfig()
+	cfg.Planner.Name, cfg.Logger = name, zerolog.New(zerolog.NewTestWriter(t))
 	cfg.Planner.Policy.ObserveOnly = true // no executor here: plan, never act
 	for _, m := range mods {
 		m(&cfg)

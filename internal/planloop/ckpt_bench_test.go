@@ -1,11 +1,15 @@
 package planloop
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
+	"reflect"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/projector"
@@ -60,8 +64,10 @@ func BenchmarkCheckpointEncode(b *testing.B) {
 	b.ReportMetric(float64(size)/1e6, "stored-MB")
 }
 
-// TestCheckpointEncodeRoundTrip: a checkpoint streamed view by view
-// decodes to what it holds, for an empty fold too.
+// TestCheckpointEncodeRoundTrip: a checkpoint streamed view by view is
+// the JSON encoding/json writes for it, and decodes to what it holds, for
+// an empty fold too; so does one as older planners wrote it (a newline
+// after each view) or spaced out, compressed or not.
 func TestCheckpointEncodeRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	for _, guests := range []int{0, 1, 50} {
@@ -72,14 +78,74 @@ func TestCheckpointEncodeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, why := decodeCheckpoint(packed)
-		if why != "" {
-			t.Fatalf("%d guests: %s", guests, why)
-		}
 		want, _ := json.Marshal(cp)
-		have, _ := json.Marshal(got)
-		if string(want) != string(have) {
-			t.Fatalf("%d guests: decoded checkpoint differs:\n got %s\nwant %s", guests, have, want)
+		if plain, err := zstdDecoder.DecodeAll(packed, nil); err != nil || string(plain) != string(want) {
+			t.Fatalf("%d guests: stored JSON is not encoding/json's (%v):\n got %s\nwant %s", guests, err, plain, want)
 		}
+		spaced, _ := json.MarshalIndent(cp, "", "\t")
+		zw, _ := zstd.NewWriter(nil)
+		for _, body := range [][]byte{packed, spaced, zw.EncodeAll(spaced, nil)} {
+			got, why := decodeCheckpoint(body)
+			if why != "" {
+				t.Fatalf("%d guests: %s", guests, why)
+			}
+			if have, _ := json.Marshal(got); string(want) != string(have) {
+				t.Fatalf("%d guests: decoded checkpoint differs:\n got %s\nwant %s", guests, have, want)
+			}
+		}
+	}
+}
+
+// TestCheckpointsOf053c05e: the checkpoints a planner of commit 053c05e
+// stored (events/testdata/journal-053c05e.jsonl, made as its README says)
+// decode into what encoding/json reads from them, and encode again to
+// encoding/json's JSON of that. (Not to the stored bytes: goccy/go-json
+// wrote a newline after each view and ignored omitzero, writing zero
+// times that encoding/json and this planner leave out.)
+func TestCheckpointsOf053c05e(t *testing.T) {
+	raw, err := os.ReadFile("../../events/testdata/journal-053c05e.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range bytes.Lines(raw) {
+		var l struct {
+			Stream string `json:"stream"`
+			Object string `json:"object"`
+			Body   []byte `json:"body_base64"`
+		}
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Stream != "OBJ_converge_checkpoints" {
+			continue
+		}
+		n++
+		cp, why := decodeCheckpoint(l.Body)
+		if why != "" {
+			t.Fatalf("checkpoint %d: %s", n, why)
+		}
+		plain, err := zstdDecoder.DecodeAll(l.Body, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want Checkpoint
+		if err := json.Unmarshal(plain, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*cp, want) {
+			t.Errorf("checkpoint %d decodes to\n%+v\nencoding/json reads\n%+v", n, *cp, want)
+		}
+		packed, err := encodeCheckpoint(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := zstdDecoder.DecodeAll(packed, nil)
+		if std, _ := json.Marshal(cp); !bytes.Equal(again, std) {
+			t.Errorf("checkpoint %d encodes to\n%s\nencoding/json writes\n%s", n, again, std)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no checkpoint in the journal's testdata")
 	}
 }

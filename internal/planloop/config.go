@@ -1,6 +1,7 @@
 package planloop
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 	"github.com/converge-pve/converge/planner"
 )
 
-// Config configures a Loop. Zero fields take the defaults below;
-// [Config.Validate] fills and checks them.
+// Config configures a Loop. Start from [DefaultConfig]: a field left zero
+// is refused by [Config.Validate], not read as its default.
 type Config struct {
 	// Planner configures the engine (cluster, name, partitions, policy,
 	// intervals); its Owner and DecodeWorkers are the loop's to set.
@@ -31,7 +32,7 @@ type Config struct {
 	// Registerer receives the planner's metrics (nil: none).
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
-	// Clock ticks the loop and stamps inputs (default clock.Real).
+	// Clock ticks the loop and stamps inputs.
 	Clock clock.Clock
 	// Ledger is the cluster's limits ledger (bus.LimitsStore); nil
 	// enforces the limits from this planner's fold alone (one planner).
@@ -48,35 +49,32 @@ const (
 	DefaultTick = 250 * time.Millisecond
 	// DefaultLeaseTTL: a dead planner's guests are planned again by a
 	// survivor within about five seconds.
-	DefaultLeaseTTL = 5 * time.Second
+	DefaultLeaseTTL = lease.DefaultTTL
 	// DefaultStream is the journal stream's default name.
 	DefaultStream = "PVE"
 )
 
-// Validate fills zero fields with defaults and checks the rest.
-func (c *Config) Validate() error {
-	if c.Stream == "" {
-		c.Stream = DefaultStream
-	}
-	if c.Tick == 0 {
-		c.Tick = DefaultTick
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.Planner.FlushInterval == 0 {
-		c.Planner.FlushInterval = c.Tick // every tick
-	}
-	c.Clock = clock.Or(c.Clock)
-	if c.Tick < 0 {
-		return fmt.Errorf("planloop.Config.Tick must be > 0, got %v", c.Tick)
-	}
-	// The lease store's TTL: checked as package lease would at start.
-	if err := lease.CheckTTL(c.LeaseTTL); err != nil {
-		return fmt.Errorf("planloop.Config.LeaseTTL %w", err)
+// DefaultConfig returns the defaults above, with the planner's.
+func DefaultConfig() Config {
+	return Config{Planner: planner.DefaultConfig(), Stream: DefaultStream, Tick: DefaultTick, LeaseTTL: DefaultLeaseTTL,
+		Replicas: 1, Clock: clock.Real}
+}
+
+// Validate refuses a Config that makes no sense, naming the field (of
+// the planner's Config too); New calls it.
+func (c Config) Validate() error {
+	const f = "planloop.Config."
+	switch {
+	case c.Stream == "":
+		return errors.New(f + "Stream: must be set")
+	case c.Tick <= 0:
+		return fmt.Errorf(f+"Tick: must be > 0, got %v", c.Tick)
+	case c.LeaseTTL < lease.MinTTL: // the lease store's TTL, as package lease checks it at start
+		return fmt.Errorf(f+"LeaseTTL: must be at least %s, got %s", lease.MinTTL, c.LeaseTTL)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf(f+"Replicas: must be within 1..5, got %d", c.Replicas)
+	case c.Clock == nil:
+		return errors.New(f + "Clock: must be set (clock.Real)")
 	}
 	return c.Planner.Validate()
 }

@@ -98,20 +98,22 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 	pc := cfg.Planner
 	pc.DecodeWorkers = runtime.GOMAXPROCS(0)
 	var err error
-	l.leases, err = lease.New(lease.Config{Group: LeaseGroup(pc.Cluster), Member: lease.MemberID(pc.Name), Partitions: pc.Partitions,
-		TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, Logger: cfg.Logger, Clock: cfg.Clock,
-		OnAcquire: func(p int) {
-			l.acqMu.Lock()
-			l.acquired = append(l.acquired, p)
-			l.acqMu.Unlock()
-			select {
-			case l.acqNote <- struct{}{}:
-			default:
-			}
-		},
-		// Nothing to drain: published actions are the executors' now, and
-		// a late publish of ours is fenced by the action subject.
-		OnRelease: func(int) {}, OnLost: func(int) {}}, leases)
+	lc := lease.DefaultConfig()
+	lc.Group, lc.Member, lc.Partitions = LeaseGroup(pc.Cluster), lease.MemberID(pc.Name), pc.Partitions
+	lc.TTL, lc.Renew, lc.Replicas, lc.Logger, lc.Clock = cfg.LeaseTTL, cfg.LeaseTTL/lease.RenewDivisor, cfg.Replicas, cfg.Logger, cfg.Clock
+	lc.OnAcquire = func(p int) {
+		l.acqMu.Lock()
+		l.acquired = append(l.acquired, p)
+		l.acqMu.Unlock()
+		select {
+		case l.acqNote <- struct{}{}:
+		default:
+		}
+	}
+	// Nothing to drain (OnRelease, OnLost): published actions are the
+	// executors' now, and a late publish of ours is fenced by the action
+	// subject.
+	l.leases, err = lease.New(lc, leases)
 	if err != nil {
 		return nil, err
 	}

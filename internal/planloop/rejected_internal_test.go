@@ -28,7 +28,7 @@ func rejectedDoc(vmid int, seq uint64) planner.Doc {
 func TestRejectionsAreLoggedOnceAndRateLimited(t *testing.T) {
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
-	w := views.NewWriter(nil, "pve", "p", planner.Policy{}, clock.Real, zerolog.Nop())
+	w := views.NewWriter(nil, "pve", "p", planner.DefaultPolicy(), clock.Real, zerolog.Nop())
 	r := newRejections(zerolog.New(&logs), reg, w)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/goccy/go-json"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/audit"

@@ -45,7 +45,7 @@ type session struct {
 // New validates cfg and returns a Client. It does no I/O: ticket logins
 // happen on the first call.
 func New(cfg Config) (*Client, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.checked()
 	if err != nil {
 		return nil, err
 	}

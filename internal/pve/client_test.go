@@ -21,7 +21,16 @@ func TestConfigValidate(t *testing.T) {
 	if err := os.WriteFile(caFile, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	token := func(u string) Config { return Config{URL: u, TokenID: "root@pam!converge", TokenSecret: "s"} }
+	token := func(u string) Config {
+		c := DefaultConfig()
+		c.URL, c.TokenID, c.TokenSecret = u, "root@pam!converge", "s"
+		return c
+	}
+	login := func(u, user, password string) Config {
+		c := DefaultConfig()
+		c.URL, c.Username, c.Password = u, user, password
+		return c
+	}
 	fp := strings.Repeat("AB:", 31) + "AB"
 	for _, tc := range []struct {
 		name    string
@@ -35,8 +44,8 @@ func TestConfigValidate(t *testing.T) {
 		{"api2 only", token("https://pve:8006/api2"), "https://pve:8006/api2/json", ""},
 		{"behind a prefix", token("https://proxy/pve"), "https://proxy/pve/api2/json", ""},
 		{"plain http", token("http://127.0.0.1:8006"), "http://127.0.0.1:8006/api2/json", ""},
-		{"ticket login", Config{URL: "https://pve", Username: "root@pam", Password: "p"}, "https://pve/api2/json", ""},
-		{"no URL", Config{TokenID: "root@pam!x", TokenSecret: "s"}, "", "URL must be set"},
+		{"ticket login", login("https://pve", "root@pam", "p"), "https://pve/api2/json", ""},
+		{"no URL", Config{TokenID: "root@pam!x", TokenSecret: "s"}, "", "URL: must be set"},
 		{"bad scheme", token("ftp://pve"), "", "must start with https://"},
 		{"no host", token("https://"), "", "has no host"},
 		{"query", token("https://pve?x=1"), "", "must not carry a query"},
@@ -44,14 +53,16 @@ func TestConfigValidate(t *testing.T) {
 		{"both", Config{URL: "https://pve", TokenID: "root@pam!x", TokenSecret: "s", Username: "root@pam", Password: "p"}, "", "not both"},
 		{"token without secret", Config{URL: "https://pve", TokenID: "root@pam!x"}, "", "must both be set"},
 		{"token id form", Config{URL: "https://pve", TokenID: "root@pam", TokenSecret: "s"}, "", "user@realm!tokenid"},
-		{"password without user", Config{URL: "https://pve", Password: "p"}, "", "must both be set"},
-		{"user without realm", Config{URL: "https://pve", Username: "root", Password: "p"}, "", "root@pam"},
+		{"password without user", login("https://pve", "", "p"), "", "must both be set"},
+		{"user without realm", login("https://pve", "root", "p"), "", "root@pam"},
 		{"bad fingerprint", func() Config { c := token("https://pve"); c.Fingerprint = "abc"; return c }(), "", "Fingerprint"},
-		{"insecure and pin", func() Config { c := token("https://pve"); c.Fingerprint = fp; c.Insecure = true; return c }(), "", "Insecure contradicts"},
+		{"insecure and pin", func() Config { c := token("https://pve"); c.Fingerprint = fp; c.Insecure = true; return c }(), "", "Insecure: contradicts"},
 		{"pin on http", func() Config { c := token("http://pve"); c.Fingerprint = fp; return c }(), "", "plain http"},
 		{"missing CA file", func() Config { c := token("https://pve"); c.CAFile = filepath.Join(dir, "nope"); return c }(), "", "CAFile"},
 		{"CA file", func() Config { c := token("https://pve"); c.CAFile = caFile; return c }(), "https://pve/api2/json", ""},
 		{"negative timeout", func() Config { c := token("https://pve"); c.Timeout = -time.Second; return c }(), "", "Timeout"},
+		{"no timeout", func() Config { c := token("https://pve"); c.Timeout = 0; return c }(), "", "Timeout: must be > 0"},
+		{"negative config wait", func() Config { c := token("https://pve"); c.ConfigTaskWait = -time.Second; return c }(), "", "ConfigTaskWait"},
 		{"config wait not whole seconds", func() Config { c := token("https://pve"); c.ConfigTaskWait = 1500 * time.Millisecond; return c }(), "", "ConfigTaskWait"},
 		{"config wait over 30s", func() Config { c := token("https://pve"); c.ConfigTaskWait = 31 * time.Second; return c }(), "", "ConfigTaskWait"},
 		{"config wait not below timeout", func() Config {
@@ -61,7 +72,7 @@ func TestConfigValidate(t *testing.T) {
 		}(), "", "ConfigTaskWait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.cfg.withDefaults()
+			got, err := tc.cfg.checked()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want containing %q", err, tc.wantErr)
@@ -70,7 +81,7 @@ func TestConfigValidate(t *testing.T) {
 					t.Errorf("error %q does not name the field", err)
 				}
 				if _, err := New(tc.cfg); err == nil {
-					t.Error("New accepted what withDefaults refused")
+					t.Error("New accepted what Validate refused")
 				}
 				return
 			}
@@ -86,21 +97,20 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	// background_delay: 5 s by default, in whole seconds below a short
-	// Timeout, none for a Timeout of 1s or less.
-	for _, tc := range []struct{ timeout, wait, want time.Duration }{
-		{0, 0, DefaultConfigTaskWait}, {3 * time.Second, 0, 2 * time.Second}, {1500 * time.Millisecond, 0, time.Second},
-		{time.Second, 0, -1}, {0, -time.Second, -1}, {40 * time.Second, 30 * time.Second, 30 * time.Second},
+	// Timeout, none for a Timeout of 1s or less; each valid with it.
+	for _, tc := range []struct{ timeout, want time.Duration }{
+		{DefaultTimeout, DefaultConfigTaskWait}, {3 * time.Second, 2 * time.Second}, {1500 * time.Millisecond, time.Second},
+		{time.Second, 0}, {40 * time.Second, DefaultConfigTaskWait},
 	} {
 		c := token("https://pve")
-		c.Timeout, c.ConfigTaskWait = tc.timeout, tc.wait
-		got, err := c.withDefaults()
-		if err != nil || got.ConfigTaskWait != tc.want {
-			t.Errorf("Timeout %s, ConfigTaskWait %s: got %s (%v), want %s", tc.timeout, tc.wait, got.ConfigTaskWait, err, tc.want)
+		c.Timeout, c.ConfigTaskWait = tc.timeout, ConfigTaskWaitWithin(tc.timeout)
+		if err := c.Validate(); err != nil || c.ConfigTaskWait != tc.want {
+			t.Errorf("Timeout %s: ConfigTaskWait %s (%v), want %s", tc.timeout, c.ConfigTaskWait, err, tc.want)
 		}
 	}
 	c := token("https://pve")
 	c.Fingerprint = fp
-	got, err := c.withDefaults()
+	got, err := c.checked()
 	if err != nil || got.Fingerprint != strings.Repeat("ab", 32) {
 		t.Errorf("fingerprint normalised to %q (%v)", got.Fingerprint, err)
 	}
@@ -119,7 +129,9 @@ func TestConfigRedactsSecrets(t *testing.T) {
 }
 
 func TestNewDoesNoIO(t *testing.T) {
-	c, err := New(Config{URL: "https://192.0.2.1:8006", Username: "root@pam", Password: "p"})
+	cfg := DefaultConfig()
+	cfg.URL, cfg.Username, cfg.Password = "https://192.0.2.1:8006", "root@pam", "p"
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +180,8 @@ func TestTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proto.Store(0)
-			cfg := Config{URL: srv.URL, TokenID: "root@pam!converge", TokenSecret: "s"}
+			cfg := DefaultConfig()
+			cfg.URL, cfg.TokenID, cfg.TokenSecret = srv.URL, "root@pam!converge", "s"
 			tc.mod(&cfg)
 			c, err := New(cfg)
 			if err != nil {
@@ -203,7 +216,7 @@ func TestRequestTimeout(t *testing.T) {
 	}
 	f.on(http.MethodGet, "/nodes/pve/qemu/100/status/current", hang)
 	f.on(http.MethodPost, "/nodes/pve/qemu/100/status/start", hang)
-	c := f.clientWith(t, func(c *Config) { c.Timeout = 20 * time.Millisecond })
+	c := f.clientWith(t, func(c *Config) { c.Timeout, c.ConfigTaskWait = 20*time.Millisecond, 0 })
 	_, err := c.GuestStatus(bg, vm100)
 	if e := asError(t, err); e.Class != ClassTransient || e.Indeterminate {
 		t.Errorf("read timeout: %+v", e)
@@ -281,7 +294,8 @@ func TestTicketAuth(t *testing.T) {
 	ts := newTicketServer(t)
 	var logs logBuffer
 	c := ts.clientWith(t, func(cfg *Config) {
-		*cfg = Config{URL: ts.srv.URL, Username: "root@pam", Password: "hunter2-pass", Logger: debugLogger(&logs)}
+		cfg.TokenID, cfg.TokenSecret = "", "" // a ticket login instead
+		cfg.Username, cfg.Password, cfg.Logger = "root@pam", "hunter2-pass", debugLogger(&logs)
 	})
 
 	// Concurrent first calls share one login.
@@ -341,7 +355,8 @@ func TestTicketAuth(t *testing.T) {
 func TestTicketAuthWrongPassword(t *testing.T) {
 	ts := newTicketServer(t)
 	c := ts.clientWith(t, func(cfg *Config) {
-		*cfg = Config{URL: ts.srv.URL, Username: "root@pam", Password: "wrong"}
+		cfg.TokenID, cfg.TokenSecret = "", "" // a ticket login instead
+		cfg.Username, cfg.Password = "root@pam", "wrong"
 	})
 	_, err := c.Inventory(bg)
 	e := asError(t, err)

@@ -34,8 +34,9 @@ const (
 	maxErrorBody = 64 << 10
 )
 
-// Config says how to reach and authenticate to a Proxmox VE cluster. All
-// defaults and validation live in Validate.
+// Config says how to reach and authenticate to a Proxmox VE cluster.
+// Start from [DefaultConfig]: a field left zero is refused by
+// [Config.Validate], not read as its default.
 type Config struct {
 	// URL of the API, e.g. https://pve1:8006/api2/json; /api2/json is
 	// appended when missing. Plain http is accepted, see PlainHTTP.
@@ -54,40 +55,65 @@ type Config struct {
 	CAFile string
 	// Insecure skips certificate verification. Callers log a loud warning.
 	Insecure bool
-	// Timeout bounds each HTTP request; 0 means DefaultTimeout.
+	// Timeout bounds each HTTP request.
 	Timeout time.Duration
 	// ConfigTaskWait is how long Proxmox is asked to wait for a QEMU config
 	// write's task before answering (background_delay, whole seconds,
 	// 1–30): a write that finishes within it answers without a task, which
 	// saves the task poll, and the executor a "started" journal entry; a
 	// slower one answers with its task, as without it. A failed task then
-	// fails the request with the task's exit status. 0 means
-	// DefaultConfigTaskWait; negative never waits (every QEMU config write
-	// answers with its task). LXC config writes are synchronous anyway.
+	// fails the request with the task's exit status. 0 never waits (every
+	// QEMU config write answers with its task). It stays below Timeout:
+	// Proxmox holds the request that long. LXC config writes are
+	// synchronous anyway.
 	ConfigTaskWait time.Duration
 	// Logger receives debug logs of calls and tasks. Secrets are never logged.
 	Logger zerolog.Logger
 }
 
-// withDefaults is the one place for defaults and validation; New uses its
-// result.
-func (c Config) withDefaults() (Config, error) {
+// DefaultConfig returns the defaults above; URL and the credentials are
+// the caller's.
+func DefaultConfig() Config {
+	return Config{Timeout: DefaultTimeout, ConfigTaskWait: DefaultConfigTaskWait}
+}
+
+// ConfigTaskWaitWithin is the default ConfigTaskWait for a Timeout:
+// DefaultConfigTaskWait, or the whole seconds below a shorter Timeout (0,
+// no wait, below 2s).
+func ConfigTaskWaitWithin(timeout time.Duration) time.Duration {
+	w := min(DefaultConfigTaskWait, (timeout - time.Nanosecond).Truncate(time.Second))
+	if w < time.Second {
+		return 0
+	}
+	return w
+}
+
+// Validate refuses a Config that cannot work, naming the field; New calls
+// it.
+func (c Config) Validate() error {
+	_, err := c.checked()
+	return err
+}
+
+// checked validates c and returns it with its URL and Fingerprint in
+// their canonical forms.
+func (c Config) checked() (Config, error) {
 	const p = "pve.Config."
 	if c.URL == "" {
-		return c, errors.New(p + "URL must be set, e.g. https://pve1:8006/api2/json")
+		return c, errors.New(p + "URL: must be set, e.g. https://pve1:8006/api2/json")
 	}
 	u, err := url.Parse(c.URL)
 	if err != nil {
-		return c, fmt.Errorf(p+"URL %q: %w", c.URL, err)
+		return c, fmt.Errorf(p+"URL: %q: %w", c.URL, err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return c, fmt.Errorf(p+"URL %q must start with https:// (or http://)", c.URL)
+		return c, fmt.Errorf(p+"URL: %q must start with https:// (or http://)", c.URL)
 	}
 	if u.Host == "" {
-		return c, fmt.Errorf(p+"URL %q has no host", c.URL)
+		return c, fmt.Errorf(p+"URL: %q has no host", c.URL)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return c, fmt.Errorf(p+"URL %q must not carry a query, fragment or user info", c.URL)
+		return c, fmt.Errorf(p+"URL: %q must not carry a query, fragment or user info", c.URL)
 	}
 	path := strings.TrimRight(u.Path, "/")
 	switch {
@@ -104,17 +130,17 @@ func (c Config) withDefaults() (Config, error) {
 	login := c.Username != "" || c.Password != ""
 	switch {
 	case token && login:
-		return c, errors.New(p + "set either TokenID/TokenSecret or Username/Password, not both")
+		return c, errors.New(p + "TokenID: set either TokenID/TokenSecret or Username/Password, not both")
 	case !token && !login:
-		return c, errors.New(p + "no credentials: set TokenID and TokenSecret (or Username and Password)")
+		return c, errors.New(p + "TokenID: no credentials: set TokenID and TokenSecret (or Username and Password)")
 	case token && (c.TokenID == "" || c.TokenSecret == ""):
-		return c, errors.New(p + "TokenID and TokenSecret must both be set")
+		return c, errors.New(p + "TokenSecret: TokenID and TokenSecret must both be set")
 	case token && !validTokenID(c.TokenID):
-		return c, fmt.Errorf(p+"TokenID %q must look like user@realm!tokenid", c.TokenID)
+		return c, fmt.Errorf(p+"TokenID: %q must look like user@realm!tokenid", c.TokenID)
 	case login && (c.Username == "" || c.Password == ""):
-		return c, errors.New(p + "Username and Password must both be set")
+		return c, errors.New(p + "Username: Username and Password must both be set")
 	case login && !strings.Contains(c.Username, "@"):
-		return c, fmt.Errorf(p+"Username %q must include the realm, e.g. %s@pam", c.Username, c.Username)
+		return c, fmt.Errorf(p+"Username: %q must include the realm, e.g. %s@pam", c.Username, c.Username)
 	}
 
 	if c.Fingerprint != "" {
@@ -127,9 +153,9 @@ func (c Config) withDefaults() (Config, error) {
 	tlsOpts := c.Fingerprint != "" || c.CAFile != ""
 	switch {
 	case c.Insecure && tlsOpts:
-		return c, errors.New(p + "Insecure contradicts Fingerprint/CAFile: use one")
+		return c, errors.New(p + "Insecure: contradicts Fingerprint/CAFile: use one")
 	case u.Scheme == "http" && (tlsOpts || c.Insecure):
-		return c, fmt.Errorf(p+"TLS options given but URL %q is plain http", c.URL)
+		return c, fmt.Errorf(p+"URL: TLS options given but %q is plain http", c.URL)
 	}
 	if c.CAFile != "" {
 		if _, err := os.Stat(c.CAFile); err != nil {
@@ -138,25 +164,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 
 	switch {
-	case c.Timeout < 0:
-		return c, fmt.Errorf(p+"Timeout must be >= 0, got %s", c.Timeout)
-	case c.Timeout == 0:
-		c.Timeout = DefaultTimeout
-	}
-	switch {
-	case c.ConfigTaskWait == 0:
-		// The default stays below a short Timeout, or is dropped.
-		c.ConfigTaskWait = min(DefaultConfigTaskWait, (c.Timeout - time.Nanosecond).Truncate(time.Second))
-		if c.ConfigTaskWait < time.Second {
-			c.ConfigTaskWait = -1
-		}
-	case c.ConfigTaskWait < 0:
-		c.ConfigTaskWait = -1
-	case c.ConfigTaskWait%time.Second != 0 || c.ConfigTaskWait > 30*time.Second:
-		return c, fmt.Errorf(p+"ConfigTaskWait must be whole seconds from 1s to 30s (or negative: never wait), got %s", c.ConfigTaskWait)
-	}
-	if c.ConfigTaskWait >= c.Timeout {
-		return c, fmt.Errorf(p+"ConfigTaskWait (%s) must be shorter than Timeout (%s): Proxmox holds the request that long", c.ConfigTaskWait, c.Timeout)
+	case c.Timeout <= 0:
+		return c, fmt.Errorf(p+"Timeout: must be > 0, got %s", c.Timeout)
+	case c.ConfigTaskWait < 0 || c.ConfigTaskWait%time.Second != 0 || c.ConfigTaskWait > 30*time.Second:
+		return c, fmt.Errorf(p+"ConfigTaskWait: must be whole seconds from 1s to 30s (or 0: never wait), got %s", c.ConfigTaskWait)
+	case c.ConfigTaskWait > 0 && c.ConfigTaskWait >= c.Timeout:
+		return c, fmt.Errorf(p+"ConfigTaskWait: must be shorter than Timeout (%s): Proxmox holds the request that long, got %s", c.Timeout, c.ConfigTaskWait)
 	}
 	return c, nil
 }

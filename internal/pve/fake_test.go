@@ -121,7 +121,8 @@ func (f *fakePVE) client(t *testing.T) *Client {
 
 func (f *fakePVE) clientWith(t *testing.T, mod func(*Config)) *Client {
 	t.Helper()
-	cfg := Config{URL: f.srv.URL, TokenID: "root@pam!converge", TokenSecret: "tok-s3cret-value"}
+	cfg := DefaultConfig()
+	cfg.URL, cfg.TokenID, cfg.TokenSecret = f.srv.URL, "root@pam!converge", "tok-s3cret-value"
 	mod(&cfg)
 	c, err := New(cfg)
 	if err != nil {

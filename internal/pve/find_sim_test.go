@@ -101,7 +101,9 @@ func TestSimFindTask(t *testing.T) {
 	}
 	// QEMU config writes are tasks. Without background_delay the write
 	// answers with it.
-	async, err := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret, ConfigTaskWait: -1})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.ConfigTaskWait = s.URL(), pvesimtest.TokenID, pvesimtest.TokenSecret, 0
+	async, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,8 +103,8 @@ var reservedKeys = map[string]bool{
 // A change of drives (allocation can take long) uses the asynchronous
 // POST with background_delay (Config.ConfigTaskWait): a zero TaskRef when
 // the task finished within it, its error when it failed, the task
-// otherwise; so does every QEMU write when ConfigTaskWait is negative
-// (every write a task). An empty change sends nothing and returns a zero
+// otherwise; so does every QEMU write when ConfigTaskWait is 0 (every
+// write a task). An empty change sends nothing and returns a zero
 // TaskRef.
 func (c *Client) UpdateConfig(ctx context.Context, ref GuestRef, ch ConfigChange) (TaskRef, error) {
 	body, err := configBody(ref.Kind, ch)

@@ -20,7 +20,8 @@ func TestPlainHTTPAndLoopback(t *testing.T) {
 		{"http://0.0.0.0:8006", true, false},
 	}
 	for _, c := range cases {
-		cfg := pve.Config{URL: c.url}
+		cfg := pve.DefaultConfig()
+		cfg.URL = c.url
 		if got := cfg.PlainHTTP(); got != c.plain {
 			t.Errorf("%s: PlainHTTP %t, want %t", c.url, got, c.plain)
 		}

@@ -333,14 +333,18 @@ func TestSimAuthModes(t *testing.T) {
 	s := startSim(t, pvesim.Options{TLS: true, Guests: 1})
 	ctx := tctx(t)
 	// password + pinned fingerprint of the self-signed certificate
-	c, err := pve.New(pve.Config{URL: s.URL(), Username: "root@pam", Password: pvesimtest.Password, Fingerprint: s.Fingerprint()})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.Username, pc.Password, pc.Fingerprint = s.URL(), "root@pam", pvesimtest.Password, s.Fingerprint()
+	c, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr, err := c.Stop(ctx, pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 100})
 	mustWait(t, c, tr, err)
 	// a wrong password and a wrong pin are "unauthorized"
-	bad, _ := pve.New(pve.Config{URL: s.URL(), Username: "root@pam", Password: "nope", Fingerprint: s.Fingerprint()})
+	pc2 := pve.DefaultConfig()
+	pc2.URL, pc2.Username, pc2.Password, pc2.Fingerprint = s.URL(), "root@pam", "nope", s.Fingerprint()
+	bad, _ := pve.New(pc2)
 	_, err = bad.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
 	// Flip the first byte: a constant prefix equals the real pin once in 256 certificates.
@@ -348,10 +352,14 @@ func TestSimAuthModes(t *testing.T) {
 	if wrongPin == s.Fingerprint() {
 		wrongPin = "FF" + s.Fingerprint()[2:]
 	}
-	pinned, _ := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: pvesimtest.TokenSecret, Fingerprint: wrongPin})
+	pc3 := pve.DefaultConfig()
+	pc3.URL, pc3.TokenID, pc3.TokenSecret, pc3.Fingerprint = s.URL(), pvesimtest.TokenID, pvesimtest.TokenSecret, wrongPin
+	pinned, _ := pve.New(pc3)
 	_, err = pinned.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
-	tok, _ := pve.New(pve.Config{URL: s.URL(), TokenID: pvesimtest.TokenID, TokenSecret: "wrong", Fingerprint: s.Fingerprint()})
+	pc4 := pve.DefaultConfig()
+	pc4.URL, pc4.TokenID, pc4.TokenSecret, pc4.Fingerprint = s.URL(), pvesimtest.TokenID, "wrong", s.Fingerprint()
+	tok, _ := pve.New(pc4)
 	_, err = tok.Inventory(ctx)
 	wantClass(t, err, pve.ClassUnauthorized)
 }

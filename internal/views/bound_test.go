@@ -99,7 +99,7 @@ func hugeRejection() planner.Doc {
 func TestWriterBoundsDocuments(t *testing.T) {
 	st := newMemStore()
 	clk := clocktest.New(t0)
-	w := views.NewWriter(st, "pve", "planner@test", planner.Policy{}, clk, zerolog.Nop())
+	w := views.NewWriter(st, "pve", "planner@test", planner.DefaultPolicy(), clk, zerolog.Nop())
 	w.Start()
 	if !w.Write(&planner.Flush{Docs: []planner.Doc{hugeRejection()}, Seq: 9, At: t0}) {
 		t.Fatal("an idle writer refused a flush")
@@ -135,7 +135,7 @@ func TestWriterFailureIsLoggedOnceAndBacksOff(t *testing.T) {
 	st.failing = true
 	clk := clocktest.New(t0)
 	var logs bytes.Buffer
-	w := views.NewWriter(st, "pve", "planner@test", planner.Policy{}, clk, zerolog.New(&logs))
+	w := views.NewWriter(st, "pve", "planner@test", planner.DefaultPolicy(), clk, zerolog.New(&logs))
 	w.Start()
 	defer w.Close(30 * time.Second)
 	d := hugeRejection()

@@ -18,7 +18,8 @@ import (
 // policy the planner plans with (what `converge plan` plans with).
 func TestWriterWritesDocumentsAndPolicy(t *testing.T) {
 	f := newFixture(t)
-	pol := planner.Policy{ObserveOnly: true, ShutdownTimeout: 17 * time.Second}
+	pol := planner.DefaultPolicy()
+	pol.ObserveOnly, pol.ShutdownTimeout = true, 17*time.Second
 	if err := pol.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,8 @@ func Connect(t testing.TB, s *server.Server, opts ...func(*bus.Config)) *bus.Bus
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := bus.Config{InProcess: s, Name: t.Name(), Logger: zerolog.Nop()}
+	cfg := bus.DefaultConfig()
+	cfg.InProcess, cfg.Name, cfg.Logger = s, t.Name(), zerolog.Nop()
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -67,7 +67,9 @@ func natsNode(args []string) error {
 
 func connect(t *testing.T, ctx context.Context, urls string) *bus.Bus {
 	t.Helper()
-	b, err := bus.Connect(ctx, bus.Config{URLs: urls, Name: t.Name(), Replicas: 3, Logger: zerolog.Nop()})
+	bc := bus.DefaultConfig()
+	bc.URLs, bc.Name, bc.Replicas, bc.Logger = urls, t.Name(), 3, zerolog.Nop()
+	b, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}

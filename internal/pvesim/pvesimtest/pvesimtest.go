@@ -56,7 +56,9 @@ func Client(t testing.TB, s *pvesim.Sim) *pve.Client {
 // server in front of it.
 func ClientAt(t testing.TB, url string) *pve.Client {
 	t.Helper()
-	c, err := pve.New(pve.Config{URL: url, TokenID: TokenID, TokenSecret: TokenSecret, Timeout: 10 * time.Second})
+	pc := pve.DefaultConfig()
+	pc.URL, pc.TokenID, pc.TokenSecret, pc.Timeout = url, TokenID, TokenSecret, 10*time.Second
+	c, err := pve.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,10 @@ import (
 )
 
 // TestDecodedEventsKeepNoBody: a value from Decode shares no memory with
-// the decoder's copy of the body. Keeping one short string of each of a
-// thousand decoded results (whose bodies carry a 4 KB description) and
-// their one-entry pending map must keep about those, not the bodies.
+// the body (the planner keeps every guest's last events, not their
+// bodies). Keeping one short string of each of a thousand decoded results
+// (whose bodies carry a 4 KB description) and their one-entry pending map
+// must keep about those, not the bodies.
 func TestDecodedEventsKeepNoBody(t *testing.T) {
 	const n = 1000
 	now := time.Now()
@@ -54,7 +55,7 @@ func TestDecodedEventsKeepNoBody(t *testing.T) {
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	perEvent := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
-	if perEvent > 3000 { // about 2 KB detached, over 6 KB when each body is kept
+	if perEvent > 3000 { // about 2 KB copied out, over 6 KB when each body is kept
 		t.Fatalf("keeping a few strings of each decoded result keeps %d B per result: the bodies (> 4 KB) are still reachable", perEvent)
 	}
 	runtime.KeepAlive(kept)
