@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.3
 	github.com/go-json-experiment/json v1.27.2
-	github.com/goccy/go-json v0.10.5
 	github.com/klauspost/compress v1.20.3
 	github.com/luthermonson/go-proxmox v0.8.1
 	github.com/nats-io/nats-server/v2 v2.15.2
