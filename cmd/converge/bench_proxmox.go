@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -10,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 

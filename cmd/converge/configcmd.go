@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"slices"
 	"text/tabwriter"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 )
 

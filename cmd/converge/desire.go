@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 

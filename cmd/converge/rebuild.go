@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/internal/pvesim"

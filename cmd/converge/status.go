@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/events"

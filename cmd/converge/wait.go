@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/converge-pve/converge/events"

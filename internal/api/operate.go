@@ -2,11 +2,12 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/control"

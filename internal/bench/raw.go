@@ -2,12 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/pvesim"

@@ -3,7 +3,6 @@ package bus
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"

@@ -3,11 +3,11 @@ package natsauth
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	json "github.com/go-json-experiment/json/v1"
 	"github.com/nats-io/nats-server/v2/server"
 )
 

@@ -2,11 +2,12 @@ package planloop
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/planner"

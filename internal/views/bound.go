@@ -2,9 +2,10 @@ package views
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"

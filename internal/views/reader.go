@@ -2,10 +2,11 @@ package views
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+
+	json "github.com/go-json-experiment/json/v1"
 )
 
 // Reader reads one cluster's documents.
