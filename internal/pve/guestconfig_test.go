@@ -197,8 +197,8 @@ func TestDecodeResources(t *testing.T) {
 	if got[0].Ref() != (GuestRef{Kind: KindQEMU, Node: "pve1", VMID: 100}) {
 		t.Errorf("Ref = %v", got[0].Ref())
 	}
-	if r, err := DecodeResources([]byte("null")); err != nil || len(r) != 0 {
-		t.Errorf("null: %v, %v", r, err)
+	if r, err := DecodeResources([]byte("null")); err == nil {
+		t.Errorf("null: %v; want an error, not an empty cluster", r)
 	}
 	if _, err := DecodeResources([]byte(`[{"type":"qemu","vmid":"x"}]`)); err == nil {
 		t.Error("bad vmid: want error")

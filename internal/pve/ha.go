@@ -42,7 +42,7 @@ func (c *Client) HAResources(ctx context.Context) ([]HAResource, error) {
 		return err
 	})
 	if err != nil {
-		return nil, &Error{Class: ClassUnknown, Op: OpReadHA, Message: err.Error(), Err: err}
+		return nil, err // do classed it (an unreadable answer is ClassUnknown there)
 	}
 	return out, nil
 }

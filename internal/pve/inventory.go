@@ -3,6 +3,7 @@ package pve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -76,9 +77,6 @@ func decodeInventory(body []byte, p *pace.Pacer) ([]Resource, error) {
 // filter), as Inventory does; entries that are not guests are skipped. It
 // is exported for tests over captured payloads.
 func DecodeResources(data []byte) ([]Resource, error) {
-	if isNull(data) {
-		return []Resource{}, nil
-	}
 	dec := jsontext.NewDecoder(bytes.NewBuffer(data), readOpts)
 	out, err := readResources(dec, nil, []Resource{})
 	if err == nil {
@@ -177,10 +175,11 @@ func (row *resourceRow) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 // dec, stepping p between rows.
 func readResources(dec *jsontext.Decoder, p *pace.Pacer, out []Resource) ([]Resource, error) {
 	switch dec.PeekKind() {
-	case 'n':
-		_, err := dec.ReadToken()
-		return []Resource{}, err
 	case '[':
+	case 'n':
+		// Proxmox lists an empty cluster as []: a null is no answer, and
+		// read as "no guests" it would report every guest gone.
+		return nil, errors.New("cluster resources are null, not a list: not read as an empty cluster")
 	default:
 		return nil, fmt.Errorf("cluster resources are not a list")
 	}
@@ -249,7 +248,9 @@ func (row *resourceRow) readNode(dec *jsontext.Decoder) error {
 	if err != nil {
 		return err
 	}
-	if raw.Kind() == '"' && len(row.nodes) < 64 { // a cluster has few; a hostile answer gains nothing
+	// Only a name written without escapes is compared raw: an escaped one
+	// could equal a cached name that holds a backslash.
+	if raw.Kind() == '"' && len(row.nodes) < 64 && bytes.IndexByte(raw, '\\') < 0 { // a cluster has few; a hostile answer gains nothing
 		for _, n := range row.nodes {
 			if len(raw) == len(n)+2 && string(raw[1:len(raw)-1]) == n {
 				row.Node = Value{kind: kindString, text: n}

@@ -32,7 +32,7 @@ func newWire(cfg Config, m *requestMetrics) (*statusTransport, error) {
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("pve.Config.CAFile %q holds no PEM certificate", cfg.CAFile)
+			return nil, fmt.Errorf("pve.Config.CAFile: %q holds no PEM certificate", cfg.CAFile)
 		}
 		tc.RootCAs = pool
 	}
