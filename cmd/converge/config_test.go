@@ -162,6 +162,10 @@ func TestConfigValidationNamesFlags(t *testing.T) {
 		{"bad url", nil, "pve-url: ftp://pve1\npve-token-id: c@pve!c\npve-token-secret: x\n", []string{"observer", "--nats", "nats://127.0.0.1:1"},
 			[]string{"--pve-url (or CONVERGE_PVE_URL)"}},
 		{"role without NATS", nil, "", []string{"planner"}, []string{"--nats (or CONVERGE_NATS)"}},
+		// The client is built after the flags are checked; what it finds
+		// wrong still names the flag.
+		{"CA file without a certificate", nil, "pve-url: https://pve1:8006\npve-token-id: c@pve!c\npve-token-secret: x\npve-ca: " + os.DevNull + "\n",
+			[]string{"observer", "--nats", "nats://127.0.0.1:1"}, []string{"--pve-ca (or CONVERGE_PVE_CA)", "holds no PEM certificate"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

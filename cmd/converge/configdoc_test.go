@@ -145,8 +145,8 @@ In the file, an unquoted ` + "`off`" + ` is YAML's false, which is taken as off 
 Before the keywords, a negative number said the same (` + "`--node-rate -1`" + `); it
 is still accepted, in a flag, a variable or the file, with a warning that
 names the keyword (logged at start, and by ` + "`config print`" + `). ` + "`--config-refresh`" + `
-follows ` + "`--observe-interval`" + ` unless given; ` + "`--config-refresh 0`" + `, which meant
-that, is refused now: leave it out instead. In Go, each package's
+follows ` + "`--observe-interval`" + ` unless given; ` + "`--config-refresh 0`" + `, which
+meant that, still does, with a warning to leave the flag out. In Go, each package's
 configuration starts from its ` + "`DefaultConfig()`" + ` (the defaults below, each
 with its reason in the package), and its ` + "`Validate`" + ` refuses a field left
 zero where zero means nothing, naming the field.

@@ -23,11 +23,19 @@ type offDuration struct {
 	set  bool
 	name string
 	note func(string)
+	// follows names the setting an unset flag follows ("" for none): the
+	// flag then shows no value of its own, which would be wrong once that
+	// setting is given, and 0, which meant "follow" before 0 was refused,
+	// is taken as not given, with a warning.
+	follows string
 }
 
 func (v *offDuration) String() string {
-	if *v.off {
+	switch {
+	case *v.off:
 		return "off"
+	case !v.set && v.follows != "":
+		return ""
 	}
 	return v.d.String()
 }
@@ -35,6 +43,13 @@ func (v *offDuration) String() string {
 func (v *offDuration) Type() string { return "duration" }
 
 func (v *offDuration) Set(s string) error {
+	if v.follows != "" && (s == "" || s == "0" || s == "0s") {
+		if s != "" {
+			v.note(fmt.Sprintf("--%s %s: 0 is deprecated (it meant %s, which is what leaving --%s out means)", v.name, s, v.follows, v.name))
+		}
+		v.set, *v.off = false, false
+		return nil
+	}
 	v.set = true
 	// A YAML file's unquoted off reads as false.
 	if strings.EqualFold(s, "off") || s == "false" {

@@ -67,8 +67,8 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.IntVar(&c.HTTPAuth.Limits.MaxConns, "http-max-conns", c.HTTPAuth.Limits.MaxConns, "most HTTP connections open at once; more wait")
 	fl.StringVar(&f.apiSignKey, "api-sign-key", "", "sign desired state posted over HTTP with this ed25519 key (its id: the file's name); the planners must trust its public key (docs/signing.md)")
 	fl.DurationVar(&o.Interval, "observe-interval", o.Interval, "how often the observer polls Proxmox")
-	f.configRefresh = &offDuration{d: &o.ConfigRefresh, off: &o.VerifyOff, name: "config-refresh", note: note}
-	fl.Var(f.configRefresh, "config-refresh", "shortest time between two verification reads of one guest's config (default: the observe interval); off: no verification (a negative value, deprecated, is off too)")
+	f.configRefresh = &offDuration{d: &o.ConfigRefresh, off: &o.VerifyOff, name: "config-refresh", note: note, follows: "the observe interval"}
+	fl.Var(f.configRefresh, "config-refresh", "shortest time between two verification reads of one guest's config (default: the observe interval; 0: the same, deprecated); off: no verification (a negative value, deprecated, is off too)")
 	fl.Float64Var(&o.VerifyRate, "verify-rate", o.VerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
 	fl.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
 	fl.StringVar(&f.pve.URL, "pve-url", "", "Proxmox VE API URL, e.g. https://pve1:8006; plain http:// sends the credentials in clear (warned at start)")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -140,7 +141,6 @@ func TestZeroLimitFlagsRefused(t *testing.T) {
 		{"--ack-wait=0s", flagRef("ack-wait") + ": must be at least"},
 		{"--lease-ttl=0s", flagRef("lease-ttl") + ": must be at least"},
 		{"--checkpoint-interval=0s", flagRef("checkpoint-interval") + ": must be > 0 (or off)"},
-		{"--config-refresh=0s", flagRef("config-refresh") + ": must be > 0 (or verification off)"},
 		{"--create-rate=0", flagRef("create-rate") + ": must be >= 1 (or unlimited)"},
 		{"--shutdown-timeout=0s", flagRef("shutdown-timeout") + ": must be >= 1s"},
 		{"--resync-interval=0s", flagRef("resync-interval") + ": must be > 0"},
@@ -246,5 +246,30 @@ func TestRoleSettingsValidatedFirst(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// --config-refresh 0 meant "the observe interval" before 0 was a value:
+// it still does, with a warning to leave the flag out, and an unset flag
+// shows no value of its own (it follows --observe-interval).
+func TestConfigRefreshZeroFollowsTheInterval(t *testing.T) {
+	f := &roleFlags{}
+	cmd := &cobra.Command{Use: "x"}
+	addRoleFlags(cmd, f, "")
+	if got := cmd.Flags().Lookup("config-refresh").DefValue; got != "" {
+		t.Errorf("shown default %q, want none (it follows --observe-interval)", got)
+	}
+	if err := cmd.ParseFlags([]string{"--config-refresh=0s", "--observe-interval=45s"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.appConfig(&globals{}, app.Roles{Observer: true}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Observer.ConfigRefresh != 45*time.Second || cfg.Observer.VerifyOff {
+		t.Errorf("config refresh %s (off %t), want the observe interval, 45s", cfg.Observer.ConfigRefresh, cfg.Observer.VerifyOff)
+	}
+	if len(f.deprecated) != 1 || !strings.Contains(f.deprecated[0], "--config-refresh 0s: 0 is deprecated") {
+		t.Errorf("warnings %q, want one for --config-refresh 0s", f.deprecated)
 	}
 }

@@ -45,9 +45,19 @@ type Setup struct {
 	WaitForProxmox bool
 }
 
-// ErrSetting marks an error of Setup.Apply that a setting causes (a bad
-// Proxmox setting, a tokens file): nothing was started.
+// ErrSetting marks an error of Setup.Apply that a Proxmox setting causes
+// (a CA file without a certificate, say): nothing was started. The
+// error's text is the setting's own ("pve.Config.CAFile: …"), so that the
+// command line can name the flag.
 var ErrSetting = errors.New("bad setting")
+
+// settingError is an error that a setting causes: errors.Is(err,
+// ErrSetting) holds, and its text is the cause's alone.
+type settingError struct{ err error }
+
+func (e settingError) Error() string        { return e.err.Error() }
+func (e settingError) Unwrap() error        { return e.err }
+func (e settingError) Is(target error) bool { return target == ErrSetting }
 
 // Apply prepares cfg: the Proxmox client (when the observer or an
 // executor runs), checked once with [CheckProxmox]; the HTTP API's tokens;
@@ -92,7 +102,7 @@ func (s Setup) Client(log zerolog.Logger) (*pve.Client, error) {
 	c.Logger = log
 	px, err := pve.New(c)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrSetting, err)
+		return nil, settingError{err}
 	}
 	return px, nil
 }
