@@ -29,7 +29,7 @@ import (
 // allocate per event and their live heap is small (about 2 KB per guest in
 // the planner), so collecting 4× less often costs little memory and takes
 // GC mark phases, which stall a 2-core host, out of most changes' way
-// (docs/benchmarks-history-2026-11-22.md: latency p50 5–6.5 → 1.4 ms at 1,000 changes/s).
+// (docs/benchmarks-history.md: latency p50 5–6.5 → 1.4 ms at 1,000 changes/s).
 const defaultGCPercent = 400
 
 func main() {

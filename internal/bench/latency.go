@@ -197,7 +197,7 @@ func (r *run) latencyAt(ctx context.Context, label, phase string) (err error) {
 // run reports how many collections fell in it). The freed memory is left to
 // the runtime's scavenger: returning it all first (debug.FreeOSMemory)
 // cost more in page faults during the run than the scavenger does
-// (docs/benchmarks-history-2026-11-22.md).
+// (docs/benchmarks-history.md).
 func settle() { runtime.GC() }
 
 // gcCounters reads the completed garbage collections and the bytes
