@@ -41,7 +41,6 @@ func (s *Sim) uuid() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-
 // withMAC gives a cloned NIC a fresh MAC and prints it canonically, as
 // Proxmox's clone does for every netN: qemu-server's API2/Qemu.pm
 // clone_vm ("always change MAC! address": parse_net, a new macaddr from
