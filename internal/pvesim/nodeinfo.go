@@ -16,6 +16,7 @@ func (s *Sim) nodeInfoRoutes(mux *http.ServeMux) {
 	s.handle(mux, "GET /storage/{storage}", s.storageRead)
 	s.handle(mux, "GET /nodes/{node}/version", s.nodeVersion)
 	s.handle(mux, "GET /nodes/{node}/network", s.nodeNetwork)
+	s.handle(mux, "GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces", s.guestHandler(QEMU, s.agentNetworkInterfaces))
 }
 
 // noExtraParams refuses parameters the operation's schema does not
