@@ -33,6 +33,7 @@ func (s *Sim) apiRoutes(mux *http.ServeMux) {
 	s.handle(mux, "GET /nodes/{node}/storage/{storage}/status", s.storageStatus)
 	s.handle(mux, "GET /nodes/{node}/aplinfo", s.aplinfo)
 	s.compatRoutes(mux)
+	s.nodeInfoRoutes(mux)
 	for _, kind := range []Kind{QEMU, LXC} {
 		base := "/nodes/{node}/" + string(kind)
 		s.handle(mux, "GET "+base, s.kindHandler(kind, s.listGuests))

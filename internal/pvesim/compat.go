@@ -19,6 +19,9 @@ func (s *Sim) compatRoutes(mux *http.ServeMux) {
 	// fragmentDelimiter '': the volume id is the rest of the path, slashes
 	// included ("local:vztmpl/x.tar.zst").
 	s.handle(mux, "GET /nodes/{node}/storage/{storage}/content/{volume...}", s.volumeInfo)
+	// Without its own pattern the list would answer ServeMux's 307 to
+	// ".../content/", which normalizeAPIPath turns back into ".../content".
+	s.handle(mux, "GET /nodes/{node}/storage/{storage}/content", s.listContent)
 	s.handle(mux, "GET /nodes/{node}/lxc/{vmid}/interfaces", s.lxcInterfaces)
 	s.handle(mux, "POST /nodes/{node}/aplinfo", s.aplDownload)
 }

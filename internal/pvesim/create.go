@@ -41,24 +41,34 @@ func (s *Sim) uuid() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-var nicModelRe = regexp.MustCompile(`^(virtio|e1000|e1000e|rtl8139|vmxnet3)(=[0-9A-Fa-f:]+)?(,.*)?$`)
-
-// withMAC gives a NIC a fresh MAC, as Proxmox does on create and clone.
+// withMAC gives a cloned NIC a fresh MAC and prints it canonically, as
+// Proxmox's clone does for every netN: qemu-server's API2/Qemu.pm
+// clone_vm ("always change MAC! address": parse_net, a new macaddr from
+// random_ether_addr, print_net — for every NIC model) and pve-container's
+// API2/LXC.pm clone_vm (parse_lxc_network, a new hwaddr,
+// print_lxc_network). A value that does not parse is kept. Caller holds
+// s.mu (the RNG).
 func (s *Sim) withMAC(kind Kind, v string) string {
 	if kind == QEMU {
-		if m := nicModelRe.FindStringSubmatch(v); m != nil {
-			return m[1] + "=" + s.mac() + m[3]
+		m, ok := propList(v, "model")
+		if !ok {
+			return v
 		}
+		for k := range m {
+			if qemuNICModels[k] {
+				m["model"] = k
+				delete(m, k)
+			}
+		}
+		delete(m, "macaddr")
+		return s.canonicalNIC(kind, printProps(m))
+	}
+	m, ok := propList(v, "")
+	if !ok {
 		return v
 	}
-	parts := strings.Split(v, ",")
-	out := parts[:0]
-	for _, p := range parts {
-		if !strings.HasPrefix(p, "hwaddr=") {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(append(out, "hwaddr="+s.mac()), ",")
+	delete(m, "hwaddr")
+	return s.canonicalNIC(kind, printProps(m, "name"))
 }
 
 func isDiskKey(k string) bool {

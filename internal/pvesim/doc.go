@@ -33,6 +33,14 @@
 //     "TASK OK", "TASK WARNINGS: n" or "TASK ERROR: ...", and Proxmox's own
 //     outcomes for edge cases (starting a running VM is a failed task, for a
 //     container an immediate 500). Every task is listed in /cluster/tasks.
+//   - Storage is read as pve-storage answers it: the cluster's storage.cfg
+//     (GET /storage), each node's view of it (status, and content: the
+//     volumes of the guests' disks on it, a local storage holding only its
+//     node's guests'), and volume attributes. Node reads cover status,
+//     version and a default install's network (eno1 and the bridge vmbr0).
+//   - A clone regenerates every NIC's MAC and prints its NICs canonically;
+//     the QEMU guest agent answers network-get-interfaces for a running VM
+//     with the agent enabled, and Proxmox's refusals otherwise.
 //
 // # Faults
 //
