@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,19 @@ func TestCheckKind(t *testing.T) {
 	}
 	if err := (&Desired{VMID: 101}).CheckKind(LXC); err != nil {
 		t.Errorf("CheckKind without NICs = %v", err)
+	}
+}
+
+// TestProxmoxProblemsBounded: one problem per NIC and ipconfig still makes
+// a bounded reason.
+func TestProxmoxProblemsBounded(t *testing.T) {
+	var ip []string
+	for i := range 32 {
+		ip = append(ip, fmt.Sprintf(`"ipconfig%d":"gw=10.0.0.1"`, i))
+	}
+	_, err := DecodeDesired([]byte(`{"vmid":101,"cloudinit":{"ipconfig":{`+strings.Join(ip, ",")+`}}}`), 101)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != MaxProblems+1 || !strings.Contains(err.Error(), "and 22 more problems") {
+		t.Errorf("32 bad ipconfigs: %d problems, %v", len(ve.Problems), err)
 	}
 }
