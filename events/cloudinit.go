@@ -119,35 +119,44 @@ func unhex(c byte) byte {
 // gateway without an address, gw with ip=dhcp, gw6 without a static ip6)
 // are errors. "" stays "" (the key is unset).
 func NormaliseIPConfig(s string) (string, error) {
+	n, err := ipConfig(s)
+	if err != nil {
+		return "", fmt.Errorf("ipconfig %q: %w", s, err)
+	}
+	return n, nil
+}
+
+// ipConfig is NormaliseIPConfig with errors that do not repeat the value.
+func ipConfig(s string) (string, error) {
 	p, err := ParsePropString("ipconfig", s, nil)
 	if err != nil {
 		return "", err
 	}
 	if p.HasBare {
-		return "", fmt.Errorf("ipconfig %q: %q has no key (ip=, gw=, ip6=, gw6=)", s, p.Bare)
+		return "", fmt.Errorf("%q has no key (ip=, gw=, ip6=, gw6=)", p.Bare)
 	}
 	checks := map[string]func(string) (string, error){
 		"ip": canonIPv4Config, "gw": canonIPv4, "ip6": canonIPv6Config, "gw6": canonIPv6,
 	}
-	for k, v := range p.KV {
+	for _, k := range sortedKeys(p.KV) {
 		check, ok := checks[k]
 		if !ok {
-			return "", fmt.Errorf("ipconfig %q: unknown key %q (ip, gw, ip6, gw6)", s, k)
+			return "", fmt.Errorf("unknown key %q (ip, gw, ip6, gw6)", k)
 		}
-		if p.KV[k], err = check(v); err != nil {
-			return "", fmt.Errorf("ipconfig %q: %s: %w", s, k, err)
+		if p.KV[k], err = check(p.KV[k]); err != nil {
+			return "", fmt.Errorf("%s %w", k, err)
 		}
 	}
 	ip, ip6 := p.KV["ip"], p.KV["ip6"]
 	switch {
 	case p.KV["gw"] != "" && ip == "":
-		return "", fmt.Errorf("ipconfig %q: gw needs ip", s)
+		return "", fmt.Errorf("gw needs ip")
 	case p.KV["gw"] != "" && ip == "dhcp":
-		return "", fmt.Errorf("ipconfig %q: gw with ip=dhcp (Proxmox then ignores the whole ipconfig)", s)
+		return "", fmt.Errorf("gw with ip=dhcp (Proxmox then ignores the whole ipconfig)")
 	case p.KV["gw6"] != "" && ip6 == "":
-		return "", fmt.Errorf("ipconfig %q: gw6 needs ip6", s)
+		return "", fmt.Errorf("gw6 needs ip6")
 	case p.KV["gw6"] != "" && !strings.Contains(ip6, "/"):
-		return "", fmt.Errorf("ipconfig %q: gw6 with ip6=%s (Proxmox then ignores the whole ipconfig)", s, ip6)
+		return "", fmt.Errorf("gw6 with ip6=%s (Proxmox then ignores the whole ipconfig)", ip6)
 	}
 	return PrintPropString(nil, p.KV), nil
 }

@@ -225,6 +225,7 @@ func (d *Desired) check(subjectVMID int) error {
 		p = append(p, FieldError{"absent", "an absent guest cannot also have power, config, clone, restart, node, disks, net, cloudinit, pool or snapshot_before fields"})
 	}
 	p = append(p, d.checkWhole()...)
+	p = append(p, d.checkProxmox()...)
 	if d.Clone != nil && d.Clone.From == d.VMID {
 		p = append(p, FieldError{"clone.from", "a guest cannot be cloned from itself"})
 	}
@@ -232,7 +233,8 @@ func (d *Desired) check(subjectVMID int) error {
 		p = append(p, FieldError{"clone.storage", "only a full clone (\"full\": true) takes a storage: a linked clone stays on its template's storage"})
 	}
 	if len(p) > 0 {
-		return &ValidationError{Problems: p}
+		// Every NIC and ipconfig may add one: keep the reason bounded.
+		return &ValidationError{Problems: capProblems(p)}
 	}
 	return nil
 }
@@ -287,9 +289,12 @@ var patternHints = map[string]string{
 	"name":          "must be a DNS name: letters, digits and '-', not starting or ending with '-', labels separated by '.'",
 	"tags":          "a tag must start with a letter, digit or '_' and contain only letters, digits and '_', '+', '.', '-'",
 	"clone.node":    "must be a node name: letters, digits and '-'",
-	"clone.storage": "must be a storage id: a letter, then letters, digits and '_', '.', '-'",
+	"clone.storage": storageHint,
 	"clone.pool":    "must be a pool id: letters, digits and '_', '.', '-'",
 }
+
+// storageHint is Proxmox's pve-storage-id (pve-common parse_id).
+const storageHint = "must be a storage id: a letter, then letters, digits and '_', '.', '-', ending in a letter or digit (Proxmox format pve-storage-id)"
 
 // keyHints say which keys an object of maps accepts.
 var keyHints = map[string]string{
@@ -333,6 +338,9 @@ func describe(e *jsonschema.ValidationError) []FieldError {
 		hintKey := field
 		if len(loc) == 2 && loc[0] == "tags" {
 			hintKey = "tags"
+		}
+		if len(loc) == 3 && loc[0] == "disks" && loc[2] == "storage" {
+			hintKey = "clone.storage"
 		}
 		if h, ok := patternHints[hintKey]; ok {
 			return []FieldError{{field, fmt.Sprintf("%q: %s", k.Got, h)}}

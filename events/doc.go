@@ -36,6 +36,13 @@
 // Invalid events stay in the stream (nothing is lost) and are reported as
 // rejected; nothing is planned from them.
 //
+// Beyond the schema, a value Proxmox would refuse is rejected, the problem
+// naming the field and Proxmox's format (pveformat.go): NIC addresses and
+// mtu, ipconfigN, cicustom, nameserver, searchdomain, storage ids. A rule
+// of one guest kind (a NIC's mtu) is checked against the kind the event
+// states; an event that states none is held by the planner to the kind it
+// observes ([Desired.CheckKind]).
+//
 // Schema version, publisher identity and correlation id travel in headers
 // ([HeaderSchema], [HeaderPublisher], [HeaderCorrelationID]) because the
 // desired body admits only its documented fields. Events converge writes

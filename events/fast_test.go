@@ -53,7 +53,7 @@ func genBody(t *rapid.T) []byte {
 		"absent":      pick("absent", "true", "false", "0"),
 		"restart":     pick("restart", `"never"`, `"allowed"`, `"Never"`, `""`, "false"),
 		"node":        pick("node", `"pve1"`, `"-pve"`, `""`), // not the fast path's: the schema decides
-		"clone":       pick("clone", `{"from":9000}`, `{"from":9000,"node":""}`, `{"from":9000,"pool":""}`, `{"from":9000,"full":null}`, `{"node":"pve1"}`, `{"from":9000,"from":9001}`, `{"from":9000,"node":"pve1","full":true,"storage":"local-lvm"}`, `{}`, `{"from":9000,"x":1}`, `{"from":9000,"node":"-bad"}`, `{"from":"9000"}`, `{"from":9000,"storage":"1x"}`),
+		"clone":       pick("clone", `{"from":9000}`, `{"from":9000,"node":""}`, `{"from":9000,"pool":""}`, `{"from":9000,"full":null}`, `{"node":"pve1"}`, `{"from":9000,"from":9001}`, `{"from":9000,"node":"pve1","full":true,"storage":"local-lvm"}`, `{}`, `{"from":9000,"x":1}`, `{"from":9000,"node":"-bad"}`, `{"from":"9000"}`, `{"from":9000,"storage":"1x"}`, `{"from":9000,"full":true,"storage":"local-"}`, `{"from":9000,"full":true,"storage":"l"}`),
 	}
 	var parts []string
 	for _, k := range []string{"vmid", "kind", "power", "cores", "memory_mib", "name", "description", "tags", "onboot", "absent", "restart", "node", "clone"} {

@@ -13,7 +13,9 @@
 // Plan never acts on a guest without desired state (invariant 7), never
 // while Proxmox is unreachable or the observer is silent (invariant 6:
 // status blocked, never "gone"), never while an action is in flight, never
-// on a locked guest (it waits), never from a rejected desired event, and
+// on a locked guest (it waits), never from a rejected desired event (nor
+// from one that did not state the guest's kind and holds a value the
+// observed kind refuses, events.Desired.CheckKind: status rejected), and
 // never stops a guest whose desired power is running. Retries back off
 // exponentially with deterministic jitter ([Policy.Backoff]), keyed to
 // the desired revision: a new revision starts again. Outcomes that change

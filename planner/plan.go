@@ -40,6 +40,17 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 	return d
 }
 
+// kindRejection holds a desired event that did not state the guest's kind
+// to the rules of the kind observed (events.Desired.CheckKind), as
+// DecodeDesired holds one that did: nothing is planned from a value that
+// kind of guest refuses.
+func kindRejection(v *projector.View) error {
+	if v.Desired.Kind != nil || v.Observed == nil || v.Observed.Kind == "" {
+		return nil
+	}
+	return v.Desired.CheckKind(v.Observed.Kind)
+}
+
 // pausedBy is the pause in force for the guest, nil when none.
 func pausedBy(v *projector.View, c projector.ClusterState) *projector.Mark {
 	if v.Paused != nil {
@@ -77,6 +88,9 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		return decide(Blocked, "Proxmox unreachable: %s", c.Error)
 	case v.Observed == nil && v.RefusedObservation != nil:
 		return decide(Blocked, "guest not observed yet: observation #%d refused: %s", v.RefusedObservation.Seq, v.RefusedObservation.Reason)
+	}
+	if err := kindRejection(v); err != nil {
+		return decide(Rejected, "desired event #%d rejected: %s", v.DesiredSeq, events.TruncateReason(err.Error()))
 	}
 	d, o := v.Desired, v.Observed
 	var steps []Step

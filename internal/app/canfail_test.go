@@ -35,6 +35,8 @@ var lateCases = []struct {
 	{"TestSkewedObserverDoesNotFloodProxmox", 1, "further passes made 1 Proxmox mutations"},
 	{"TestSnapshotBeforeRestart", 1, "want one reboot"},
 	{"TestNetworkMACKept", 1, "mutations after convergence: false drift"},
+	{"TestProxmoxRefusalsNeverReachProxmox", 1, "a rejected desired value caused"},
+	{"TestProxmoxRefusalsNeverReachProxmox", 2, "a desired value the container's kind refuses caused"},
 }
 
 // TestNegativeAssertionsCanFail runs each of lateCases in a test binary of
