@@ -60,22 +60,7 @@ func (s *Sim) agentNetworkInterfaces(q *req, g *guest) (any, error) {
 		}
 		mac = strings.ToLower(mac)
 		ipc, _ := propList(g.conf["ipconfig"+strconv.Itoa(n)], "")
-		var addrs [][3]any
-		if ip := ipc["ip"]; strings.Contains(ip, "/") {
-			a, p, _ := strings.Cut(ip, "/")
-			pl, _ := strconv.Atoi(p)
-			addrs = append(addrs, [3]any{"ipv4", a, pl})
-		} else if ip == "dhcp" || ip == "" {
-			addrs = append(addrs, [3]any{"ipv4", dhcpLease(mac), 24})
-		}
-		if ip6 := ipc["ip6"]; strings.Contains(ip6, "/") {
-			a, p, _ := strings.Cut(ip6, "/")
-			pl, _ := strconv.Atoi(p)
-			addrs = append(addrs, [3]any{"ipv6", a, pl})
-		}
-		if ll := linkLocal(mac); ll != "" {
-			addrs = append(addrs, [3]any{"ipv6", ll, 64})
-		}
+		addrs := nicAddrs(ipc["ip"], ipc["ip6"], mac, ipc["ip"] == "" || ipc["ip"] == "dhcp", "ipv4", "ipv6")
 		out = append(out, qgaIface("eth"+strconv.Itoa(n), mac, addrs))
 	}
 	return map[string]any{"result": out}, nil
@@ -89,4 +74,25 @@ func qgaIface(name, mac string, addrs [][3]any) map[string]any {
 		list = append(list, map[string]any{"ip-address-type": a[0], "ip-address": a[1], "prefix": a[2]})
 	}
 	return map[string]any{"name": name, "hardware-address": mac, "ip-addresses": list}
+}
+
+// nicAddrs lists a NIC's addresses as the guest reports them: its static
+// IPv4 (or, with dhcp, a lease), its static IPv6 and its link-local
+// address, each family named as the caller's API names it (v4, v6).
+func nicAddrs(ip, ip6, mac string, dhcp bool, v4, v6 string) [][3]any {
+	var addrs [][3]any
+	if a, p, ok := strings.Cut(ip, "/"); ok {
+		pl, _ := strconv.Atoi(p)
+		addrs = append(addrs, [3]any{v4, a, pl})
+	} else if dhcp {
+		addrs = append(addrs, [3]any{v4, dhcpLease(mac), 24})
+	}
+	if a, p, ok := strings.Cut(ip6, "/"); ok {
+		pl, _ := strconv.Atoi(p)
+		addrs = append(addrs, [3]any{v6, a, pl})
+	}
+	if ll := linkLocal(mac); ll != "" {
+		addrs = append(addrs, [3]any{v6, ll, 64})
+	}
+	return addrs
 }

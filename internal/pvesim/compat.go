@@ -235,22 +235,7 @@ func (s *Sim) lxcInterfaces(q *req) (any, error) {
 			continue
 		}
 		mac := strings.ToLower(m["hwaddr"])
-		var addrs [][3]any
-		if ip := m["ip"]; strings.Contains(ip, "/") {
-			a, p, _ := strings.Cut(ip, "/")
-			pl, _ := strconv.Atoi(p)
-			addrs = append(addrs, [3]any{"inet", a, pl})
-		} else if ip == "dhcp" {
-			addrs = append(addrs, [3]any{"inet", dhcpLease(mac), 24})
-		}
-		if ip6 := m["ip6"]; strings.Contains(ip6, "/") {
-			a, p, _ := strings.Cut(ip6, "/")
-			pl, _ := strconv.Atoi(p)
-			addrs = append(addrs, [3]any{"inet6", a, pl})
-		}
-		if ll := linkLocal(mac); ll != "" {
-			addrs = append(addrs, [3]any{"inet6", ll, 64})
-		}
+		addrs := nicAddrs(m["ip"], m["ip6"], mac, m["ip"] == "dhcp", "inet", "inet6")
 		out = append(out, ifaceJSON(m["name"], mac, addrs))
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package pvesim
 
 import (
 	"fmt"
+	"iter"
 	"regexp"
 	"sort"
 	"strconv"
@@ -238,30 +239,48 @@ func (s *Sim) volumeInfo(q *req) (any, error) {
 // volumeSize finds a guest volume volid (on a local storage: of a guest on
 // node) and returns its size= in bytes. Caller holds s.mu.
 func (s *Sim) volumeSize(node string, st *storageDef, volid string) (int64, bool) {
-	for _, g := range s.guests {
-		if !st.shared && g.node != node {
-			continue
-		}
-		for _, conf := range []map[string]string{g.conf, g.pending} {
-			for k, v := range conf {
-				if !driveKeyRe.MatchString(k) && !strings.HasPrefix(k, "unused") {
-					continue
-				}
-				vol, opts, _ := strings.Cut(v, ",")
-				vol = strings.TrimPrefix(strings.TrimPrefix(vol, "file="), "volume=")
-				if vol != volid {
-					continue
-				}
-				for _, o := range strings.Split(opts, ",") {
-					if sz, ok := strings.CutPrefix(o, "size="); ok {
-						return parseSize(sz), true
-					}
-				}
-				return 0, true
-			}
+	for vol, opts := range s.guestVolumes(node, st) {
+		if vol == volid {
+			return optSize(opts, 0), true
 		}
 	}
 	return 0, false
+}
+
+// guestVolumes yields the volume id and the drive options of every drive
+// and unused volume, current or pending, of the guests whose volumes st
+// holds as seen from node (a local storage: the node's guests only), once
+// per drive key. Caller holds s.mu.
+func (s *Sim) guestVolumes(node string, st *storageDef) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, g := range s.guests {
+			if !st.shared && g.node != node {
+				continue
+			}
+			for _, conf := range []map[string]string{g.conf, g.pending} {
+				for k, v := range conf {
+					if !driveKeyRe.MatchString(k) && !strings.HasPrefix(k, "unused") {
+						continue
+					}
+					vol, opts, _ := strings.Cut(v, ",")
+					vol = strings.TrimPrefix(strings.TrimPrefix(vol, "file="), "volume=")
+					if !yield(vol, opts) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// optSize is the size= of drive options in bytes, or def without one.
+func optSize(opts string, def int64) int64 {
+	for _, o := range strings.Split(opts, ",") {
+		if sz, ok := strings.CutPrefix(o, "size="); ok {
+			return parseSize(sz)
+		}
+	}
+	return def
 }
 
 // applianceSize is a downloaded template's file size: stable per name.

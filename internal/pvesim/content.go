@@ -114,55 +114,38 @@ func (s *Sim) listContent(q *req) (any, error) {
 func (s *Sim) listImages(node string, st *storageDef, vmid int, ct string) []map[string]any {
 	seen := map[string]bool{}
 	var out []map[string]any
-	for _, g := range s.guests {
-		if !st.shared && g.node != node {
+	for vol, opts := range s.guestVolumes(node, st) {
+		sid, name, ok := strings.Cut(vol, ":")
+		if !ok || sid != st.name {
 			continue
 		}
-		for _, conf := range []map[string]string{g.conf, g.pending} {
-			for k, v := range conf {
-				if !driveKeyRe.MatchString(k) && !strings.HasPrefix(k, "unused") {
-					continue
-				}
-				vol, opts, _ := strings.Cut(v, ",")
-				vol = strings.TrimPrefix(strings.TrimPrefix(vol, "file="), "volume=")
-				sid, name, ok := strings.Cut(vol, ":")
-				if !ok || sid != st.name {
-					continue
-				}
-				if st.typ == "lvmthin" {
-					if i := strings.LastIndexByte(name, '/'); i >= 0 {
-						name = name[i+1:]
-					}
-				}
-				m := imageOwnerRe.FindStringSubmatch(name)
-				if m == nil {
-					continue
-				}
-				owner, _ := strconv.Atoi(m[1])
-				volid := sid + ":" + name
-				if seen[volid] || (vmid >= 0 && owner != vmid) {
-					continue
-				}
-				seen[volid] = true
-				content := "images"
-				if og := s.guests[owner]; og != nil && og.kind == LXC {
-					content = "rootdir"
-				}
-				if content != ct {
-					continue
-				}
-				var size int64
-				if strings.Contains(name, "-cloudinit") {
-					size = ciDefaultSize
-				}
-				for _, o := range strings.Split(opts, ",") {
-					if sz, ok := strings.CutPrefix(o, "size="); ok {
-						size = parseSize(sz)
-					}
-				}
-				out = append(out, map[string]any{"volid": volid, "format": "raw", "vmid": owner, "content": content, "size": size})
+		if st.typ == "lvmthin" {
+			if i := strings.LastIndexByte(name, '/'); i >= 0 {
+				name = name[i+1:]
 			}
 		}
+		m := imageOwnerRe.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		owner, _ := strconv.Atoi(m[1])
+		volid := sid + ":" + name
+		if seen[volid] || (vmid >= 0 && owner != vmid) {
+			continue
+		}
+		seen[volid] = true
+		content := "images"
+		if og := s.guests[owner]; og != nil && og.kind == LXC {
+			content = "rootdir"
+		}
+		if content != ct {
+			continue
+		}
+		var size int64
+		if strings.Contains(name, "-cloudinit") {
+			size = ciDefaultSize
+		}
+		out = append(out, map[string]any{"volid": volid, "format": "raw", "vmid": owner, "content": content, "size": optSize(opts, size)})
 	}
 	return out
 }
