@@ -9,9 +9,9 @@ import (
 
 // What the observer keeps from one pass to the next (each guest's row
 // key and config snapshot, its published observations) holds no string of
-// Proxmox's answers: package pve's decoders may hand out strings that are
-// views into their copy of the whole answer (goccy/go-json's are), and
-// then one kept string kept the whole inventory (megabytes at 100,000
+// Proxmox's answers: a decoder may hand out strings that are views into
+// its copy of the whole answer (goccy/go-json's were, when package pve
+// used it), and then one kept string kept the whole inventory (megabytes at 100,000
 // guests) of the pass that read it, and a config answer per guest. Values
 // that recur (nodes, states, tags, keys) are interned, the rest copied
 // (TestObserverKeepsNoAnswer), whichever decoder package pve uses.
