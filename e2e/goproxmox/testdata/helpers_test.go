@@ -9,8 +9,9 @@
 // commented-out block in the integration test"). v0.8.1's storage_test.go,
 // tasks_test.go and virtual_machines_test.go (build tag "nodes") still use
 // them, so without this file `go test -tags nodes ./tests/integration` does
-// not compile at v0.8.1. Changes from the original: uncommented; the
-// deprecated rand.Seed call dropped; downloadFile (unused) left out.
+// not compile at v0.8.1. Changes from the original: uncommented; math/rand
+// with its deprecated rand.Seed replaced by crypto/rand; downloadFile
+// (unused) left out.
 //
 // e2e/goproxmox/run.sh copies this file next to v0.8.1's integration tests.
 // It sits under testdata/ so that `go build ./...` and `go vet ./...` of
