@@ -55,3 +55,9 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$pkg; \
 		done; \
 	done
+
+# go-proxmox's own integration tests (v0.8.1's tests/integration) against
+# the simulator; the ones left out, and why: e2e/goproxmox/SKIPPED.md.
+.PHONY: goproxmox-it
+goproxmox-it:
+	GO=$(GO) ./e2e/goproxmox/run.sh
