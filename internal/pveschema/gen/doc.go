@@ -9,6 +9,10 @@
 //
 //	PVE_APIDATA=/path/to/apidata.js go generate ./internal/pveschema
 //
+// -version names the pve-docs release (the file does not carry it; a name
+// like pve-docs-9.1.3-apidata.js must agree); -prefixes keeps only the
+// operations under some paths (default: all).
+//
 // The output is deterministic (sorted operations, parameters and keys;
 // identical property-string formats shared through one variable), so the
 // up-to-date test can compare bytes.

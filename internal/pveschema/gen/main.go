@@ -33,12 +33,16 @@ func run(apidata, version, out, prefixes string) error {
 	if apidata == "" {
 		return errors.New("no -apidata: set PVE_APIDATA to the path of pve-docs' api-viewer/apidata.js")
 	}
-	if version == "" {
-		m := regexp.MustCompile(`pve-docs-(\d+\.\d+\.\d+)`).FindStringSubmatch(apidata)
-		if m == nil {
-			return errors.New("no -version and none in the file's name (pve-docs-X.Y.Z…)")
+	// The file does not carry its release: take it from the flag or the
+	// file's name, and refuse a name that contradicts the flag.
+	if m := regexp.MustCompile(`pve-docs-(\d+\.\d+\.\d+)`).FindStringSubmatch(apidata); m != nil {
+		if version != "" && version != m[1] {
+			return fmt.Errorf("-version %s, but the file's name says pve-docs %s", version, m[1])
 		}
 		version = m[1]
+	}
+	if version == "" {
+		return errors.New("no -version and none in the file's name (pve-docs-X.Y.Z…)")
 	}
 	src, err := os.ReadFile(apidata)
 	if err != nil {
