@@ -27,6 +27,9 @@ type layer struct {
 	imports []string
 	// neverLinks are import-path prefixes none of its dependencies may have.
 	neverLinks []string
+	// stdlibOnly: it links nothing but the standard library (data and
+	// generators other tools may vendor without pulling in converge's deps).
+	stdlibOnly bool
 }
 
 // any is a layer's imports for an assembly package (cmd, app, bench):
@@ -71,6 +74,10 @@ var layers = []layer{
 	// converge but pacing.
 	{pkg: "internal/pve", imports: []string{"events", "internal/pace"}, neverLinks: []string{natsServer, natsClient}},
 	{pkg: "internal/pvesim", imports: []string{"internal/pace"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
+	// Proxmox's API schema as data, and the generator that writes it from
+	// pve-docs' apidata.js: the standard library only.
+	{pkg: "internal/pveschema", imports: []string{}, stdlibOnly: true},
+	{pkg: "internal/pveschema/gen", imports: []string{}, stdlibOnly: true},
 	// Assembly: the one package that wires the roles, and its users.
 	{pkg: "internal/app", imports: any},
 	{pkg: "internal/bench", imports: any},
@@ -133,6 +140,10 @@ func TestLayers(t *testing.T) {
 			}
 		}
 		for _, dep := range strings.Fields(deps) {
+			// A standard-library path has no dot in its first element.
+			if first, _, _ := strings.Cut(dep, "/"); l.stdlibOnly && strings.Contains(first, ".") {
+				t.Errorf("%s links %s: its layer allows only the standard library", l.pkg, dep)
+			}
 			for _, bad := range l.neverLinks {
 				if dep == bad || strings.HasPrefix(dep, bad+"/") {
 					t.Errorf("%s links %s (through its dependencies): %s must stay out of its layer", l.pkg, dep, bad)
