@@ -1,0 +1,107 @@
+package pvesim_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+// taskOf waits for the task a response returned and returns it.
+func taskOf(t *testing.T, s *pvesim.Sim, body map[string]any) pvesim.TaskInfo {
+	t.Helper()
+	upid, _ := body["data"].(string)
+	if !strings.HasPrefix(upid, "UPID:") {
+		t.Fatalf("no UPID: %v", body)
+	}
+	ti, err := s.WaitTask(ctxT(t), upid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti
+}
+
+// TestDeleteVolume: DELETE /nodes/{node}/storage/{storage}/content/{volume}
+// is pve-storage's src/PVE/API2/Storage/Content.pm "delete": an "imgdel"
+// task (id "<owner>@<storage>") running PVE::Storage::vdisk_free, which
+// does not look at guest configs, so a volume a config still names is
+// freed and the config keeps naming it. vdisk_free refuses a base volume
+// linked clones use (volume_is_base_and_used); a missing volume is a
+// no-op on LVM thin (LvmThinPlugin.pm free_image), a warning on a
+// directory (Plugin.pm free_image) and an error on RBD (RBDPlugin.pm
+// rbd_ls_snap). $real_volume_id refuses a volume id it cannot parse.
+func TestDeleteVolume(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	for _, g := range []pvesim.GuestSpec{
+		{VMID: 100, Config: map[string]string{"unused0": "local-lvm:vm-100-disk-1"}},
+		{VMID: 101, Config: map[string]string{"scsi1": "ceph:base-900-disk-0/vm-101-disk-0,size=4G"}},
+	} {
+		if err := s.AddGuest(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := tokenClient(s)
+	n, err := c.Node(ctxT(t), "pve1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.Storage(ctxT(t), "local-lvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := st.DeleteContent(ctxT(t), "local-lvm:vm-100-disk-1")
+	mustOK(t, s, task, err)
+	if !strings.Contains(string(task.UPID), ":imgdel:100@local-lvm:") {
+		t.Fatalf("UPID %s, want type imgdel, id 100@local-lvm", task.UPID)
+	}
+	ti, _ := s.WaitTask(ctxT(t), string(task.UPID))
+	if !strings.Contains(strings.Join(ti.Log, "\n"), "Removed volume 'local-lvm:vm-100-disk-1'") {
+		t.Fatalf("log %q", ti.Log)
+	}
+	// The volume is gone from the storage; the config still names it.
+	items, err := st.GetContent(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if it.Volid == "local-lvm:vm-100-disk-1" {
+			t.Fatalf("freed volume still listed: %+v", it)
+		}
+	}
+	if g, _ := s.Guest(100); g.Config["unused0"] != "local-lvm:vm-100-disk-1" {
+		t.Fatalf("config changed: %v", g.Config)
+	}
+	// A disk in use is freed all the same (a volume name, the storage from the path).
+	res, body := form(t, s, "DELETE", "/nodes/pve1/storage/local-lvm/content/vm-100-disk-0", "")
+	wantStatus(t, res, body, "200 OK")
+	if ti := taskOf(t, s, body); ti.ExitStatus != "OK" {
+		t.Fatalf("in-use disk: %+v", ti)
+	}
+	res, body = form(t, s, "GET", "/nodes/pve1/storage/local-lvm/content/local-lvm:vm-100-disk-0", "")
+	wantStatus(t, res, body, "500 can't get size of '/dev/pve/vm-100-disk-0':   Failed to find logical volume \"pve/vm-100-disk-0\"")
+
+	// Missing volumes, by plugin.
+	for _, tc := range []struct{ path, exit string }{
+		{"/nodes/pve1/storage/local-lvm/content/local-lvm:vm-100-disk-7", "OK"},
+		{"/nodes/pve1/storage/local/content/local:iso/none.iso", "WARNINGS: 1"},
+		{"/nodes/pve1/storage/ceph/content/ceph:vm-100-disk-7", "rbd error: rbd: error opening image vm-100-disk-7: (2) No such file or directory"},
+		// The base of 101's linked clone.
+		{"/nodes/pve1/storage/ceph/content/ceph:base-900-disk-0", "base volume 'base-900-disk-0' is still in use by linked clones"},
+	} {
+		res, body := form(t, s, "DELETE", tc.path, "")
+		wantStatus(t, res, body, "200 OK")
+		if ti := taskOf(t, s, body); ti.ExitStatus != tc.exit {
+			t.Errorf("DELETE %s: exit %q, want %q (log %q)", tc.path, ti.ExitStatus, tc.exit, ti.Log)
+		}
+	}
+	// Refused before any task.
+	for _, tc := range []struct{ path, status string }{
+		{"/nodes/pve1/storage/local-lvm/content/ceph:vm-101-disk-0", "400 Parameter verification failed."},
+		{"/nodes/pve1/storage/local-lvm/content/Bad:vm-1", "400 Parameter verification failed."},
+		{"/nodes/pve1/storage/local-lvm/content/local-lvm:foo", "500 unable to parse lvm volume name 'foo'"},
+		{"/nodes/pve1/storage/nfs/content/nfs:iso/x.iso", "500 storage 'nfs' does not exist"},
+	} {
+		res, body := form(t, s, "DELETE", tc.path, "")
+		wantStatus(t, res, body, tc.status)
+	}
+}
