@@ -37,7 +37,9 @@
 //     (GET /storage), each node's view of it (status, and content: the
 //     volumes of the guests' disks on it, a local storage holding only its
 //     node's guests'), and volume attributes; a volume is freed through
-//     the storage API without regard to the configs naming it (volumes.go).
+//     the storage API without regard to the configs naming it, and a VM's
+//     disk moves to another storage, the source kept as unusedN or freed
+//     (volumes.go).
 //     Node reads cover status,
 //     version and a default install's network (eno1 and the bridge vmbr0).
 //   - A clone regenerates every NIC's MAC and prints its NICs canonically;

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	proxmox "github.com/luthermonson/go-proxmox"
+
 	"github.com/converge-pve/converge/internal/pvesim"
 )
 
@@ -104,4 +106,80 @@ func TestDeleteVolume(t *testing.T) {
 		res, body := form(t, s, "DELETE", tc.path, "")
 		wantStatus(t, res, body, tc.status)
 	}
+}
+
+// TestMoveDisk: POST /nodes/{node}/qemu/{vmid}/move_disk with a target
+// storage, as qemu-server's src/PVE/API2/Qemu.pm move_vm_disk does it:
+// $load_and_check_move before forking (locked, unknown disk, cdrom, same
+// storage: 500; a storage without images: 400), then a "qmmove" task that
+// copies the volume to a new vm-<vmid>-disk-<n> on the target
+// (PVE::QemuServer clone_disk: size kept, format dropped) and keeps the
+// source as unusedN (add_unused_volume) or frees it with delete=1.
+func TestMoveDisk(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 100, Config: map[string]string{
+		"scsi1": "local-lvm:vm-100-disk-1,iothread=1,size=4G", "ide2": "local:iso/x.iso,media=cdrom",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	c := tokenClient(s)
+	n, err := c.Node(ctxT(t), "pve1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := n.VirtualMachine(ctxT(t), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := vm.MoveDisk(ctxT(t), "scsi1", &proxmox.VirtualMachineMoveDiskOptions{Storage: "ceph"})
+	mustOK(t, s, task, err)
+	if !strings.Contains(string(task.UPID), ":qmmove:100:") {
+		t.Fatalf("UPID %s", task.UPID)
+	}
+	g, _ := s.Guest(100)
+	if g.Config["scsi1"] != "ceph:vm-100-disk-0,iothread=1,size=4G" || g.Config["unused0"] != "local-lvm:vm-100-disk-1" {
+		t.Fatalf("after move: %v", g.Config)
+	}
+	ti, _ := s.WaitTask(ctxT(t), string(task.UPID))
+	log := strings.Join(ti.Log, "\n")
+	for _, want := range []string{
+		"copying volume 'local-lvm:vm-100-disk-1' from current storage 'local-lvm' to target storage 'ceph'",
+		"adding source volume 'local-lvm:vm-100-disk-1' as 'unused0' to config",
+	} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("log %q lacks %q", ti.Log, want)
+		}
+	}
+	// delete=1 frees the source; a format the storage lacks is warned about.
+	task, err = vm.MoveDisk(ctxT(t), "scsi0", &proxmox.VirtualMachineMoveDiskOptions{Storage: "ceph", Delete: true, Format: "qcow2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, _ = s.WaitTask(ctxT(t), string(task.UPID))
+	if ti.ExitStatus != "WARNINGS: 1" || !strings.Contains(strings.Join(ti.Log, "\n"), "WARN: format 'qcow2' is not supported by the target storage 'ceph' - using 'raw' instead") {
+		t.Fatalf("qcow2 move: %+v", ti)
+	}
+	g, _ = s.Guest(100)
+	if !strings.HasPrefix(g.Config["scsi0"], "ceph:vm-100-disk-1,") || g.Config["unused1"] != "" {
+		t.Fatalf("after delete=1 move: %v", g.Config)
+	}
+
+	for _, tc := range []struct{ body, status string }{
+		{"disk=scsi1&storage=ceph", "500 you can't move to the same storage with same format"},
+		{"disk=scsi5&storage=local-lvm", "500 disk 'scsi5' does not exist"},
+		{"disk=ide2&storage=local-lvm", "500 you can't move a cdrom"},
+		{"disk=scsi1&storage=local", "400 Parameter verification failed."},
+		{"disk=scsi1&storage=nfs", "500 storage 'nfs' does not exist"},
+		{"disk=scsi1", "400 Parameter verification failed."},
+		{"disk=scsi1&storage=local-lvm&target-vmid=101", "400 Parameter verification failed."},
+		{"disk=sda&storage=local-lvm", "400 Parameter verification failed."},
+	} {
+		res, body := form(t, s, "POST", "/nodes/pve1/qemu/100/move_disk", tc.body)
+		wantStatus(t, res, body, tc.status)
+	}
+	if err := s.LockGuest(100, "backup", 0); err != nil {
+		t.Fatal(err)
+	}
+	res, body := form(t, s, "POST", "/nodes/pve1/qemu/100/move_disk", "disk=scsi1&storage=local-lvm")
+	wantStatus(t, res, body, "500 VM is locked (backup)")
 }
