@@ -39,7 +39,8 @@
 //     node's guests'), and volume attributes; a volume is freed through
 //     the storage API without regard to the configs naming it, and a VM's
 //     disk moves to another storage, the source kept as unusedN or freed
-//     (volumes.go).
+//     (volumes.go); ISO images and templates download from a URL into a
+//     directory storage.
 //     Node reads cover status,
 //     version and a default install's network (eno1 and the bridge vmbr0).
 //   - A clone regenerates every NIC's MAC and prints its NICs canonically;

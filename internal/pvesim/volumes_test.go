@@ -183,3 +183,58 @@ func TestMoveDisk(t *testing.T) {
 	res, body := form(t, s, "POST", "/nodes/pve1/qemu/100/move_disk", "disk=scsi1&storage=local-lvm")
 	wantStatus(t, res, body, "500 VM is locked (backup)")
 }
+
+// TestDownloadURL: POST /nodes/{node}/storage/{storage}/download-url, as
+// pve-storage's src/PVE/API2/Storage/Status.pm download_url: a file based
+// storage holding the content type (else 500), a filename with the type's
+// extension ($ISO_EXT_RE_0, $VZTMPL_EXT_RE_1; else 400) after
+// normalize_content_filename, then a "download" task (id the filename)
+// after which the file is in the storage's content (Plugin.pm
+// list_volumes: format "iso" for an ISO image) and can be deleted.
+func TestDownloadURL(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	c := tokenClient(s)
+	n, err := c.Node(ctxT(t), "pve1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.Storage(ctxT(t), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := st.DownloadURL(ctxT(t), "iso", "debian 13.iso", "https://example.org/debian.iso")
+	mustOK(t, s, task, err)
+	if !strings.Contains(string(task.UPID), ":download:debian_13.iso:") {
+		t.Fatalf("UPID %s", task.UPID)
+	}
+	task, err = st.DownloadURL(ctxT(t), "vztmpl", "deb.tar.zst", "http://example.org/deb.tar.zst")
+	mustOK(t, s, task, err)
+	items, err := st.GetContent(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 2 || items[0].Volid != "local:iso/debian_13.iso" || items[0].Format != "iso" ||
+		items[1].Volid != "local:vztmpl/deb.tar.zst" {
+		t.Fatalf("content %+v", items)
+	}
+	task, err = st.DeleteContent(ctxT(t), "local:iso/debian_13.iso")
+	mustOK(t, s, task, err)
+	if !strings.Contains(string(task.UPID), ":imgdel:local:") {
+		t.Fatalf("UPID %s", task.UPID)
+	}
+	if items, _ := st.GetContent(ctxT(t)); len(items) != 1 {
+		t.Fatalf("content after delete %+v", items)
+	}
+
+	for _, tc := range []struct{ path, body, status string }{
+		{"local-lvm", "url=https://x/a.iso&content=iso&filename=a.iso", "500 can't upload to storage type 'lvmthin', not a file based storage!"},
+		{"local", "url=https://x/a.ova&content=import&filename=a.ova", "500 storage 'local' is not configured for content-type 'import'"},
+		{"local", "url=https://x/a.iso&content=iso&filename=a.qcow2", "400 Parameter verification failed."},
+		{"local", "url=https://x/a.iso&content=vztmpl&filename=a.iso", "400 Parameter verification failed."},
+		{"local", "url=ftp://x/a.iso&content=iso&filename=a.iso", "400 Parameter verification failed."},
+		{"local", "url=https://x/a.iso&content=backup&filename=a.iso", "400 Parameter verification failed."},
+	} {
+		res, body := form(t, s, "POST", "/nodes/pve1/storage/"+tc.path+"/download-url", tc.body)
+		wantStatus(t, res, body, tc.status)
+	}
+}
