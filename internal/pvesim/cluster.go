@@ -50,6 +50,7 @@ func (s *Sim) apiRoutes(mux *http.ServeMux) {
 	// QEMU's config POST is the asynchronous variant; LXC has none.
 	s.handle(mux, "POST /nodes/{node}/qemu/{vmid}/config", s.guestHandler(QEMU, s.postConfig))
 	s.opsRoutes(mux)
+	s.volumeRoutes(mux)
 }
 
 func (s *Sim) clusterName() string {

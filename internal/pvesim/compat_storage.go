@@ -136,6 +136,7 @@ func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]stri
 		}
 		name := fmt.Sprintf("%s:%s-%d-disk-%d", sid, prefix, vmid, n)
 		used[name] = true
+		delete(s.freedVols, name)
 		m[defKey] = name
 		m["size"] = formatSize(kib << 10)
 		delete(m, "format")
@@ -264,6 +265,9 @@ func (s *Sim) guestVolumes(node string, st *storageDef) iter.Seq2[string, string
 					}
 					vol, opts, _ := strings.Cut(v, ",")
 					vol = strings.TrimPrefix(strings.TrimPrefix(vol, "file="), "volume=")
+					if s.volFreed(vol) {
+						continue
+					}
 					if !yield(vol, opts) {
 						return
 					}

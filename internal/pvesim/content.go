@@ -81,6 +81,16 @@ func (s *Sim) listContent(q *req) (any, error) {
 		switch ct {
 		case "images", "rootdir":
 			out = append(out, s.listImages(n.name, st, vmid, ct)...)
+		case "iso":
+			if vmid >= 0 {
+				continue
+			}
+			for volid := range s.isos {
+				if sid, name, _ := strings.Cut(volid, ":"); sid == st.name {
+					out = append(out, map[string]any{"volid": volid, "format": "iso", "content": "iso",
+						"size": applianceSize(strings.TrimPrefix(name, "iso/"))})
+				}
+			}
 		case "vztmpl":
 			if vmid >= 0 {
 				continue // list_volumes lists templates only without vmid

@@ -36,7 +36,12 @@
 //   - Storage is read as pve-storage answers it: the cluster's storage.cfg
 //     (GET /storage), each node's view of it (status, and content: the
 //     volumes of the guests' disks on it, a local storage holding only its
-//     node's guests'), and volume attributes. Node reads cover status,
+//     node's guests'), and volume attributes; a volume is freed through
+//     the storage API without regard to the configs naming it, and a VM's
+//     disk moves to another storage, the source kept as unusedN or freed
+//     (volumes.go); ISO images and templates download from a URL into a
+//     directory storage.
+//     Node reads cover status,
 //     version and a default install's network (eno1 and the bridge vmbr0).
 //   - A clone regenerates every NIC's MAC and prints its NICs canonically;
 //     the QEMU guest agent answers network-get-interfaces for a running VM

@@ -106,6 +106,10 @@ type Sim struct {
 	crm *haCRM
 	// templates are the downloaded appliance templates ("local:vztmpl/…").
 	templates map[string]bool
+	// isos are the downloaded ISO images ("local:iso/…", volumes.go).
+	isos map[string]bool
+	// freedVols are volumes freed while a config names them (volumes.go).
+	freedVols map[string]*guest
 
 	calls     atomic.Int64
 	mutations atomic.Int64
