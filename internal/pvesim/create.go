@@ -103,9 +103,12 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		return nil, fail500("%s %d already exists on node '%s'", word, vmid, s.guests[vmid].node)
 	}
 	conf := map[string]string{}
-	errs := map[string]string{}
+	errs := undeclaredFields(q.op, q.params)
+	if errs == nil {
+		errs = map[string]string{}
+	}
 	for k, v := range q.params {
-		if createMeta[k] {
+		if _, bad := errs[k]; bad || createMeta[k] {
 			continue
 		}
 		cv, msg := canonical(kind, k, v)

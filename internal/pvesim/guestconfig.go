@@ -100,9 +100,12 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		return nil, err
 	}
 	ch := &configChange{set: map[string]string{}}
-	errs := map[string]string{}
+	errs := undeclaredFields(q.op, q.params)
+	if errs == nil {
+		errs = map[string]string{}
+	}
 	for k, v := range q.params {
-		if configMeta[k] {
+		if _, bad := errs[k]; bad || configMeta[k] {
 			continue
 		}
 		if k == "description" && v == "" {

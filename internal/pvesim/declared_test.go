@@ -1,0 +1,79 @@
+package pvesim_test
+
+import (
+	"testing"
+
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+const undeclared = "property is not defined in schema and the schema does not allow additional properties\n"
+
+// wantUndeclared checks a 400 naming exactly the given parameters as
+// undeclared.
+func wantUndeclared(t *testing.T, s *pvesim.Sim, method, path, body string, params ...string) {
+	t.Helper()
+	res, m := raw(t, method, s.URL()+path, tokenHdr(), body)
+	if res.StatusCode != 400 || res.Status != "400 Parameter verification failed." {
+		t.Fatalf("%s %s %q: %s %v", method, path, body, res.Status, m)
+	}
+	errs, _ := m["errors"].(map[string]any)
+	if len(errs) != len(params) || m["data"] != nil {
+		t.Fatalf("%s %s %q: errors %v, want %v", method, path, body, errs, params)
+	}
+	for _, p := range params {
+		if errs[p] != undeclared {
+			t.Fatalf("%s %s %q: errors[%s] = %q", method, path, body, p, errs[p])
+		}
+	}
+}
+
+// TestUndeclaredParamsRefused: every operation refuses a parameter its
+// schema does not declare, before it changes anything (pve-common
+// src/PVE/JSONSchema.pm check_object, additionalProperties 0 on every
+// operation). A guest DELETE with an unknown parameter used to destroy
+// the guest.
+func TestUndeclaredParamsRefused(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6}) // 101 a stopped VM, 105 a stopped CT
+	// API schema: DELETE /nodes/{node}/qemu/{vmid} declares
+	// destroy-unreferenced-disks, node, purge, skiplock, vmid.
+	wantUndeclared(t, s, "DELETE", "/nodes/pve1/qemu/101?bogus=1", "", "bogus")
+	// API schema: DELETE /nodes/{node}/lxc/{vmid} declares
+	// destroy-unreferenced-disks, force, node, purge, vmid: no skiplock.
+	wantUndeclared(t, s, "DELETE", "/nodes/pve1/lxc/105?skiplock=1&x=1", "", "skiplock", "x")
+	for _, id := range []int{101, 105} {
+		if _, ok := s.Guest(id); !ok {
+			t.Fatalf("guest %d destroyed by a refused DELETE", id)
+		}
+	}
+	// API schema: POST /nodes/{node}/qemu/{vmid}/status/start (per action).
+	wantUndeclared(t, s, "POST", "/nodes/pve1/qemu/101/status/start", "forceStop=1", "forceStop")
+	if g, _ := s.Guest(101); g.Status != "stopped" {
+		t.Fatalf("refused start ran: %s", g.Status)
+	}
+	// API schema: PUT /nodes/{node}/lxc/{vmid}/config declares no
+	// skiplock; all of check_object's errors come in one answer.
+	wantUndeclared(t, s, "PUT", "/nodes/pve1/lxc/105/config", "skiplock=1&cores=2", "skiplock")
+	res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/lxc/105/config", tokenHdr(), "bogus=1&cores=x")
+	if errs, _ := m["errors"].(map[string]any); res.StatusCode != 400 || errs["bogus"] != undeclared || errs["cores"] != "type check ('integer') failed - got 'x'\n" {
+		t.Fatalf("both errors: %s %v", res.Status, m)
+	}
+	// API schema: POST /nodes/{node}/qemu declares no "meta" (qemu-server
+	// writes it itself); POST /nodes/{node}/qemu/{vmid}/clone no "bogus".
+	wantUndeclared(t, s, "POST", "/nodes/pve1/qemu", "vmid=900&meta=x", "meta")
+	wantUndeclared(t, s, "POST", "/nodes/pve1/qemu/101/clone", "newid=901&bogus=1", "bogus")
+	for _, id := range []int{900, 901} {
+		if _, ok := s.Guest(id); ok {
+			t.Fatalf("guest %d created by a refused call", id)
+		}
+	}
+	// API schema: POST /cluster/ha/resources, GET /cluster/resources,
+	// POST /nodes/{node}/qemu/{vmid}/migrate.
+	wantUndeclared(t, s, "POST", "/cluster/ha/resources", "sid=vm:101&nodes=pve1", "nodes")
+	wantUndeclared(t, s, "GET", "/cluster/resources?type=vm&full=1", "", "full")
+	wantUndeclared(t, s, "POST", "/nodes/pve1/qemu/101/migrate", "target=pve2&restart=1", "restart")
+	// Declared parameters still pass: LXC force on DELETE.
+	res, m = raw(t, "DELETE", s.URL()+"/nodes/pve1/lxc/105?force=1&purge=1", tokenHdr(), "")
+	if res.StatusCode != 200 {
+		t.Fatalf("declared parameters: %s %v", res.Status, m)
+	}
+}
