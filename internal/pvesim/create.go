@@ -103,7 +103,7 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		return nil, fail500("%s %d already exists on node '%s'", word, vmid, s.guests[vmid].node)
 	}
 	conf := map[string]string{}
-	errs := undeclaredFields(q.op, q.params)
+	errs := declaredErrors(q.op, q.params)
 	if errs == nil {
 		errs = map[string]string{}
 	}

@@ -1,8 +1,10 @@
 package pvesim
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -121,6 +123,32 @@ var declaredConfig = map[Kind]*regexp.Regexp{
 	LXC:  configKeyRe("arch cmode console cores cpulimit cpuunits debug description dev[n] entrypoint env features hookscript hostname lock memory mp[n] nameserver net[n] onboot ostype protection rootfs searchdomain startup swap tags template timezone tty unprivileged unused[n]"),
 }
 
+// declaredEnums are the enumerations the operations' schemas declare
+// (API schema, each parameter's "enum"), hand-kept with declaredParams.
+// check_prop refuses any other value: "value 'x' does not have a value in
+// the enumeration 'a, b'". The "disk" enumerations of resize and template
+// are their handlers'.
+var declaredEnums = map[string]map[string]string{
+	"GET /cluster/resources":                       {"type": "vm storage node sdn"},
+	"GET /nodes/{node}/tasks":                      {"source": "archive active all"},
+	"GET /cluster/ha/resources":                    {"type": "ct vm"},
+	"POST /cluster/ha/resources":                   {"state": "started stopped enabled disabled ignored", "type": "ct vm"},
+	"PUT /cluster/ha/resources/{sid}":              {"state": "started stopped enabled disabled ignored"},
+	"GET /storage":                                 {"type": "btrfs cephfs cifs dir esxi iscsi iscsidirect lvm lvmthin nfs pbs rbd zfs zfspool"},
+	"GET /nodes/{node}/network":                    {"type": "bridge bond eth alias vlan fabric OVSBridge OVSBond OVSPort OVSIntPort vnet any_bridge any_local_bridge include_sdn"},
+	"GET /nodes/{node}/qemu/{vmid}/cloudinit/dump": {"type": "user network meta"},
+	"GET /pools":                                   {"type": "qemu lxc storage"},
+	"GET /pools/{poolid}":                          {"type": "qemu lxc storage"},
+	"POST /nodes/{node}/qemu":                      {"arch": "x86_64 aarch64", "bios": "seabios ovmf", "citype": "configdrive2 nocloud opennebula", "hugepages": "any 2 1024", "keyboard": "de de-ch da en-gb en-us es fi fr fr-be fr-ca fr-ch hu is it ja lt mk nl no pl pt pt-br sv sl tr", "lock": "backup clone create migrate rollback snapshot snapshot-delete suspending suspended", "ostype": "other wxp w2k w2k3 w2k8 wvista win7 win8 win10 win11 l24 l26 solaris", "scsihw": "lsi lsi53c810 virtio-scsi-pci virtio-scsi-single megasas pvscsi"},
+	"PUT /nodes/{node}/qemu/{vmid}/config":         {"arch": "x86_64 aarch64", "bios": "seabios ovmf", "citype": "configdrive2 nocloud opennebula", "hugepages": "any 2 1024", "keyboard": "de de-ch da en-gb en-us es fi fr fr-be fr-ca fr-ch hu is it ja lt mk nl no pl pt pt-br sv sl tr", "lock": "backup clone create migrate rollback snapshot snapshot-delete suspending suspended", "ostype": "other wxp w2k w2k3 w2k8 wvista win7 win8 win10 win11 l24 l26 solaris", "scsihw": "lsi lsi53c810 virtio-scsi-pci virtio-scsi-single megasas pvscsi"},
+	"POST /nodes/{node}/qemu/{vmid}/clone":         {"format": "raw qcow2 vmdk"},
+	"POST /nodes/{node}/qemu/{vmid}/migrate":       {"migration_type": "secure insecure"},
+	"POST /nodes/{node}/lxc":                       {"arch": "amd64 i386 arm64 armhf riscv32 riscv64", "cmode": "shell console tty", "lock": "backup create destroyed disk fstrim migrate mounted rollback snapshot snapshot-delete", "ostype": "debian devuan ubuntu centos fedora opensuse archlinux alpine gentoo nixos unmanaged"},
+	"PUT /nodes/{node}/lxc/{vmid}/config":          {"arch": "amd64 i386 arm64 armhf riscv32 riscv64", "cmode": "shell console tty", "lock": "backup create destroyed disk fstrim migrate mounted rollback snapshot snapshot-delete", "ostype": "debian devuan ubuntu centos fedora opensuse archlinux alpine gentoo nixos unmanaged"},
+	"POST /nodes/{node}/qemu/{vmid}/config":        {"arch": "x86_64 aarch64", "bios": "seabios ovmf", "citype": "configdrive2 nocloud opennebula", "hugepages": "any 2 1024", "keyboard": "de de-ch da en-gb en-us es fi fr fr-be fr-ca fr-ch hu is it ja lt mk nl no pl pt pt-br sv sl tr", "lock": "backup clone create migrate rollback snapshot snapshot-delete suspending suspended", "ostype": "other wxp w2k w2k3 w2k8 wvista win7 win8 win10 win11 l24 l26 solaris", "scsihw": "lsi lsi53c810 virtio-scsi-pci virtio-scsi-single megasas pvscsi"},
+	"POST /nodes/{node}/qemu/{vmid}/status/start":  {"migration_type": "secure insecure"},
+}
+
 // configKeyRe matches the listed keys, name[n] as name followed by digits.
 func configKeyRe(keys string) *regexp.Regexp {
 	alts := strings.Fields(keys)
@@ -145,24 +173,25 @@ func schemaOp(r *http.Request, pattern string) string {
 	return op
 }
 
-// undeclaredParams refuses the parameters op's schema does not declare,
-// all of them in one 400 as check_object collects them. An operation not
+// declaredCheck refuses the parameters op's schema does not declare and
+// values outside its enumerations, all of them in one 400 as check_object
+// collects them. An operation not
 // in the list is left to its handler, and so is one with config keys
 // ("@config"), whose handler reports these errors with its own
-// (undeclaredFields), as check_object reports all of a request's at once.
-func undeclaredParams(op string, params map[string]string) error {
+// (declaredErrors), as check_object reports all of a request's at once.
+func declaredCheck(op string, params map[string]string) error {
 	if strings.HasSuffix(declaredParams[op], "@config") {
 		return nil
 	}
-	if errs := undeclaredFields(op, params); len(errs) > 0 {
+	if errs := declaredErrors(op, params); len(errs) > 0 {
 		return paramErr(errs)
 	}
 	return nil
 }
 
-// undeclaredFields are check_object's errors for the parameters op's
-// schema does not declare.
-func undeclaredFields(op string, params map[string]string) map[string]string {
+// declaredErrors are check_object's errors for the parameters op's
+// schema does not declare and for values outside its enumerations.
+func declaredErrors(op string, params map[string]string) map[string]string {
 	decl, ok := declaredParams[op]
 	if !ok {
 		return nil
@@ -181,6 +210,13 @@ func undeclaredFields(op string, params map[string]string) map[string]string {
 			continue
 		}
 		errs[k] = "property is not defined in schema and the schema does not allow additional properties"
+	}
+	for k, vals := range declaredEnums[op] {
+		// An empty value is left to the handler (an empty description
+		// deletes it in a config write).
+		if v, ok := params[k]; ok && v != "" && !slices.Contains(strings.Fields(vals), v) {
+			errs[k] = fmt.Sprintf("value '%s' does not have a value in the enumeration '%s'", v, strings.Join(strings.Fields(vals), ", "))
+		}
 	}
 	return errs
 }

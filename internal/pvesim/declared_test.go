@@ -77,3 +77,40 @@ func TestUndeclaredParamsRefused(t *testing.T) {
 		t.Fatalf("declared parameters: %s %v", res.Status, m)
 	}
 }
+
+// TestDeclaredEnums: a value outside a parameter's enumeration is a 400
+// that changes nothing (pve-common src/PVE/JSONSchema.pm check_prop,
+// "does not have a value in the enumeration").
+func TestDeclaredEnums(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6, Nodes: 2})
+	enumErr := func(method, path, body, param, want string) {
+		t.Helper()
+		res, m := raw(t, method, s.URL()+path, tokenHdr(), body)
+		errs, _ := m["errors"].(map[string]any)
+		if res.StatusCode != 400 || len(errs) != 1 || errs[param] != want {
+			t.Fatalf("%s %s %q: %s %v", method, path, body, res.Status, m)
+		}
+	}
+	g, _ := s.Guest(101) // a stopped VM on pve2
+	// API schema: POST /nodes/{node}/qemu/{vmid}/migrate, migration_type
+	// enum secure|insecure.
+	enumErr("POST", "/nodes/"+g.Node+"/qemu/101/migrate", "target=pve1&migration_type=fast", "migration_type",
+		"value 'fast' does not have a value in the enumeration 'secure, insecure'\n")
+	if g2, _ := s.Guest(101); g2.Node != g.Node || g2.Lock != "" {
+		t.Fatalf("refused migrate changed the guest: %+v", g2)
+	}
+	// API schema: PUT /nodes/{node}/qemu/{vmid}/config, bios enum
+	// seabios|ovmf; POST /nodes/{node}/lxc, cmode enum shell|console|tty.
+	enumErr("PUT", "/nodes/"+g.Node+"/qemu/101/config", "bios=uefi", "bios",
+		"value 'uefi' does not have a value in the enumeration 'seabios, ovmf'\n")
+	enumErr("POST", "/nodes/pve1/lxc", "vmid=950&ostemplate=local:vztmpl/x.tar.zst&cmode=ssh", "cmode",
+		"value 'ssh' does not have a value in the enumeration 'shell, console, tty'\n")
+	// API schema: GET /nodes/{node}/tasks, source enum archive|active|all.
+	enumErr("GET", "/nodes/pve1/tasks?source=old", "", "source",
+		"value 'old' does not have a value in the enumeration 'archive, active, all'\n")
+	// Declared values pass: an insecure migration.
+	res, m := raw(t, "POST", s.URL()+"/nodes/"+g.Node+"/qemu/101/migrate", tokenHdr(), "target=pve1&migration_type=insecure")
+	if res.StatusCode != 200 {
+		t.Fatalf("insecure migration: %s %v", res.Status, m)
+	}
+}

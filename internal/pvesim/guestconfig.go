@@ -100,7 +100,7 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		return nil, err
 	}
 	ch := &configChange{set: map[string]string{}}
-	errs := undeclaredFields(q.op, q.params)
+	errs := declaredErrors(q.op, q.params)
 	if errs == nil {
 		errs = map[string]string{}
 	}

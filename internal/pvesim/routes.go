@@ -103,7 +103,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, pattern, user string
 	params, err := parseParams(r)
 	op := schemaOp(r, pattern)
 	if err == nil {
-		err = undeclaredParams(op, params)
+		err = declaredCheck(op, params)
 	}
 	if err == nil {
 		var data any
