@@ -114,3 +114,55 @@ func TestDeclaredEnums(t *testing.T) {
 		t.Fatalf("insecure migration: %s %v", res.Status, m)
 	}
 }
+
+// TestBooleanParams: a boolean parameter is the text 1 or 0, or a JSON
+// true/false; "true" in a form body or as a JSON string is a 400
+// (pve-common src/PVE/JSONSchema.pm check_type, boolean: $value eq '1' or
+// '0', or JSON::is_bool).
+func TestBooleanParams(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6})
+	boolErr := func(method, path string, hdr map[string]string, body, param, got string) {
+		t.Helper()
+		res, m := raw(t, method, s.URL()+path, hdr, body)
+		errs, _ := m["errors"].(map[string]any)
+		if res.StatusCode != 400 || errs[param] != "type check ('boolean') failed - got '"+got+"'\n" {
+			t.Fatalf("%s %s %q: %s %v", method, path, body, res.Status, m)
+		}
+	}
+	jsonHdr := tokenHdr()
+	jsonHdr["Content-Type"] = "application/json"
+	// API schema: PUT /nodes/{node}/qemu/{vmid}/config, onboot boolean.
+	boolErr("PUT", "/nodes/pve1/qemu/100/config", tokenHdr(), "onboot=true", "onboot", "true")
+	boolErr("PUT", "/nodes/pve1/qemu/100/config", jsonHdr, `{"onboot":"yes"}`, "onboot", "yes")
+	// API schema: DELETE /nodes/{node}/qemu/{vmid}, purge boolean.
+	boolErr("DELETE", "/nodes/pve1/qemu/103?purge=true", tokenHdr(), "", "purge", "true")
+	if _, ok := s.Guest(103); !ok {
+		t.Fatal("refused DELETE destroyed the guest")
+	}
+	for _, body := range []string{`{"onboot":true}`, `{"onboot":"0"}`} {
+		if res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/100/config", jsonHdr, body); res.StatusCode != 200 {
+			t.Fatalf("%s: %s %v", body, res.Status, m)
+		}
+	}
+	if res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/100/config", tokenHdr(), "onboot=1"); res.StatusCode != 200 {
+		t.Fatalf("onboot=1: %s %v", res.Status, m)
+	}
+}
+
+// TestAgentEnabledPropBool: the agent property string's "enabled" is read
+// with parse_boolean (pve-common src/PVE/JSONSchema.pm parse_boolean:
+// 1|on|yes|true, any case; qemu-server reads the agent option with
+// parse_property_string), so enabled=On counts as enabled.
+func TestAgentEnabledPropBool(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6})
+	if res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/101/config", tokenHdr(), "agent=enabled%3DOn"); res.StatusCode != 200 {
+		t.Fatalf("agent: %s %v", res.Status, m)
+	}
+	if res, m := raw(t, "POST", s.URL()+"/nodes/pve1/qemu/101/status/start", tokenHdr(), ""); res.StatusCode != 200 {
+		t.Fatalf("start: %s %v", res.Status, m)
+	}
+	res, m := raw(t, "GET", s.URL()+"/nodes/pve1/qemu/101/agent/network-get-interfaces", tokenHdr(), "")
+	if res.StatusCode != 200 {
+		t.Fatalf("agent with enabled=On: %s %v", res.Status, m)
+	}
+}

@@ -74,11 +74,28 @@ func specFor(kind Kind, key string) (keySpec, bool) {
 	return keySpec{}, false
 }
 
+// parseBool is a boolean parameter as pve-common's JSONSchema.pm
+// check_type checks it: the text "1" or "0" only (a JSON true or false
+// arrives here as "1" or "0"; "true", "yes" or "on" in a form body or a
+// JSON string is refused).
 func parseBool(v string) (bool, bool) {
 	switch v {
-	case "1", "true":
+	case "1":
 		return true, true
-	case "0", "false":
+	case "0":
+		return false, true
+	}
+	return false, false
+}
+
+// parsePropBool is a boolean inside a property string or config file as
+// pve-common's JSONSchema.pm parse_boolean reads it: 1|on|yes|true or
+// 0|off|no|false, in any case.
+func parsePropBool(v string) (bool, bool) {
+	switch strings.ToLower(v) {
+	case "1", "on", "yes", "true":
+		return true, true
+	case "0", "off", "no", "false":
 		return false, true
 	}
 	return false, false

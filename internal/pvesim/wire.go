@@ -62,7 +62,7 @@ func (q *req) has(name string) bool { _, ok := q.params[name]; return ok }
 
 func (q *req) str(name string) string { return q.params[name] }
 
-// boolParam reads a PVE boolean parameter (0/1, JSON true/false).
+// boolParam reads a PVE boolean parameter (0/1, JSON true/false): parseBool.
 func (q *req) boolParam(name string) (bool, error) {
 	v, ok := q.params[name]
 	if !ok || v == "" {
