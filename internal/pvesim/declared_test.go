@@ -166,3 +166,47 @@ func TestAgentEnabledPropBool(t *testing.T) {
 		t.Fatalf("agent with enabled=On: %s %v", res.Status, m)
 	}
 }
+
+// TestPropertyStringKeys: a NIC or ipconfig value with a key its format
+// does not declare, or a QEMU NIC without a model, is a 400 naming the
+// parameter (pve-common src/PVE/JSONSchema.pm parse_property_string: "invalid
+// key in comma-separated list property: <key>", and check_object's errors
+// as "format error\n<param>.<key>: ..."; check_prop prefixes "invalid
+// format - "). Formats: API schema PUT /nodes/{node}/qemu/{vmid}/config
+// net[n], PUT /nodes/{node}/lxc/{vmid}/config net[n]; qemu-server
+// src/PVE/QemuServer/Network.pm $ipconfig_fmt (ip, gw, ip6, gw6).
+func TestPropertyStringKeys(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6})
+	g, _ := s.Guest(101)
+	for _, c := range []struct{ path, body, param, want string }{
+		{"/nodes/pve1/qemu/101/config", "net0=virtio,bridge=vmbr0,speed=10", "net0",
+			"invalid format - invalid key in comma-separated list property: speed\n"},
+		{"/nodes/pve1/qemu/101/config", "ipconfig0=ip=dhcp,dns=1.1.1.1", "ipconfig0",
+			"invalid format - invalid key in comma-separated list property: dns\n"},
+		{"/nodes/pve1/qemu/101/config", "net1=bridge=vmbr0,firewall=1", "net1",
+			"invalid format - format error\nnet1.model: property is missing and it is not optional\n"},
+		{"/nodes/pve1/qemu/101/config", "net1=model=virtio9,bridge=vmbr0", "net1",
+			"invalid format - format error\nnet1.model: value 'virtio9' does not have a value in the enumeration 'e1000, e1000-82540em, e1000-82544gc, e1000-82545em, e1000e, i82551, i82557b, i82559er, ne2k_isa, ne2k_pci, pcnet, rtl8139, virtio, vmxnet3'\n"},
+		{"/nodes/pve1/lxc/105/config", "net0=name=eth0,bridge=vmbr0,model=virtio", "net0",
+			"invalid format - invalid key in comma-separated list property: model\n"},
+		{"/nodes/pve1/lxc/105/config", "net1=bridge=vmbr0", "net1",
+			"invalid format - format error\nnet1.name: property is missing and it is not optional\n"},
+	} {
+		res, m := raw(t, "PUT", s.URL()+c.path, tokenHdr(), c.body)
+		errs, _ := m["errors"].(map[string]any)
+		if res.StatusCode != 400 || len(errs) != 1 || errs[c.param] != c.want {
+			t.Fatalf("%s %q: %s %q", c.path, c.body, res.Status, errs)
+		}
+	}
+	if g2, _ := s.Guest(101); g2.Digest != g.Digest {
+		t.Fatal("a refused write changed the config")
+	}
+	// Declared keys pass: a model given as the default key or as model=,
+	// and every ipconfig key.
+	for _, body := range []string{"net1=e1000,bridge=vmbr0,tag=5", "net2=model=virtio,bridge=vmbr0,queues=2",
+		"ipconfig1=ip=10.0.0.5/24,gw=10.0.0.1,ip6=auto,gw6=fe80::1"} {
+		if res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/101/config", tokenHdr(), body); res.StatusCode != 200 {
+			t.Fatalf("%q: %s %v", body, res.Status, m)
+		}
+	}
+}

@@ -108,6 +108,9 @@ func canonical(kind Kind, key, v string) (string, string) {
 	if !ok {
 		return "", "property is not defined in schema and the schema does not allow additional properties"
 	}
+	if msg := propStringError(kind, key, v); msg != "" {
+		return "", msg
+	}
 	switch spec.t {
 	case tInt:
 		n, err := strconv.ParseInt(v, 10, 64)
