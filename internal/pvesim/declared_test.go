@@ -210,3 +210,33 @@ func TestPropertyStringKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestHAResourceOptions: an HA resource takes and keeps max_restart,
+// max_relocate (integers, minimum 0) and failback (boolean); delete
+// removes them (API schema: POST /cluster/ha/resources, PUT and GET
+// /cluster/ha/resources/{sid}).
+func TestHAResourceOptions(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6})
+	if res, m := raw(t, "POST", s.URL()+"/cluster/ha/resources", tokenHdr(), "sid=vm:101&max_restart=3&max_relocate=0&failback=0"); res.StatusCode != 200 {
+		t.Fatalf("create: %s %v", res.Status, m)
+	}
+	read := func() map[string]any {
+		_, m := raw(t, "GET", s.URL()+"/cluster/ha/resources/vm:101", tokenHdr(), "")
+		d, _ := m["data"].(map[string]any)
+		return d
+	}
+	if d := read(); d["max_restart"] != 3.0 || d["max_relocate"] != 0.0 || d["failback"] != 0.0 {
+		t.Fatalf("created: %v", d)
+	}
+	res, m := raw(t, "PUT", s.URL()+"/cluster/ha/resources/vm:101", tokenHdr(), "max_restart=-1&failback=true")
+	if errs, _ := m["errors"].(map[string]any); res.StatusCode != 400 || errs["max_restart"] != "value must have a minimum value of 0\n" ||
+		errs["failback"] != "type check ('boolean') failed - got 'true'\n" {
+		t.Fatalf("bad options: %s %v", res.Status, m)
+	}
+	if res, m := raw(t, "PUT", s.URL()+"/cluster/ha/resources/vm:101", tokenHdr(), "max_relocate=2&delete=max_restart"); res.StatusCode != 200 {
+		t.Fatalf("update: %s %v", res.Status, m)
+	}
+	if d := read(); d["max_restart"] != nil || d["max_relocate"] != 2.0 || d["failback"] != 0.0 {
+		t.Fatalf("updated: %v", d)
+	}
+}
