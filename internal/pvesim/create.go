@@ -72,6 +72,9 @@ func (s *Sim) withMAC(kind Kind, v string) string {
 }
 
 func isDiskKey(k string) bool {
+	if strings.HasPrefix(k, "virtiofs") { // a shared directory, no volume
+		return false
+	}
 	for _, p := range []string{"scsi", "virtio", "sata", "ide", "mp", "efidisk", "tpmstate"} {
 		if strings.HasPrefix(k, p) {
 			return true
@@ -106,6 +109,9 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 	errs := declaredErrors(q.op, q.params)
 	if errs == nil {
 		errs = map[string]string{}
+	}
+	if kind == QEMU {
+		resolveCdromAlias(q.params)
 	}
 	for k, v := range q.params {
 		if _, bad := errs[k]; bad || createMeta[k] {

@@ -220,3 +220,18 @@ func declaredErrors(op string, params map[string]string) map[string]string {
 	}
 	return errs
 }
+
+// resolveCdromAlias is qemu-server's $resolve_cdrom_alias (src/PVE/API2/Qemu.pm,
+// create and config update): a non-empty cdrom is ide2, with ",media=cdrom"
+// unless it names a media.
+func resolveCdromAlias(params map[string]string) {
+	v := params["cdrom"]
+	if v == "" {
+		return
+	}
+	if !strings.Contains(v, "media=") {
+		v += ",media=cdrom"
+	}
+	params["ide2"] = v
+	delete(params, "cdrom")
+}

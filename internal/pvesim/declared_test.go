@@ -240,3 +240,40 @@ func TestHAResourceOptions(t *testing.T) {
 		t.Fatalf("updated: %v", d)
 	}
 }
+
+// TestDeclaredConfigKeysAccepted: config keys the API schema declares are
+// stored even where the simulator does not model them, with their schema
+// type; sockets has no maximum (API schema: PUT
+// /nodes/{node}/qemu/{vmid}/config sockets "minimum 1", allow-ksm
+// boolean, virtiofs[n]; PUT /nodes/{node}/lxc/{vmid}/config entrypoint,
+// env). cdrom is ide2 with media=cdrom (qemu-server src/PVE/API2/Qemu.pm
+// $resolve_cdrom_alias).
+func TestDeclaredConfigKeysAccepted(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6})
+	put := func(path, body string) {
+		t.Helper()
+		if res, m := raw(t, "PUT", s.URL()+path, tokenHdr(), body); res.StatusCode != 200 {
+			t.Fatalf("%s %q: %s %v", path, body, res.Status, m)
+		}
+	}
+	put("/nodes/pve1/qemu/101/config", "sockets=8&cores=2048&allow-ksm=0&tdf=1&amd-sev=type%3Dstd&virtiofs0=dirid%3Dshare1&cdrom=local:iso/x.iso")
+	put("/nodes/pve1/lxc/105/config", "entrypoint=/sbin/init&env=A%3D1")
+	g, _ := s.Guest(101)
+	for k, want := range map[string]string{"sockets": "8", "cores": "2048", "allow-ksm": "0", "tdf": "1",
+		"amd-sev": "type=std", "virtiofs0": "dirid=share1", "ide2": "local:iso/x.iso,media=cdrom"} {
+		if g.Config[k] != want {
+			t.Fatalf("%s = %q, want %q (config %v)", k, g.Config[k], want, g.Config)
+		}
+	}
+	if _, ok := g.Config["cdrom"]; ok {
+		t.Fatal("cdrom stored under its alias")
+	}
+	if ct, _ := s.Guest(105); ct.Config["entrypoint"] != "/sbin/init" || ct.Config["env"] != "A=1" {
+		t.Fatalf("LXC config %v", ct.Config)
+	}
+	res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/101/config", tokenHdr(), "allow-ksm=yes&smp=0")
+	if errs, _ := m["errors"].(map[string]any); res.StatusCode != 400 || errs["allow-ksm"] != "type check ('boolean') failed - got 'yes'\n" ||
+		errs["smp"] != "value must have a minimum value of 1\n" {
+		t.Fatalf("typed new keys: %s %v", res.Status, m)
+	}
+}

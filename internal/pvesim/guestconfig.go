@@ -104,6 +104,9 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 	if errs == nil {
 		errs = map[string]string{}
 	}
+	if g.kind == QEMU {
+		resolveCdromAlias(q.params)
+	}
 	for k, v := range q.params {
 		if _, bad := errs[k]; bad || configMeta[k] {
 			continue
