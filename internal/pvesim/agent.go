@@ -31,7 +31,7 @@ func (s *Sim) agentNetworkInterfaces(q *req, g *guest) (any, error) {
 		return nil, fail500("VM %d is not running", g.vmid)
 	}
 	m, _ := propList(agent, "enabled")
-	if b, ok := parseBool(m["enabled"]); !ok || !b || g.paused {
+	if b, ok := parsePropBool(m["enabled"]); !ok || !b || g.paused {
 		return nil, fail500("QEMU guest agent is not running")
 	}
 	out := []any{qgaIface("lo", "00:00:00:00:00:00", [][3]any{{"ipv4", "127.0.0.1", 8}, {"ipv6", "::1", 128}})}

@@ -72,6 +72,9 @@ func (s *Sim) withMAC(kind Kind, v string) string {
 }
 
 func isDiskKey(k string) bool {
+	if strings.HasPrefix(k, "virtiofs") { // a shared directory, no volume
+		return false
+	}
 	for _, p := range []string{"scsi", "virtio", "sata", "ide", "mp", "efidisk", "tpmstate"} {
 		if strings.HasPrefix(k, p) {
 			return true
@@ -103,9 +106,15 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		return nil, fail500("%s %d already exists on node '%s'", word, vmid, s.guests[vmid].node)
 	}
 	conf := map[string]string{}
-	errs := map[string]string{}
+	errs := declaredErrors(q.op, q.params)
+	if errs == nil {
+		errs = map[string]string{}
+	}
+	if kind == QEMU {
+		resolveCdromAlias(q.params)
+	}
 	for k, v := range q.params {
-		if createMeta[k] {
+		if _, bad := errs[k]; bad || createMeta[k] {
 			continue
 		}
 		cv, msg := canonical(kind, k, v)

@@ -100,9 +100,15 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		return nil, err
 	}
 	ch := &configChange{set: map[string]string{}}
-	errs := map[string]string{}
+	errs := declaredErrors(q.op, q.params)
+	if errs == nil {
+		errs = map[string]string{}
+	}
+	if g.kind == QEMU {
+		resolveCdromAlias(q.params)
+	}
 	for k, v := range q.params {
-		if configMeta[k] {
+		if _, bad := errs[k]; bad || configMeta[k] {
 			continue
 		}
 		if k == "description" && v == "" {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"sort"
@@ -23,6 +24,46 @@ type haResource struct {
 	sid, typ       string
 	vmid           int
 	state, comment string
+	// opts are the resource options kept as configured, by name: max_restart,
+	// max_relocate (integers, minimum 0) and failback (boolean, 0/1).
+	opts map[string]int64
+}
+
+// haOptionNames are the options of an HA resource the simulator keeps
+// but does not act on (API schema: POST /cluster/ha/resources).
+var haOptionNames = []string{"failback", "max_relocate", "max_restart"}
+
+// haOptions reads the options of haOptionNames a create or update sets, as
+// their schema types them: a 400 naming each bad one.
+func haOptions(q *req) (map[string]int64, error) {
+	out := map[string]int64{}
+	errs := map[string]string{}
+	for _, k := range haOptionNames {
+		v, ok := q.params[k]
+		if !ok {
+			continue
+		}
+		if k == "failback" {
+			b, ok := parseBool(v)
+			if !ok {
+				errs[k] = fmt.Sprintf("type check ('boolean') failed - got '%s'", v)
+			}
+			out[k] = int64(boolInt(b))
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil:
+			errs[k] = fmt.Sprintf("type check ('integer') failed - got '%s'", v)
+		case n < 0:
+			errs[k] = "value must have a minimum value of 0"
+		}
+		out[k] = n
+	}
+	if len(errs) > 0 {
+		return nil, paramErr(errs)
+	}
+	return out, nil
 }
 
 // HAResource is an HA resource of the simulated cluster.
@@ -137,6 +178,11 @@ func (s *Sim) haDigest() string {
 		if r.state != "" {
 			fmt.Fprintf(&b, "\tstate %s\n", r.state)
 		}
+		for _, k := range haOptionNames {
+			if n, ok := r.opts[k]; ok {
+				fmt.Fprintf(&b, "\t%s %d\n", k, n)
+			}
+		}
 		b.WriteString("\n")
 	}
 	sum := sha1.Sum([]byte(b.String()))
@@ -152,6 +198,9 @@ func (r *haResource) json(digest string) map[string]any {
 	}
 	if r.comment != "" {
 		m["comment"] = r.comment
+	}
+	for k, n := range r.opts {
+		m[k] = n
 	}
 	return m
 }
@@ -288,7 +337,11 @@ func (s *Sim) haRead(q *req) (any, error) {
 
 func (s *Sim) haCreate(q *req) (any, error) {
 	sid := q.str("sid")
-	if err := haParams(q, &sid, "sid", "type", "state", "comment"); err != nil {
+	if err := haParams(q, &sid, "sid", "type", "state", "comment", "failback", "max_relocate", "max_restart"); err != nil {
+		return nil, err
+	}
+	opts, err := haOptions(q)
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -322,14 +375,18 @@ func (s *Sim) haCreate(q *req) (any, error) {
 	if s.ha[sid] != nil {
 		return nil, fail500("create resource failed: resource ID '%s' already defined", sid)
 	}
-	s.ha[sid] = &haResource{sid: sid, typ: typ, vmid: vmid, state: q.str("state"), comment: q.str("comment")}
+	s.ha[sid] = &haResource{sid: sid, typ: typ, vmid: vmid, state: q.str("state"), comment: q.str("comment"), opts: opts}
 	s.haKick(sid)
 	return nil, nil
 }
 
 func (s *Sim) haUpdate(q *req) (any, error) {
 	sid := q.path("sid")
-	if err := haParams(q, &sid, "type", "state", "comment", "digest", "delete"); err != nil {
+	if err := haParams(q, &sid, "type", "state", "comment", "digest", "delete", "failback", "max_relocate", "max_restart"); err != nil {
+		return nil, err
+	}
+	opts, err := haOptions(q)
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -353,6 +410,11 @@ func (s *Sim) haUpdate(q *req) (any, error) {
 		return nil, fail500(failed+"no such resource '%s'", sid)
 	}
 	next := *r
+	next.opts = maps.Clone(r.opts)
+	if next.opts == nil {
+		next.opts = map[string]int64{}
+	}
+	maps.Copy(next.opts, opts)
 	if q.has("state") {
 		next.state = q.str("state")
 	}
@@ -365,8 +427,10 @@ func (s *Sim) haUpdate(q *req) (any, error) {
 			next.state = ""
 		case "comment":
 			next.comment = ""
-		case "group", "failback", "max_restart", "max_relocate":
-			// options the simulator does not keep: nothing to delete
+		case "failback", "max_restart", "max_relocate":
+			delete(next.opts, k)
+		case "group":
+			// an option the simulator does not keep: nothing to delete
 		default:
 			return nil, fail500(failed+"no such option '%s'", k)
 		}

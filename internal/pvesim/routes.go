@@ -85,7 +85,7 @@ func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
 			writeError(w, err.(*apiError))
 			return
 		}
-		s.serve(w, r, user, fn)
+		s.serve(w, r, method+" "+path, user, fn)
 	})
 }
 
@@ -93,15 +93,21 @@ func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
 func (s *Sim) handleOpen(mux *http.ServeMux, pattern string, fn apiFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	mux.HandleFunc(method+" /api2/json"+path, func(w http.ResponseWriter, r *http.Request) {
-		s.serve(w, r, "", fn)
+		s.serve(w, r, method+" "+path, "", fn)
 	})
 }
 
-func (s *Sim) serve(w http.ResponseWriter, r *http.Request, user string, fn apiFunc) {
+// serve answers a request to the registered pattern: parameters parsed
+// and checked against the operation's declared ones, then fn.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, pattern, user string, fn apiFunc) {
 	params, err := parseParams(r)
+	op := schemaOp(r, pattern)
+	if err == nil {
+		err = declaredCheck(op, params)
+	}
 	if err == nil {
 		var data any
-		data, err = fn(&req{r: r, params: params, user: user})
+		data, err = fn(&req{r: r, op: op, params: params, user: user})
 		if err == nil {
 			writeData(w, data)
 			return

@@ -31,8 +31,8 @@ type keySpec struct {
 var (
 	qemuKeys = map[string]keySpec{
 		"name": {t: tDNS}, "description": {}, "tags": {t: tTags}, "onboot": {t: tBool},
-		"cores": {t: tInt, min: 1, max: 1024}, "sockets": {t: tInt, min: 1, max: 4},
-		"vcpus": {t: tInt, min: 1, max: 4096}, "memory": {t: tMemory, min: 16},
+		"cores": {t: tInt, min: 1}, "sockets": {t: tInt, min: 1},
+		"vcpus": {t: tInt, min: 1}, "memory": {t: tMemory, min: 16},
 		"balloon": {t: tInt, min: 0}, "cpu": {}, "cpulimit": {t: tNumber}, "cpuunits": {t: tInt, min: 1, max: 262144},
 		"numa": {t: tBool}, "ostype": {}, "boot": {}, "bootdisk": {}, "scsihw": {}, "agent": {},
 		"hotplug": {}, "protection": {t: tBool}, "startup": {}, "lock": {}, "template": {t: tBool},
@@ -41,6 +41,11 @@ var (
 		"sshkeys": {t: tURLEncoded}, "ciupgrade": {t: tBool}, "cicustom": {}, "vmstatestorage": {}, "nameserver": {}, "searchdomain": {}, "hookscript": {}, "shares": {t: tInt, min: 0, max: 50000},
 		"args": {}, "efidisk0": {}, "tpmstate0": {}, "localtime": {t: tBool}, "keyboard": {}, "watchdog": {},
 		"affinity": {}, "rng0": {}, "audio0": {}, "migrate_downtime": {t: tNumber}, "migrate_speed": {t: tInt, min: 0},
+		// Declared by the API schema (PUT /nodes/{node}/qemu/{vmid}/config),
+		// kept as written, not modelled.
+		"allow-ksm": {t: tBool}, "amd-sev": {}, "arch": {}, "autostart": {t: tBool}, "freeze": {t: tBool},
+		"hugepages": {}, "intel-tdx": {}, "ivshmem": {}, "keephugepages": {t: tBool}, "reboot": {t: tBool},
+		"smp": {t: tInt, min: 1}, "spice_enhancements": {}, "startdate": {}, "tdf": {t: tBool},
 	}
 	lxcKeys = map[string]keySpec{
 		"hostname": {t: tDNS}, "description": {}, "tags": {t: tTags}, "onboot": {t: tBool},
@@ -49,9 +54,12 @@ var (
 		"unprivileged": {t: tBool}, "features": {}, "nameserver": {}, "searchdomain": {}, "protection": {t: tBool},
 		"startup": {}, "lock": {}, "template": {t: tBool}, "hookscript": {}, "console": {t: tBool},
 		"tty": {t: tInt, min: 0, max: 6}, "cmode": {}, "timezone": {}, "debug": {t: tBool},
+		// Declared by the API schema (PUT /nodes/{node}/lxc/{vmid}/config),
+		// kept as written, not modelled.
+		"entrypoint": {}, "env": {},
 	}
 	indexedKeys = map[Kind]*regexp.Regexp{
-		QEMU: regexp.MustCompile(`^(net|scsi|virtio|sata|ide|unused|ipconfig|serial|usb|hostpci|numa|parallel)\d+$`),
+		QEMU: regexp.MustCompile(`^(net|scsi|virtio|sata|ide|unused|ipconfig|serial|usb|hostpci|numa|parallel|virtiofs)\d+$`),
 		LXC:  regexp.MustCompile(`^(net|mp|unused|dev)\d+$`),
 	}
 	urlEncRe = regexp.MustCompile(`^[-%a-zA-Z0-9_.!~*'()]*$`)
@@ -74,11 +82,28 @@ func specFor(kind Kind, key string) (keySpec, bool) {
 	return keySpec{}, false
 }
 
+// parseBool is a boolean parameter as pve-common's JSONSchema.pm
+// check_type checks it: the text "1" or "0" only (a JSON true or false
+// arrives here as "1" or "0"; "true", "yes" or "on" in a form body or a
+// JSON string is refused).
 func parseBool(v string) (bool, bool) {
 	switch v {
-	case "1", "true":
+	case "1":
 		return true, true
-	case "0", "false":
+	case "0":
+		return false, true
+	}
+	return false, false
+}
+
+// parsePropBool is a boolean inside a property string or config file as
+// pve-common's JSONSchema.pm parse_boolean reads it: 1|on|yes|true or
+// 0|off|no|false, in any case.
+func parsePropBool(v string) (bool, bool) {
+	switch strings.ToLower(v) {
+	case "1", "on", "yes", "true":
+		return true, true
+	case "0", "off", "no", "false":
 		return false, true
 	}
 	return false, false
@@ -90,6 +115,9 @@ func canonical(kind Kind, key, v string) (string, string) {
 	spec, ok := specFor(kind, key)
 	if !ok {
 		return "", "property is not defined in schema and the schema does not allow additional properties"
+	}
+	if msg := propStringError(kind, key, v); msg != "" {
+		return "", msg
 	}
 	switch spec.t {
 	case tInt:
@@ -233,7 +261,8 @@ func hotpluggable(g *guest, key string) bool {
 		return has("cpu")
 	case strings.HasPrefix(key, "net"):
 		return has("network")
-	case key == "efidisk0", key == "tpmstate0", strings.HasPrefix(key, "ide"), strings.HasPrefix(key, "sata"):
+	case key == "efidisk0", key == "tpmstate0", strings.HasPrefix(key, "ide"), strings.HasPrefix(key, "sata"),
+		strings.HasPrefix(key, "virtiofs"):
 		return false
 	case strings.HasPrefix(key, "scsi"), strings.HasPrefix(key, "virtio"):
 		return has("disk")

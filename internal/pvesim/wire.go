@@ -51,6 +51,7 @@ type withTotal struct {
 // req is one parsed API request.
 type req struct {
 	r      *http.Request
+	op     string            // the operation as the API schema names it: "PUT /nodes/{node}/qemu/{vmid}/config"
 	params map[string]string // body merged with query; query wins, as in PVE
 	user   string            // authenticated identity: user@realm or user@realm!token
 }
@@ -61,7 +62,7 @@ func (q *req) has(name string) bool { _, ok := q.params[name]; return ok }
 
 func (q *req) str(name string) string { return q.params[name] }
 
-// boolParam reads a PVE boolean parameter (0/1, JSON true/false).
+// boolParam reads a PVE boolean parameter (0/1, JSON true/false): parseBool.
 func (q *req) boolParam(name string) (bool, error) {
 	v, ok := q.params[name]
 	if !ok || v == "" {
