@@ -444,3 +444,59 @@ func TestRequestsMatchSchema(t *testing.T) {
 		t.Errorf("%d requests Proxmox's schema refuses:\n%s", len(violations), strings.Join(violations, "\n"))
 	}
 }
+
+// The check above can fail: through the same recorder and validation,
+// what Proxmox refuses is reported (an undeclared key, a JSON boolean's
+// string spelling, an enum miss, a body no parameter can hold), and what
+// it takes, a JSON body's booleans and numbers included, is not.
+func TestSchemaCheckRefusesWhatProxmoxRefuses(t *testing.T) {
+	rec := newWireRecorder(t)
+	rec.setTarget(http.NotFoundHandler()) // the answer does not matter here
+	send := func(method, path, contentType, body string) {
+		req, err := http.NewRequestWithContext(pvesimtest.Context(t), method, rec.url()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+	}
+	cases := []struct {
+		method, path, contentType, body string
+		want                            []string // substrings of the violations, in order; none: valid
+	}{
+		{"PUT", "/nodes/pve1/qemu/100/config", "application/json", `{"onboot":true,"memory":1024,"cores":2,"tags":"a;b","delete":["net1","scsi1"]}`, nil},
+		{"POST", "/nodes/pve1/qemu/100/config", "application/x-www-form-urlencoded", "cores=2&background_delay=5", nil},
+		{"PUT", "/nodes/pve1/qemu/100/config", "application/json", `{"onboot":"true","bogus":1}`,
+			[]string{`"bogus": property is not defined in schema`, `"onboot": type check ('boolean') failed - got 'true'`}},
+		{"PUT", "/nodes/pve1/qemu/100/config", "application/json", `{"net0":{"model":"virtio"}}`,
+			[]string{`body: net0={"model":"virtio"} (a JSON map[string]interface {} has no parameter form)`}},
+		{"PUT", "/nodes/pve1/qemu/100/config", "application/json", `{"net0":"virtio,bridge=vmbr0,bogus=1"}`,
+			[]string{`"net0": invalid format`}},
+		{"POST", "/pools", "application/x-www-form-urlencoded", "poolid=p&nonsense=1", []string{`"nonsense": property is not defined`}},
+		{"GET", "/cluster/resources?type=bogus", "", "", []string{`"type": value 'bogus' does not have a value in the enumeration`}},
+		{"POST", "/nodes/pve1/qemu/100/no-such-call", "", "", []string{`Method 'POST /nodes/pve1/qemu/100/no-such-call' not implemented`}},
+	}
+	for _, c := range cases {
+		send(c.method, c.path, c.contentType, c.body)
+	}
+	reqs := rec.requests()
+	if len(reqs) != len(cases) {
+		t.Fatalf("recorded %d requests, sent %d", len(reqs), len(cases))
+	}
+	for i, c := range cases {
+		got := schemaViolations(reqs[i])
+		ok := len(got) == len(c.want)
+		for j := 0; ok && j < len(got); j++ {
+			ok = strings.Contains(got[j], c.want[j])
+		}
+		if !ok {
+			t.Errorf("%s %s %s: violations\n%s\nwant %q", c.method, c.path, c.body, strings.Join(got, "\n"), c.want)
+		}
+	}
+}
