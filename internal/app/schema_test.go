@@ -220,6 +220,34 @@ func operation(r wireRequest) string {
 	return r.Method + " " + r.Path + " (not in the schema)"
 }
 
+// uncheckedSent names the request's top-level parameters whose schema
+// format is one pveschema.UncheckedFormats lists ("PUT …/config
+// tags (pve-tag-list)"); keys inside property strings are not looked at.
+func uncheckedSent(r wireRequest) []string {
+	op, _, ok := pveschema.Lookup(r.Method, r.Path)
+	if !ok {
+		return nil
+	}
+	skip := pveschema.UncheckedFormats()
+	var out []string
+	for k := range r.Params {
+		for _, p := range op.Params {
+			base, indexed := strings.CutSuffix(p.Name, "[n]")
+			if !(p.Name == k || indexed && strings.HasPrefix(k, base) && strings.Trim(k[len(base):], "0123456789") == "" && len(k) > len(base)) {
+				continue
+			}
+			f := p.Format
+			if p.Items != nil {
+				f = p.Items.Format
+			}
+			if f != "" && slices.Contains(skip, f) {
+				out = append(out, fmt.Sprintf("%s %s (%s)", r.Method+" "+op.Path, k, f))
+			}
+		}
+	}
+	return out
+}
+
 // startRecordedPipeline is startPipeline with every client converge uses
 // (the executor's and the observer's) talking to the simulator through a
 // wireRecorder.
@@ -428,10 +456,19 @@ func TestRequestsMatchSchema(t *testing.T) {
 	}
 
 	var violations []string
-	counts := map[string]int{}
+	counts, unchecked := map[string]int{}, map[string]bool{}
 	for _, r := range reqs {
 		counts[operation(r)]++
 		violations = append(violations, schemaViolations(r)...)
+		for _, u := range uncheckedSent(r) {
+			unchecked[u] = true
+		}
+	}
+	// pveschema accepts a named format it has no checker for; which of
+	// converge's parameters that let through is logged, so the gap in
+	// this check is visible rather than silent.
+	if len(unchecked) > 0 {
+		t.Logf("parameters sent whose schema format pveschema does not check: %s", strings.Join(slices.Sorted(maps.Keys(unchecked)), ", "))
 	}
 	var lines []string
 	for _, op := range slices.Sorted(maps.Keys(counts)) {
