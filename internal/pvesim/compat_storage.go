@@ -170,8 +170,10 @@ func (s *Sim) canonicalWrite(g *guest, set map[string]string) error {
 
 // volumeInfo is pve-storage's API2/Storage/Content.pm "info": path, size,
 // used and format of a volume that exists (a guest's disk or mount point,
-// a downloaded appliance template), and the storage layer's error for one
-// that does not.
+// a downloaded appliance template), and the storage layer's
+// error for one that does not. check_volume_access first runs the
+// plugin's parse_volname, so a name the plugin cannot parse fails with
+// its error before volume_size_info looks for the volume.
 func (s *Sim) volumeInfo(q *req) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -179,19 +181,9 @@ func (s *Sim) volumeInfo(q *req) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	storeid, volume := q.path("storage"), q.path("volume")
-	volid := volume
-	if sid, _, ok := strings.Cut(volume, ":"); ok {
-		// real_volume_id: PVE::Storage::parse_volume_id, then the id check.
-		if !regexp.MustCompile(`^[a-z][a-z0-9\-_.]*[a-z0-9]$`).MatchString(sid) {
-			return nil, paramErr1("volume", "unable to parse volume ID '%s'", volume)
-		}
-		if storeid != "" && sid != storeid {
-			return nil, paramErr1("volume", "storage ID mismatch (%s != %s)", sid, storeid)
-		}
-		storeid = sid
-	} else {
-		volid = storeid + ":" + volume
+	volid, storeid, err := realVolumeID(q.path("storage"), q.path("volume"))
+	if err != nil {
+		return nil, err
 	}
 	_, volname, _ := strings.Cut(volid, ":")
 	st := storageByName(storeid)
@@ -224,13 +216,15 @@ func (s *Sim) volumeInfo(q *req) (any, error) {
 			return nil, fail500("can't get size of '%s':   Failed to find logical volume \"pve/%s\"", path, name)
 		}
 		return map[string]any{"path": path, "size": size, "used": 0, "format": "raw"}, nil
-	default: // dir: only appliance templates here
-		if rest, ok := strings.CutPrefix(volname, "vztmpl/"); ok {
-			path := "/var/lib/vz/template/cache/" + rest
-			if s.templates[volid] {
-				size := applianceSize(rest)
-				return map[string]any{"path": path, "size": size, "used": size, "format": "raw"}, nil
-			}
+	default: // dir ("local"): only appliance templates here
+		vtype, _, _, err := parseDirVolname(volname) // check_volume_access
+		if err != nil {
+			return nil, fail500("%s", err)
+		}
+		if vtype == "vztmpl" && s.templates[volid] {
+			_, name, _ := strings.Cut(volname, "/")
+			size := applianceSize(name)
+			return map[string]any{"path": dirPath(volname), "size": size, "used": size, "format": "raw"}, nil
 		}
 		// Plugin::file_size_info warns "failed to stat" and returns undef.
 		return nil, fail500("volume_size_info on '%s' failed - no format", volid)

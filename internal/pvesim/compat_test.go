@@ -70,6 +70,21 @@ func TestVolumeInfo(t *testing.T) {
 		{"/nodes/pve1/storage/ceph/content/local-lvm:vm-100-disk-0", "400 Parameter verification failed."},
 		{"/nodes/pve1/storage/local/content/local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", "500 volume_size_info on 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst' failed - no format"},
 		{"/nodes/pve1/storage/nope/content/nope:vm-100-disk-0", "500 storage 'nope' does not exist"},
+		// check_volume_access runs Plugin.pm parse_volname before
+		// volume_size_info: a dir volume name without its content type's
+		// extension ($ISO_EXT_RE_0, $VZTMPL_EXT_RE_1, $BACKUP_EXT_RE_2) or
+		// an image name parse_name_dir cannot read is refused as such; a
+		// well-formed name that is not there has "no format".
+		{"/nodes/pve1/storage/local/content/local:iso/doesnt-exist", "500 unable to parse directory volume name 'iso/doesnt-exist'"},
+		{"/nodes/pve1/storage/local/content/local:vztmpl/doesnt-exist", "500 unable to parse directory volume name 'vztmpl/doesnt-exist'"},
+		{"/nodes/pve1/storage/local/content/local:vztmpl/x.tar.gz.part", "500 unable to parse directory volume name 'vztmpl/x.tar.gz.part'"},
+		{"/nodes/pve1/storage/local/content/local:backup/x.txt", "500 unable to parse directory volume name 'backup/x.txt'"},
+		{"/nodes/pve1/storage/local/content/local:iso/a/b.iso", "500 unable to parse directory volume name 'iso/a/b.iso'"},
+		{"/nodes/pve1/storage/local/content/local:100/disk.img", "500 unable to parse volume filename 'disk.img'"},
+		{"/nodes/pve1/storage/local/content/local:iso/x.iso", "500 volume_size_info on 'local:iso/x.iso' failed - no format"},
+		{"/nodes/pve1/storage/local/content/local:iso/X.IMG", "500 volume_size_info on 'local:iso/X.IMG' failed - no format"},
+		{"/nodes/pve1/storage/local/content/iso/x.tar.zst", "500 unable to parse directory volume name 'iso/x.tar.zst'"},
+		{"/nodes/pve1/storage/local/content/vztmpl/x.tar", "500 volume_size_info on 'local:vztmpl/x.tar' failed - no format"},
 	} {
 		res, body := form(t, s, "GET", c.path, "")
 		wantStatus(t, res, body, c.status)

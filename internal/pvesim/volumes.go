@@ -60,23 +60,96 @@ func volOwner(st *storageDef, volname string) (int, error) {
 		}
 		n, _ := strconv.Atoi(m[7])
 		return n, nil
-	default: // Plugin.pm parse_volname, the dir plugin's content types
-		switch {
-		case regexp.MustCompile(`^(iso|vztmpl|snippets|import)/[^/]+$`).MatchString(volname):
-			return 0, nil
-		case regexp.MustCompile(`^backup/vzdump-(openvz|lxc|qemu)-(\d+)-`).MatchString(volname):
-			m := regexp.MustCompile(`-(\d+)-`).FindStringSubmatch(volname)
-			n, _ := strconv.Atoi(m[1])
-			return n, nil
-		case regexp.MustCompile(`^backup/[^/]+$`).MatchString(volname):
-			return 0, nil
-		}
-		if m := regexp.MustCompile(`^(\d+)/[^/\s]+\.(raw|qcow2|vmdk|subvol)$`).FindStringSubmatch(volname); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			return n, nil
-		}
-		return 0, fmt.Errorf("unable to parse directory volume name '%s'", volname)
+	default:
+		_, owner, _, err := parseDirVolname(volname)
+		return owner, err
 	}
+}
+
+// The volume names of a directory storage, as pve-storage's
+// src/PVE/Storage/Plugin.pm parse_volname reads them, with the file name
+// extensions of src/PVE/Storage.pm ($ISO_EXT_RE_0, $VZTMPL_EXT_RE_1,
+// $BACKUP_EXT_RE_2 over KNOWN_COMPRESSION_FORMATS, $IMPORT_EXT_RE_1,
+// $OVA_CONTENT_RE_1 over $SAFE_CHAR_WITH_WHITESPACE_CLASS_RE).
+var (
+	dirLinkedRe    = regexp.MustCompile(`^(\d+)/(\S+)/(\d+)/(\S+)$`)
+	dirImageRe     = regexp.MustCompile(`^(\d+)/(\S+)$`)
+	dirISORe       = regexp.MustCompile(`^iso/[^/]+\.(?i:iso|img)$`)
+	dirVztmplRe    = regexp.MustCompile(`^vztmpl/[^/]+\.(?i:tar|tar\.(?:gz|xz|zst|bz2))$`)
+	dirBackupRe    = regexp.MustCompile(`^backup/([^/]+\.(?:tgz|(?:tar|vma)(?:\.(?:gz|lzo|zst|bz2))?))$`)
+	dirVzdumpRe    = regexp.MustCompile(`^vzdump-(?:openvz|lxc|qemu)-(\d+)-.+`)
+	dirSnippetsRe  = regexp.MustCompile(`^snippets/[^/]+$`)
+	dirImportOVARe = regexp.MustCompile(`^import/[ a-zA-Z0-9\-.+=_]+\.ova/[ a-zA-Z0-9\-.+=_]+\.(qcow2|raw|vmdk)$`)
+	dirImportRe    = regexp.MustCompile(`^import/[ a-zA-Z0-9\-.+=_]+\.(ova|ovf|qcow2|raw|vmdk)$`)
+	// parse_name_dir: an image file name.
+	dirOwnedNameRe = regexp.MustCompile(`^(?:vm-|base-|subvol-)\d+-[^/\s]+\.(raw|qcow2|vmdk|subvol)$`)
+	dirSnapNameRe  = regexp.MustCompile(`^snap-.*\.qcow2$`)
+	dirAnyNameRe   = regexp.MustCompile(`^(?:base-)?[^/\s]+\.(raw|qcow2|vmdk|subvol)$`)
+)
+
+// parseDirVolname is Plugin.pm parse_volname on a directory storage: the
+// volume's content type, its owner vmid (0 for none) and its format, or
+// the error it dies with. An ISO needs an .iso/.img name, a template a
+// .tar[.gz|.xz|.zst|.bz2] one; "iso/doesnt-exist" is "unable to parse
+// directory volume name".
+func parseDirVolname(volname string) (vtype string, owner int, format string, err error) {
+	if m := dirLinkedRe.FindStringSubmatch(volname); m != nil {
+		if _, err := parseNameDir(m[2]); err != nil {
+			return "", 0, "", err
+		}
+		format, err := parseNameDir(m[4])
+		if err != nil {
+			return "", 0, "", err
+		}
+		n, _ := strconv.Atoi(m[3])
+		return "images", n, format, nil
+	}
+	if m := dirImageRe.FindStringSubmatch(volname); m != nil {
+		format, err := parseNameDir(m[2])
+		if err != nil {
+			return "", 0, "", err
+		}
+		n, _ := strconv.Atoi(m[1])
+		return "images", n, format, nil
+	}
+	switch {
+	case dirISORe.MatchString(volname):
+		return "iso", 0, "raw", nil
+	case dirVztmplRe.MatchString(volname):
+		return "vztmpl", 0, "raw", nil
+	case dirBackupRe.MatchString(volname):
+		fn := dirBackupRe.FindStringSubmatch(volname)[1]
+		if m := dirVzdumpRe.FindStringSubmatch(fn); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return "backup", n, "raw", nil
+		}
+		return "backup", 0, "raw", nil
+	case dirSnippetsRe.MatchString(volname):
+		return "snippets", 0, "raw", nil
+	}
+	if m := dirImportOVARe.FindStringSubmatch(volname); m != nil {
+		return "import", 0, "ova+" + m[1], nil
+	}
+	if m := dirImportRe.FindStringSubmatch(volname); m != nil {
+		return "import", 0, m[1], nil
+	}
+	return "", 0, "", fmt.Errorf("unable to parse directory volume name '%s'", volname)
+}
+
+// parseNameDir is Plugin.pm parse_name_dir: the format of an image file
+// name.
+func parseNameDir(name string) (string, error) {
+	if m := dirOwnedNameRe.FindStringSubmatch(name); m != nil {
+		return m[1], nil
+	}
+	if dirSnapNameRe.MatchString(name) {
+		//lint:ignore ST1005 Proxmox's own message
+		return "", fmt.Errorf("'%s' is a snapshot filename, not a volume!", name)
+	}
+	if m := dirAnyNameRe.FindStringSubmatch(name); m != nil {
+		return m[1], nil
+	}
+	return "", fmt.Errorf("unable to parse volume filename '%s'", name)
 }
 
 // volFreed reports whether volid was freed through the storage API while a

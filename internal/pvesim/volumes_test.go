@@ -101,6 +101,8 @@ func TestDeleteVolume(t *testing.T) {
 		{"/nodes/pve1/storage/local-lvm/content/ceph:vm-101-disk-0", "400 Parameter verification failed."},
 		{"/nodes/pve1/storage/local-lvm/content/Bad:vm-1", "400 Parameter verification failed."},
 		{"/nodes/pve1/storage/local-lvm/content/local-lvm:foo", "500 unable to parse lvm volume name 'foo'"},
+		// Content.pm delete: PVE::Storage::path runs Plugin.pm parse_volname.
+		{"/nodes/pve1/storage/local/content/local:iso/doesnt-exist", "500 unable to parse directory volume name 'iso/doesnt-exist'"},
 		{"/nodes/pve1/storage/nfs/content/nfs:iso/x.iso", "500 storage 'nfs' does not exist"},
 	} {
 		res, body := form(t, s, "DELETE", tc.path, "")
