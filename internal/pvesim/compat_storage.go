@@ -170,7 +170,7 @@ func (s *Sim) canonicalWrite(g *guest, set map[string]string) error {
 
 // volumeInfo is pve-storage's API2/Storage/Content.pm "info": path, size,
 // used and format of a volume that exists (a guest's disk or mount point,
-// a downloaded appliance template), and the storage layer's
+// a downloaded ISO image or appliance template), and the storage layer's
 // error for one that does not. check_volume_access first runs the
 // plugin's parse_volname, so a name the plugin cannot parse fails with
 // its error before volume_size_info looks for the volume.
@@ -216,12 +216,17 @@ func (s *Sim) volumeInfo(q *req) (any, error) {
 			return nil, fail500("can't get size of '%s':   Failed to find logical volume \"pve/%s\"", path, name)
 		}
 		return map[string]any{"path": path, "size": size, "used": 0, "format": "raw"}, nil
-	default: // dir ("local"): only appliance templates here
+	default: // dir ("local"): downloaded ISO images and templates
 		vtype, _, _, err := parseDirVolname(volname) // check_volume_access
 		if err != nil {
 			return nil, fail500("%s", err)
 		}
-		if vtype == "vztmpl" && s.templates[volid] {
+		if (vtype == "iso" && s.isos[volid]) || (vtype == "vztmpl" && s.templates[volid]) {
+			// Plugin.pm volume_size_info: file_size_info with the format
+			// parse_volname gives ISOs and templates, "raw", as qemu-img
+			// info reports it: virtual-size the file's size, actual-size
+			// its allocated blocks (the same: the simulated sizes are
+			// whole 4 KiB blocks).
 			_, name, _ := strings.Cut(volname, "/")
 			size := applianceSize(name)
 			return map[string]any{"path": dirPath(volname), "size": size, "used": size, "format": "raw"}, nil

@@ -1,6 +1,7 @@
 package pvesim_test
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -89,6 +90,48 @@ func TestVolumeInfo(t *testing.T) {
 		res, body := form(t, s, "GET", c.path, "")
 		wantStatus(t, res, body, c.status)
 	}
+}
+
+// TestVolumeInfoDownloadedISO: Content.pm info of an ISO image that
+// pve-storage's API2/Storage/Status.pm download_url put on a directory
+// storage: its path under template/iso (Plugin.pm filesystem_path), and
+// size, used and format from Plugin.pm volume_size_info, which passes
+// file_size_info the format parse_volname gives an ISO, "raw" (the
+// listing says "iso": list_volumes). Once deleted, it has "no format".
+// go-proxmox's Storage.ISO reads it so.
+func TestVolumeInfoDownloadedISO(t *testing.T) {
+	s := startSim(t, pvesim.Options{})
+	c := tokenClient(s)
+	n, err := c.Node(ctxT(t), "pve1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.Storage(ctxT(t), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := st.DownloadURL(ctxT(t), "iso", "tiny.iso", "https://example.org/tiny.iso")
+	mustOK(t, s, task, err)
+	items, err := st.GetContent(ctxT(t))
+	if err != nil || len(items) != 1 {
+		t.Fatalf("content %+v %v", items, err)
+	}
+	res, body := form(t, s, "GET", "/nodes/pve1/storage/local/content/local:iso/tiny.iso", "")
+	wantStatus(t, res, body, "200 OK")
+	got, _ := json.Marshal(body["data"], json.Deterministic(true))
+	size := uint64(items[0].Size)
+	want := fmt.Sprintf(`{"format":"raw","path":"/var/lib/vz/template/iso/tiny.iso","size":%d,"used":%d}`, size, size)
+	if string(got) != want {
+		t.Fatalf("info %s, want %s", got, want)
+	}
+	iso, err := st.ISO(ctxT(t), "tiny.iso")
+	if err != nil || iso.Path != "/var/lib/vz/template/iso/tiny.iso" || iso.Format != "raw" {
+		t.Fatalf("go-proxmox ISO: %+v %v", iso, err)
+	}
+	task, err = iso.Delete(ctxT(t))
+	mustOK(t, s, task, err)
+	res, body = form(t, s, "GET", "/nodes/pve1/storage/local/content/local:iso/tiny.iso", "")
+	wantStatus(t, res, body, "500 volume_size_info on 'local:iso/tiny.iso' failed - no format")
 }
 
 // TestPathNormalisation: pve-http-server splits the path on /+ and skips
