@@ -17,9 +17,10 @@ import (
 // enumerations, named formats and property strings. All problems come in
 // one 400 {"errors":{"<param>":"<message>"},"data":null}.
 //
-// The same 9.1.3 rules apply with Version "7": PVE 7 declared no parameter
-// the simulator serves that 9.1.3 dropped, and the PVE 7 mode differs in
-// answers (memory typing, pools, resize), not in what it accepts.
+// The same 9.1.3 rules apply with Version "7", as the hand-kept list they
+// replace did: the PVE 7 mode differs in its answers (memory typing,
+// pools, resize), not in what it accepts; TestSchemaMatrixUndeclared runs
+// in both modes.
 
 // schemaPath is the request's path as the schema's operations are matched:
 // the registered pattern with the request's path values; a {volume...}
