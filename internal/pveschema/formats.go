@@ -42,8 +42,10 @@ var formatChecks = map[string]func(string) string{
 		return "value does not look like a valid address: " + v
 	},
 	"ipv4mask": ipv4Mask,
-	// pve-ha-manager's: vm:100, ct:100 or a bare VMID.
-	"pve-ha-resource-or-vm-id": match(`^((vm|ct):)?\d+$`, "value does not look like a valid ha resource id"),
+	// pve-ha-manager src/PVE/HA/Tools.pm pve_verify_ha_resource_or_vm_id:
+	// m/^([a-z]+:\S+|\d+)$/; an unknown type (foo:1) or a bad VMID
+	// (vm:abc) is the API call's error, not the format's.
+	"pve-ha-resource-or-vm-id": match(`^([a-z]+:\S+|\d+)$`, "value does not look like a valid ha resource id"),
 	"disk-size":                match(`^\d+(\.\d+)?[KMGT]?$`, "unable to parse size"),
 	"pve-ipv4-config":          ipConfig(false),
 	"pve-ipv6-config":          ipConfig(true),

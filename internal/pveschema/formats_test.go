@@ -32,7 +32,9 @@ func TestNamedFormats(t *testing.T) {
 		{"address-list", "10.0.0.1 pve.example.com", true}, {"address-list", "10.0.0.1,-bad-", false},
 		{"dns-name-list", "a.example.com;b.example.com", true}, {"dns-name-list", "a_b.example.com", false},
 		{"ipv4mask", "255.255.255.0", true}, {"ipv4mask", "255.0.255.0", false},
-		{"pve-ha-resource-or-vm-id", "vm:100", true}, {"pve-ha-resource-or-vm-id", "qemu:100", false},
+		{"pve-ha-resource-or-vm-id", "vm:100", true}, {"pve-ha-resource-or-vm-id", "100", true},
+		{"pve-ha-resource-or-vm-id", "foo:1", true}, {"pve-ha-resource-or-vm-id", "vm:abc", true},
+		{"pve-ha-resource-or-vm-id", "VM:100", false}, {"pve-ha-resource-or-vm-id", "vm:", false},
 		{"disk-size", "32G", true}, {"disk-size", "32GiB", false},
 		{"email-or-username", "anything at all", true}, // unchecked: see TestUncheckedFormats
 	}

@@ -154,3 +154,7 @@ func indexAtMost(idx string, max int) bool {
 	}
 	return true
 }
+
+// Param returns the declared parameter a concrete name stands for (itself,
+// or "net0" for the indexed "net[n]"), nil if the operation declares none.
+func (o *Operation) Param(name string) *Param { return find(o.Params, name) }

@@ -106,15 +106,12 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		return nil, fail500("%s %d already exists on node '%s'", word, vmid, s.guests[vmid].node)
 	}
 	conf := map[string]string{}
-	errs := declaredErrors(q.op, q.params)
-	if errs == nil {
-		errs = map[string]string{}
-	}
+	errs := map[string]string{}
 	if kind == QEMU {
 		resolveCdromAlias(q.params)
 	}
 	for k, v := range q.params {
-		if _, bad := errs[k]; bad || createMeta[k] {
+		if createMeta[k] || !configKey(kind, k) {
 			continue
 		}
 		cv, msg := canonical(kind, k, v)

@@ -277,3 +277,36 @@ func TestDeclaredConfigKeysAccepted(t *testing.T) {
 		t.Fatalf("typed new keys: %s %v", res.Status, m)
 	}
 }
+
+// TestDeclaredOptionsWithoutEffect: parameters the API schema declares
+// that the simulator does not model are accepted and change nothing else
+// (API schema: POST /nodes/{node}/qemu bwlimit, ha-managed; POST
+// /nodes/{node}/qemu/{vmid}/config import-working-storage); they are
+// not config keys. A JSON body's numbers are checked as their text
+// (pve-common src/PVE/JSONSchema.pm check_type, integer: m/^-?\d+$/),
+// so a JSON 0 for cores is below its minimum.
+func TestDeclaredOptionsWithoutEffect(t *testing.T) {
+	s := startSim(t, pvesim.Options{Guests: 6})
+	res, m := raw(t, "POST", s.URL()+"/nodes/pve1/qemu", tokenHdr(), "vmid=910&bwlimit=100&ha-managed=0&cores=2")
+	if res.StatusCode != 200 {
+		t.Fatalf("create: %s %v", res.Status, m)
+	}
+	if res, m := raw(t, "POST", s.URL()+"/nodes/pve1/qemu/101/config", tokenHdr(), "import-working-storage=local&cores=3"); res.StatusCode != 200 {
+		t.Fatalf("config: %s %v", res.Status, m)
+	}
+	if g, _ := s.Guest(101); g.Config["cores"] != "3" || g.Config["import-working-storage"] != "" {
+		t.Fatalf("config %v", g.Config)
+	}
+	jsonHdr := tokenHdr()
+	jsonHdr["Content-Type"] = "application/json"
+	res, m = raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/101/config", jsonHdr, `{"cores":0,"sockets":2}`)
+	if errs, _ := m["errors"].(map[string]any); res.StatusCode != 400 || len(errs) != 1 || errs["cores"] != "value must have a minimum value of 1\n" {
+		t.Fatalf("JSON cores 0: %s %v", res.Status, m)
+	}
+	if res, m := raw(t, "PUT", s.URL()+"/nodes/pve1/qemu/101/config", jsonHdr, `{"cores":4,"numa":true}`); res.StatusCode != 200 {
+		t.Fatalf("JSON cores 4: %s %v", res.Status, m)
+	}
+	// A volume name with a slash is one path parameter, checked too
+	// (API schema: GET /nodes/{node}/storage/{storage}/content/{volume}).
+	wantUndeclared(t, s, "GET", "/nodes/pve1/storage/local/content/local:iso/x.iso?bogus=1", "", "bogus")
+}

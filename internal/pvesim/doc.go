@@ -19,13 +19,15 @@
 //     number-typed keys (cpulimit) as strings, /cluster/nextid as a string,
 //     QEMU memory as a string from PVE 8 on, "template" only when 1 in guest
 //     lists and status but always 0/1 in /cluster/resources.
-//   - Every served operation refuses, with a 400 and no effect, the
-//     parameters its API schema entry does not declare and values outside
-//     its enumerations (a hand-kept list, declared.go); booleans are 1 or
-//     0 (or JSON true/false), as pve-common's check_type takes them; NIC
-//     and ipconfig property strings refuse undeclared keys, a QEMU NIC one
-//     without a model. Config keys the schema declares are stored even
-//     where the simulator does not model them.
+//   - Every request is checked, before anything changes, against its
+//     operation's rules generated from Proxmox's API schema (package
+//     pveschema, schemacheck.go): undeclared or missing parameters, types,
+//     patterns, lengths, ranges, enumerations, named formats and property
+//     strings; all problems in one 400 with pve-common's messages.
+//     Booleans are 1 or 0 (or JSON true/false), as check_type takes them.
+//     Config keys the schema declares are stored even where the simulator
+//     does not model them; other declared parameters it does not model
+//     (bwlimit, …) are accepted without effect.
 //   - Auth is API tokens or tickets (cookie plus CSRFPreventionToken on
 //     writes); anything else is 401.
 //   - Guests keep applied config, a [PENDING] section and a SHA-1 digest of

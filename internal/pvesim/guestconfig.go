@@ -100,15 +100,12 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		return nil, err
 	}
 	ch := &configChange{set: map[string]string{}}
-	errs := declaredErrors(q.op, q.params)
-	if errs == nil {
-		errs = map[string]string{}
-	}
+	errs := map[string]string{}
 	if g.kind == QEMU {
 		resolveCdromAlias(q.params)
 	}
 	for k, v := range q.params {
-		if _, bad := errs[k]; bad || configMeta[k] {
+		if !configKey(g.kind, k) {
 			continue
 		}
 		if k == "description" && v == "" {

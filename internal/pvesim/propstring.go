@@ -22,8 +22,8 @@ type propFormat struct {
 	enums      map[string][]string
 }
 
-// Hand-kept with declaredParams: the formats of the property strings the
-// simulator checks (API schema: PUT /nodes/{node}/qemu/{vmid}/config
+// Hand-kept, checked again after the schema check (schemacheck.go): the
+// formats of the property strings the simulator checks (API schema: PUT /nodes/{node}/qemu/{vmid}/config
 // net[n]; qemu-server src/PVE/QemuServer/Network.pm $ipconfig_fmt,
 // pve-qm-ipconfig; API schema: PUT /nodes/{node}/lxc/{vmid}/config net[n]).
 var (

@@ -76,6 +76,7 @@ func vmidFromPath(p string) int {
 // handle registers an authenticated API endpoint.
 func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
+	s.served = append(s.served, pattern)
 	mux.HandleFunc(method+" /api2/json"+path, func(w http.ResponseWriter, r *http.Request) {
 		user, err := s.authenticate(r)
 		if err != nil {
@@ -92,22 +93,22 @@ func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
 // handleOpen registers an endpoint that needs no auth (the ticket login).
 func (s *Sim) handleOpen(mux *http.ServeMux, pattern string, fn apiFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
+	s.served = append(s.served, pattern)
 	mux.HandleFunc(method+" /api2/json"+path, func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, method+" "+path, "", fn)
 	})
 }
 
 // serve answers a request to the registered pattern: parameters parsed
-// and checked against the operation's declared ones, then fn.
+// and checked against the operation's API schema (schemaCheck), then fn.
 func (s *Sim) serve(w http.ResponseWriter, r *http.Request, pattern, user string, fn apiFunc) {
 	params, err := parseParams(r)
-	op := schemaOp(r, pattern)
 	if err == nil {
-		err = declaredCheck(op, params)
+		err = schemaCheck(r, pattern, params)
 	}
 	if err == nil {
 		var data any
-		data, err = fn(&req{r: r, op: op, params: params, user: user})
+		data, err = fn(&req{r: r, params: params, user: user})
 		if err == nil {
 			writeData(w, data)
 			return

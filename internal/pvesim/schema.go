@@ -110,11 +110,13 @@ func parsePropBool(v string) (bool, bool) {
 }
 
 // canonical validates a parameter value and returns what PVE writes to the
-// config file, or a per-field error message as PVE phrases it.
+// config file, or a per-field error message as PVE phrases it. A key the
+// API schema declares (checked in serve) that the simulator does not
+// model is kept as written.
 func canonical(kind Kind, key, v string) (string, string) {
 	spec, ok := specFor(kind, key)
 	if !ok {
-		return "", "property is not defined in schema and the schema does not allow additional properties"
+		return v, ""
 	}
 	if msg := propStringError(kind, key, v); msg != "" {
 		return "", msg

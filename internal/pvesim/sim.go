@@ -74,6 +74,7 @@ type Sim struct {
 	opts    Options
 	log     zerolog.Logger
 	version versionProfile
+	served  []string // the registered patterns, "GET /nodes/{node}/qemu"
 
 	mu      sync.Mutex
 	nodes   []*node

@@ -51,7 +51,6 @@ type withTotal struct {
 // req is one parsed API request.
 type req struct {
 	r      *http.Request
-	op     string            // the operation as the API schema names it: "PUT /nodes/{node}/qemu/{vmid}/config"
 	params map[string]string // body merged with query; query wins, as in PVE
 	user   string            // authenticated identity: user@realm or user@realm!token
 }
