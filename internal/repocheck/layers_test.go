@@ -71,9 +71,9 @@ var layers = []layer{
 	{pkg: "internal/natsauth", imports: []string{"events", "internal/bus", "internal/journal", "internal/lease"}, neverLinks: []string{goProxmox}},
 	{pkg: "internal/audit", imports: []string{"events", "internal/bus", "projector"}, neverLinks: []string{natsServer, goProxmox}},
 	// The Proxmox edge knows nothing of NATS; the simulator nothing of
-	// converge but pacing.
+	// converge but pacing and Proxmox's API schema (internal/pveschema).
 	{pkg: "internal/pve", imports: []string{"events", "internal/pace"}, neverLinks: []string{natsServer, natsClient}},
-	{pkg: "internal/pvesim", imports: []string{"internal/pace"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
+	{pkg: "internal/pvesim", imports: []string{"internal/pace", "internal/pveschema"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
 	// Proxmox's API schema as data, and the generator that writes it from
 	// pve-docs' apidata.js: the standard library only.
 	{pkg: "internal/pveschema", imports: []string{}, stdlibOnly: true},
