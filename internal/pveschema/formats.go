@@ -233,10 +233,12 @@ func ipv4Mask(v string) string {
 	return "value does not look like a valid IP netmask"
 }
 
-// ipConfig is qemu-server's verify_ipv4_config / verify_ipv6_config.
+// ipConfig is pve-common's pve_verify_ipv4_config / pve_verify_ipv6_config
+// (registered there, used by qemu-server's ipconfig and pve-container's
+// net): dhcp and manual for both families, auto for IPv6, else a CIDR.
 func ipConfig(v6 bool) func(string) string {
 	return func(v string) string {
-		if v == "dhcp" || v6 && v == "auto" {
+		if v == "dhcp" || v == "manual" || v6 && v == "auto" {
 			return ""
 		}
 		if !v6 && cidrv4(v) == "" {
@@ -246,8 +248,8 @@ func ipConfig(v6 bool) func(string) string {
 			return ""
 		}
 		if v6 {
-			return "invalid IPv6 configuration: " + v
+			return "value does not look like a valid ipv6 network configuration"
 		}
-		return "invalid IPv4 configuration: " + v
+		return "value does not look like a valid ipv4 network configuration"
 	}
 }

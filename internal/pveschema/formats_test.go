@@ -27,6 +27,11 @@ func TestNamedFormats(t *testing.T) {
 		{"pve-tag-list", "web;prod,db", true}, {"pve-tag-list", "web;pr/od", false},
 		{"pve-volume-id", "local-lvm:vm-100-disk-0", true}, {"pve-volume-id", "vm-100-disk-0", false},
 		{"pve-qm-ipconfig", "ip=dhcp,ip6=auto", true}, {"pve-qm-ipconfig", "ip=10.0.0.2/24,gw=10.0.0.1", true},
+		// pve-common's pve_verify_ipv4/6_config take manual (no address
+		// configured), auto for IPv6 only.
+		{"pve-ipv4-config", "manual", true}, {"pve-ipv4-config", "auto", false}, {"pve-ipv4-config", "10.0.0.5/024", true},
+		{"pve-ipv6-config", "manual", true}, {"pve-ipv6-config", "auto", true}, {"pve-ipv6-config", "static", false},
+		{"pve-qm-ipconfig", "ip=manual,ip6=manual", true},
 		{"pve-qm-ipconfig", "gw=10.0.0.1", false}, // a gateway requires an address
 		{"pve-qm-ipconfig", "ip6=dhcp,gw6=10.0.0.1", false},
 		{"address-list", "10.0.0.1 pve.example.com", true}, {"address-list", "10.0.0.1,-bad-", false},

@@ -59,7 +59,7 @@ func TestValidate(t *testing.T) {
 			map[string]string{"ipconfig0": "invalid format - invalid key in comma-separated list property: dns"}},
 		{"API schema: PUT /nodes/{node}/qemu/{vmid}/config: an ipconfig address without a prefix",
 			"PUT", qemuConfig, map[string]string{"ipconfig0": "ip=10.0.0.5"},
-			map[string]string{"ipconfig0": "invalid format - format error\nipconfig0.ip: invalid format - invalid IPv4 configuration: 10.0.0.5"}},
+			map[string]string{"ipconfig0": "invalid format - format error\nipconfig0.ip: invalid format - value does not look like a valid ipv4 network configuration"}},
 		{"API schema: PUT /nodes/{node}/qemu/{vmid}/config: a bad tag",
 			"PUT", qemuConfig, map[string]string{"tags": "ok;no/slash"},
 			map[string]string{"tags": "invalid format - invalid tag 'no/slash'"}},
