@@ -61,6 +61,13 @@ var namedPropStrings = map[string]*PropString{
 		{Name: "ip", Type: "string", Optional: true, Format: "pve-ipv4-config"},
 		{Name: "ip6", Type: "string", Optional: true, Format: "pve-ipv6-config"},
 	}},
+	// qemu-server's cicustom: [meta=<volume>][,network=<volume>][,user=<volume>][,vendor=<volume>]
+	"pve-qm-cicustom": {Keys: []Param{
+		{Name: "meta", Type: "string", Optional: true, Format: "pve-volume-id"},
+		{Name: "network", Type: "string", Optional: true, Format: "pve-volume-id"},
+		{Name: "user", Type: "string", Optional: true, Format: "pve-volume-id"},
+		{Name: "vendor", Type: "string", Optional: true, Format: "pve-volume-id"},
+	}},
 }
 
 // checkFormat checks a named format, with pve-common's suffixes: X-list is

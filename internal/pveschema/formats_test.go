@@ -34,6 +34,10 @@ func TestNamedFormats(t *testing.T) {
 		{"pve-qm-ipconfig", "ip=manual,ip6=manual", true},
 		{"pve-qm-ipconfig", "gw=10.0.0.1", false}, // a gateway requires an address
 		{"pve-qm-ipconfig", "ip6=dhcp,gw6=10.0.0.1", false},
+		{"pve-qm-cicustom", "user=local:snippets/u.yaml,network=nfs-1:snippets/n.yaml", true},
+		{"pve-qm-cicustom", "user=local:snippets/u.yaml,", true}, // an empty part is skipped
+		{"pve-qm-cicustom", "user=snippets/u.yaml", false}, {"pve-qm-cicustom", "local:snippets/u.yaml", false},
+		{"pve-qm-cicustom", "foo=local:x", false}, {"pve-qm-cicustom", "user=l:x", false},
 		{"address-list", "10.0.0.1 pve.example.com", true}, {"address-list", "10.0.0.1,-bad-", false},
 		{"dns-name-list", "a.example.com;b.example.com", true}, {"dns-name-list", "a_b.example.com", false},
 		{"ipv4mask", "255.255.255.0", true}, {"ipv4mask", "255.0.255.0", false},
@@ -66,7 +70,7 @@ func TestUncheckedFormats(t *testing.T) {
 		"pve-fw-protocol-spec", "pve-fw-sport-spec", "pve-groupid", "pve-groupid-list",
 		"pve-ha-node-list", "pve-ha-resource-id-list", "pve-hotplug-features", "pve-iface",
 		"pve-iface-list", "pve-lxc-dev-string", "pve-lxc-mp-string", "pve-priv-list",
-		"pve-qemu-sev-fmt", "pve-qemu-tdx-fmt", "pve-qm-boot", "pve-qm-bootdisk", "pve-qm-cicustom",
+		"pve-qemu-sev-fmt", "pve-qemu-tdx-fmt", "pve-qm-boot", "pve-qm-bootdisk",
 		"pve-qm-hostpci", "pve-qm-ide", "pve-qm-rng", "pve-qm-smbios1", "pve-qm-watchdog",
 		"pve-realm", "pve-replication-job-id", "pve-roleid", "pve-roleid-list", "pve-sdn-bgp-rt-list",
 		"pve-sdn-controller-id", "pve-sdn-dhcp-range", "pve-sdn-dns-id", "pve-sdn-fabric-id",
