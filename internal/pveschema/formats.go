@@ -47,8 +47,12 @@ var formatChecks = map[string]func(string) string{
 	// (vm:abc) is the API call's error, not the format's.
 	"pve-ha-resource-or-vm-id": match(`^([a-z]+:\S+|\d+)$`, "value does not look like a valid ha resource id"),
 	"disk-size":                match(`^\d+(\.\d+)?[KMGT]?$`, "unable to parse size"),
-	"pve-ipv4-config":          ipConfig(false),
-	"pve-ipv6-config":          ipConfig(true),
+	// pve-common pve_verify_urlencoded: the characters encodeURIComponent
+	// leaves alone, and '%'. It does not check that '%' starts a %XX
+	// escape: "100%" passes, as in Perl.
+	"urlencoded":      matchf(`^[-%a-zA-Z0-9_.!~*'()]*$`, "invalid urlencoded string: %s"),
+	"pve-ipv4-config": ipConfig(false),
+	"pve-ipv6-config": ipConfig(true),
 }
 
 // namedPropStrings are named formats that are property strings (registered

@@ -38,6 +38,10 @@ func TestNamedFormats(t *testing.T) {
 		{"pve-qm-cicustom", "user=local:snippets/u.yaml,", true}, // an empty part is skipped
 		{"pve-qm-cicustom", "user=snippets/u.yaml", false}, {"pve-qm-cicustom", "local:snippets/u.yaml", false},
 		{"pve-qm-cicustom", "foo=local:x", false}, {"pve-qm-cicustom", "user=l:x", false},
+		{"urlencoded", "ssh-ed25519%20AAAAC3Nz%2B%2F%3D%3D%20me%40host%0A", true}, {"urlencoded", "", true},
+		{"urlencoded", "-_.!~*'()", true}, {"urlencoded", "100%", true}, // '%' unchecked, as in pve-common
+		{"urlencoded", "ssh-ed25519 AAAA", false}, {"urlencoded", "a+b", false}, {"urlencoded", "a/b", false},
+		{"urlencoded", "a=b", false}, {"urlencoded", "k\n", false}, {"urlencoded", "é", false},
 		{"address-list", "10.0.0.1 pve.example.com", true}, {"address-list", "10.0.0.1,-bad-", false},
 		{"dns-name-list", "a.example.com;b.example.com", true}, {"dns-name-list", "a_b.example.com", false},
 		{"ipv4mask", "255.255.255.0", true}, {"ipv4mask", "255.0.255.0", false},
@@ -81,7 +85,7 @@ func TestUncheckedFormats(t *testing.T) {
 		"pve-storage-vgname", "pve-task-status-type-list", "pve-tfa-config", "pve-tokenid-list",
 		"pve-userid", "pve-userid-list", "pve-vlan-id-or-range-list", "pve-vm-cpu-conf",
 		"pve-volume-id-or-absolute-path", "pve-volume-id-or-qm-path", "realm-sync-options",
-		"storage-pair-list", "string-list", "urlencoded",
+		"storage-pair-list", "string-list",
 	}
 	if got := UncheckedFormats(); !slices.Equal(got, want) {
 		t.Errorf("unchecked formats changed:\n got %q\nwant %q", got, want)
