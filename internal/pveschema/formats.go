@@ -47,8 +47,12 @@ var formatChecks = map[string]func(string) string{
 	// (vm:abc) is the API call's error, not the format's.
 	"pve-ha-resource-or-vm-id": match(`^([a-z]+:\S+|\d+)$`, "value does not look like a valid ha resource id"),
 	"disk-size":                match(`^\d+(\.\d+)?[KMGT]?$`, "unable to parse size"),
-	"pve-ipv4-config":          ipConfig(false),
-	"pve-ipv6-config":          ipConfig(true),
+	// pve-common pve_verify_urlencoded: the characters encodeURIComponent
+	// leaves alone, and '%'. It does not check that '%' starts a %XX
+	// escape: "100%" passes, as in Perl.
+	"urlencoded":      matchf(`^[-%a-zA-Z0-9_.!~*'()]*$`, "invalid urlencoded string: %s"),
+	"pve-ipv4-config": ipConfig(false),
+	"pve-ipv6-config": ipConfig(true),
 }
 
 // namedPropStrings are named formats that are property strings (registered
@@ -60,6 +64,13 @@ var namedPropStrings = map[string]*PropString{
 		{Name: "gw6", Type: "string", Optional: true, Format: "ipv6", Requires: "ip6"},
 		{Name: "ip", Type: "string", Optional: true, Format: "pve-ipv4-config"},
 		{Name: "ip6", Type: "string", Optional: true, Format: "pve-ipv6-config"},
+	}},
+	// qemu-server's cicustom: [meta=<volume>][,network=<volume>][,user=<volume>][,vendor=<volume>]
+	"pve-qm-cicustom": {Keys: []Param{
+		{Name: "meta", Type: "string", Optional: true, Format: "pve-volume-id"},
+		{Name: "network", Type: "string", Optional: true, Format: "pve-volume-id"},
+		{Name: "user", Type: "string", Optional: true, Format: "pve-volume-id"},
+		{Name: "vendor", Type: "string", Optional: true, Format: "pve-volume-id"},
 	}},
 }
 
@@ -233,10 +244,12 @@ func ipv4Mask(v string) string {
 	return "value does not look like a valid IP netmask"
 }
 
-// ipConfig is qemu-server's verify_ipv4_config / verify_ipv6_config.
+// ipConfig is pve-common's pve_verify_ipv4_config / pve_verify_ipv6_config
+// (registered there, used by qemu-server's ipconfig and pve-container's
+// net): dhcp and manual for both families, auto for IPv6, else a CIDR.
 func ipConfig(v6 bool) func(string) string {
 	return func(v string) string {
-		if v == "dhcp" || v6 && v == "auto" {
+		if v == "dhcp" || v == "manual" || v6 && v == "auto" {
 			return ""
 		}
 		if !v6 && cidrv4(v) == "" {
@@ -246,8 +259,8 @@ func ipConfig(v6 bool) func(string) string {
 			return ""
 		}
 		if v6 {
-			return "invalid IPv6 configuration: " + v
+			return "value does not look like a valid ipv6 network configuration"
 		}
-		return "invalid IPv4 configuration: " + v
+		return "value does not look like a valid ipv4 network configuration"
 	}
 }

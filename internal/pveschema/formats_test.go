@@ -27,8 +27,21 @@ func TestNamedFormats(t *testing.T) {
 		{"pve-tag-list", "web;prod,db", true}, {"pve-tag-list", "web;pr/od", false},
 		{"pve-volume-id", "local-lvm:vm-100-disk-0", true}, {"pve-volume-id", "vm-100-disk-0", false},
 		{"pve-qm-ipconfig", "ip=dhcp,ip6=auto", true}, {"pve-qm-ipconfig", "ip=10.0.0.2/24,gw=10.0.0.1", true},
+		// pve-common's pve_verify_ipv4/6_config take manual (no address
+		// configured), auto for IPv6 only.
+		{"pve-ipv4-config", "manual", true}, {"pve-ipv4-config", "auto", false}, {"pve-ipv4-config", "10.0.0.5/024", true},
+		{"pve-ipv6-config", "manual", true}, {"pve-ipv6-config", "auto", true}, {"pve-ipv6-config", "static", false},
+		{"pve-qm-ipconfig", "ip=manual,ip6=manual", true},
 		{"pve-qm-ipconfig", "gw=10.0.0.1", false}, // a gateway requires an address
 		{"pve-qm-ipconfig", "ip6=dhcp,gw6=10.0.0.1", false},
+		{"pve-qm-cicustom", "user=local:snippets/u.yaml,network=nfs-1:snippets/n.yaml", true},
+		{"pve-qm-cicustom", "user=local:snippets/u.yaml,", true}, // an empty part is skipped
+		{"pve-qm-cicustom", "user=snippets/u.yaml", false}, {"pve-qm-cicustom", "local:snippets/u.yaml", false},
+		{"pve-qm-cicustom", "foo=local:x", false}, {"pve-qm-cicustom", "user=l:x", false},
+		{"urlencoded", "ssh-ed25519%20AAAAC3Nz%2B%2F%3D%3D%20me%40host%0A", true}, {"urlencoded", "", true},
+		{"urlencoded", "-_.!~*'()", true}, {"urlencoded", "100%", true}, // '%' unchecked, as in pve-common
+		{"urlencoded", "ssh-ed25519 AAAA", false}, {"urlencoded", "a+b", false}, {"urlencoded", "a/b", false},
+		{"urlencoded", "a=b", false}, {"urlencoded", "k\n", false}, {"urlencoded", "é", false},
 		{"address-list", "10.0.0.1 pve.example.com", true}, {"address-list", "10.0.0.1,-bad-", false},
 		{"dns-name-list", "a.example.com;b.example.com", true}, {"dns-name-list", "a_b.example.com", false},
 		{"ipv4mask", "255.255.255.0", true}, {"ipv4mask", "255.0.255.0", false},
@@ -61,7 +74,7 @@ func TestUncheckedFormats(t *testing.T) {
 		"pve-fw-protocol-spec", "pve-fw-sport-spec", "pve-groupid", "pve-groupid-list",
 		"pve-ha-node-list", "pve-ha-resource-id-list", "pve-hotplug-features", "pve-iface",
 		"pve-iface-list", "pve-lxc-dev-string", "pve-lxc-mp-string", "pve-priv-list",
-		"pve-qemu-sev-fmt", "pve-qemu-tdx-fmt", "pve-qm-boot", "pve-qm-bootdisk", "pve-qm-cicustom",
+		"pve-qemu-sev-fmt", "pve-qemu-tdx-fmt", "pve-qm-boot", "pve-qm-bootdisk",
 		"pve-qm-hostpci", "pve-qm-ide", "pve-qm-rng", "pve-qm-smbios1", "pve-qm-watchdog",
 		"pve-realm", "pve-replication-job-id", "pve-roleid", "pve-roleid-list", "pve-sdn-bgp-rt-list",
 		"pve-sdn-controller-id", "pve-sdn-dhcp-range", "pve-sdn-dns-id", "pve-sdn-fabric-id",
@@ -72,7 +85,7 @@ func TestUncheckedFormats(t *testing.T) {
 		"pve-storage-vgname", "pve-task-status-type-list", "pve-tfa-config", "pve-tokenid-list",
 		"pve-userid", "pve-userid-list", "pve-vlan-id-or-range-list", "pve-vm-cpu-conf",
 		"pve-volume-id-or-absolute-path", "pve-volume-id-or-qm-path", "realm-sync-options",
-		"storage-pair-list", "string-list", "urlencoded",
+		"storage-pair-list", "string-list",
 	}
 	if got := UncheckedFormats(); !slices.Equal(got, want) {
 		t.Errorf("unchecked formats changed:\n got %q\nwant %q", got, want)
