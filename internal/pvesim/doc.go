@@ -33,7 +33,8 @@
 //   - Guests keep applied config, a [PENDING] section and a SHA-1 digest of
 //     the serialised file that changes on every write; a write carrying a
 //     stale digest fails. Running guests keep non-hotpluggable changes pending
-//     until the next start or reboot. Every write drops pending values equal
+//     until the next start or reboot. A deleted disk is kept as unusedN or,
+//     with force (and through unlink), freed. Every write drops pending values equal
 //     to the applied ones (cleanup_pending); revert drops a key's pending
 //     value or deletion, and may not name a key the request also sets or
 //     deletes.

@@ -27,7 +27,7 @@ func (s *Sim) getConfig(q *req, g *guest) (any, error) {
 }
 
 // pendingItem is an entry of GET …/pending: the applied value, the pending
-// one, a pending deletion (1).
+// one, a pending deletion (1, or 2 when forced).
 type pendingItem struct {
 	Key     string `json:"key"`
 	Value   any    `json:"value,omitzero"`
@@ -66,8 +66,11 @@ func (s *Sim) getPending(q *req, g *guest) (any, error) {
 		if v, ok := g.pending[k]; ok {
 			e.Pending = s.typed(g.kind, k, v)
 		}
-		if g.pendingDel[k] {
+		if force, ok := g.pendingDel[k]; ok {
 			e.Delete = 1
+			if force {
+				e.Delete = 2 // a force-delete request
+			}
 		}
 		out = append(out, e)
 	}
@@ -84,6 +87,9 @@ type configChange struct {
 	set    map[string]string
 	del    []string
 	revert []string
+	// force is qemu-server's "force" of a delete: a deleted disk's volume
+	// is freed (try_deallocate_drive) instead of kept as unusedN.
+	force bool
 }
 
 // parseConfigChange checks digest, lock and parameters up front, as
@@ -103,6 +109,9 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 	errs := map[string]string{}
 	if g.kind == QEMU {
 		resolveCdromAlias(q.params)
+		if ch.force, err = q.boolParam("force"); err != nil {
+			return nil, err
+		}
 	}
 	for k, v := range q.params {
 		if !configKey(g.kind, k) {
@@ -120,8 +129,15 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		ch.set[k] = cv
 	}
 	for _, k := range splitList(q.str("delete")) {
+		if g.kind == QEMU && k == "cdrom" {
+			k = "ide2" // update_vm_api's alias
+		}
 		if _, ok := specFor(g.kind, k); !ok {
-			errs["delete"] = fmt.Sprintf("invalid format - unknown property '%s'", k)
+			if g.kind == QEMU { // update_vm_api: option_exists
+				errs["delete"] = fmt.Sprintf("unknown option '%s'", k)
+			} else {
+				errs["delete"] = fmt.Sprintf("invalid format - unknown property '%s'", k)
+			}
 			continue
 		}
 		if _, both := ch.set[k]; both {
@@ -203,14 +219,15 @@ func (g *guest) apply(ch *configChange) []string {
 			continue
 		}
 		delete(g.pending, k)
-		if g.running() && !hotpluggable(g, k) && inConf {
-			g.pendingDel[k] = true
+		// update_vm_api frees an unusedN at once, running or not.
+		if g.running() && !hotpluggable(g, k) && inConf && !strings.HasPrefix(k, "unused") {
+			g.pendingDel[k] = ch.force // add_to_pending_delete
 			continue
 		}
 		if g.running() && inConf {
 			g.ciRecord(k, g.conf[k], true, "", false)
 		}
-		if inConf {
+		if inConf && !ch.force {
 			g.detachDrive(k, g.conf[k])
 		}
 		delete(g.conf, k)

@@ -29,7 +29,7 @@ type guest struct {
 	paused     bool   // QEMU paused / LXC frozen
 	conf       map[string]string
 	pending    map[string]string
-	pendingDel map[string]bool
+	pendingDel map[string]bool // true: a force deletion ("!key")
 	digest     string
 	startedAt  time.Time
 	pid        int
@@ -85,7 +85,7 @@ func (g *guest) touch() {
 			b = appendLine(b, k, g.pending[k])
 		}
 		if len(g.pendingDel) > 0 {
-			b = appendLine(b, "delete", strings.Join(sortedKeys(g.pendingDel), ","))
+			b = appendLine(b, "delete", g.printPendingDelete())
 		}
 	}
 	b = g.appendSections(b)
@@ -93,6 +93,18 @@ func (g *guest) touch() {
 	g.digest = hex.EncodeToString(sum[:])
 	g.disk = g.diskSize()
 	g.bcast = rrdEntry{name: g.displayName(), maxcpu: g.cpus(), maxmem: memoryMiB(g.conf) << 20, known: true}
+}
+
+// printPendingDelete is PVE::AbstractConfig's print_pending_delete: the
+// [PENDING] section's delete list, a force deletion marked "!key".
+func (g *guest) printPendingDelete() string {
+	keys := sortedKeys(g.pendingDel)
+	for i, k := range keys {
+		if g.pendingDel[k] {
+			keys[i] = "!" + k
+		}
+	}
+	return strings.Join(keys, ",")
 }
 
 // appendLine appends a config file's "key: value" line.
@@ -105,7 +117,7 @@ func appendLine(b []byte, k, v string) []byte {
 func (g *guest) effective() map[string]string {
 	out := make(map[string]string, len(g.conf)+len(g.pending))
 	for k, v := range g.conf {
-		if !g.pendingDel[k] {
+		if _, del := g.pendingDel[k]; !del {
 			out[k] = v
 		}
 	}
@@ -120,8 +132,8 @@ func (g *guest) applyPending() {
 	if len(g.pending) == 0 && len(g.pendingDel) == 0 {
 		return
 	}
-	for k := range g.pendingDel {
-		if v, ok := g.conf[k]; ok {
+	for k, force := range g.pendingDel {
+		if v, ok := g.conf[k]; ok && !force {
 			g.detachDrive(k, v)
 		}
 		delete(g.conf, k)

@@ -15,6 +15,7 @@ import (
 func (s *Sim) volumeRoutes(mux *http.ServeMux) {
 	s.handle(mux, "DELETE /nodes/{node}/storage/{storage}/content/{volume...}", s.deleteVolume)
 	s.handle(mux, "POST /nodes/{node}/qemu/{vmid}/move_disk", s.guestHandler(QEMU, s.moveDisk))
+	s.handle(mux, "PUT /nodes/{node}/qemu/{vmid}/unlink", s.guestHandler(QEMU, s.unlink))
 	s.handle(mux, "POST /nodes/{node}/storage/{storage}/download-url", s.downloadURL)
 }
 
@@ -289,6 +290,16 @@ func dirPath(volname string) string {
 		return "/var/lib/vz/import/" + rest
 	}
 	return "/var/lib/vz/images/" + volname
+}
+
+// unlink is qemu-server's API2/Qemu.pm "unlink": idlist becomes the
+// delete list of the synchronous config update (update_vm), force and all,
+// so a listed disk is kept as unusedN or, with force, freed, and on a
+// running VM unplugged or left pending as any deletion is.
+func (s *Sim) unlink(q *req, g *guest) (any, error) {
+	q.params["delete"] = q.params["idlist"]
+	delete(q.params, "idlist")
+	return s.putConfig(q, g)
 }
 
 // ---- move_disk ----------------------------------------------------------------
