@@ -168,6 +168,26 @@ func (s *Sim) canonicalWrite(g *guest, set map[string]string) error {
 
 // ---- volume attributes ------------------------------------------------------
 
+// volumeOf reads the node, the volume id and its storage of a request on
+// …/storage/{storage}/content/{volume}, with the errors Proxmox gives for
+// an unknown node, a volume id that does not parse or name the storage,
+// and an unknown storage. Caller holds s.mu.
+func (s *Sim) volumeOf(q *req) (*node, string, *storageDef, error) {
+	n, err := s.needNode(q)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	volid, storeid, err := realVolumeID(q.path("storage"), q.path("volume"))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	st := storageByName(storeid)
+	if st == nil {
+		return nil, "", nil, fail500("storage '%s' does not exist", storeid)
+	}
+	return n, volid, st, nil
+}
+
 // volumeInfo is pve-storage's API2/Storage/Content.pm "info": path, size,
 // used and format of a volume that exists (a guest's disk or mount point,
 // a downloaded ISO image or appliance template), and the storage layer's
@@ -177,19 +197,11 @@ func (s *Sim) canonicalWrite(g *guest, set map[string]string) error {
 func (s *Sim) volumeInfo(q *req) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, err := s.needNode(q)
-	if err != nil {
-		return nil, err
-	}
-	volid, storeid, err := realVolumeID(q.path("storage"), q.path("volume"))
+	n, volid, st, err := s.volumeOf(q)
 	if err != nil {
 		return nil, err
 	}
 	_, volname, _ := strings.Cut(volid, ":")
-	st := storageByName(storeid)
-	if st == nil {
-		return nil, fail500("storage '%s' does not exist", storeid)
-	}
 	switch st.typ {
 	case "lvmthin", "rbd":
 		// LvmThinPlugin / RBDPlugin parse_volname.

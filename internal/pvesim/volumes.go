@@ -174,19 +174,11 @@ func (s *Sim) volFreed(volid string) bool {
 func (s *Sim) deleteVolume(q *req) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, err := s.needNode(q)
+	n, volid, st, err := s.volumeOf(q)
 	if err != nil {
 		return nil, err
 	}
-	volid, storeid, err := realVolumeID(q.path("storage"), q.path("volume"))
-	if err != nil {
-		return nil, err
-	}
-	st := storageByName(storeid)
-	if st == nil {
-		return nil, fail500("storage '%s' does not exist", storeid)
-	}
-	_, volname, _ := strings.Cut(volid, ":")
+	storeid, volname, _ := strings.Cut(volid, ":")
 	owner, err := volOwner(st, volname) // PVE::Storage::path
 	if err != nil {
 		return nil, fail500("%s", err)
