@@ -1,6 +1,7 @@
 // Command gen turns Proxmox's published API schema (pve-docs'
 // api-viewer/apidata.js, a JavaScript file holding `const apiSchema = [...]`)
-// into Go data: internal/pveschema/rules_gen.go, one Operation per HTTP
+// into Go data: internal/pveschema/rules_gen.go and the rules_*_gen.go
+// files it concatenates (none over 450 lines), one Operation per HTTP
 // method and path template of a chosen set, with each parameter's type,
 // optionality, enum, bounds, pattern, named format and property-string keys.
 // Descriptions are dropped: the rules are for validating, not documenting.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,16 +21,16 @@ const defaultPrefixes = "all"
 func main() {
 	apidata := flag.String("apidata", "", "path of pve-docs' api-viewer/apidata.js")
 	version := flag.String("version", "", "pve-docs version of the file (default: from its name, pve-docs-X.Y.Z…)")
-	out := flag.String("out", "rules_gen.go", "Go file to write")
+	dir := flag.String("dir", ".", "directory to write rules_gen.go and the rules_*_gen.go files into (stale ones are removed)")
 	prefixes := flag.String("prefixes", defaultPrefixes, `comma-separated path prefixes to keep ("all": every operation)`)
 	flag.Parse()
-	if err := run(*apidata, *version, *out, *prefixes); err != nil {
+	if err := run(*apidata, *version, *dir, *prefixes); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(apidata, version, out, prefixes string) error {
+func run(apidata, version, dir, prefixes string) error {
 	if apidata == "" {
 		return errors.New("no -apidata: set PVE_APIDATA to the path of pve-docs' api-viewer/apidata.js")
 	}
@@ -57,11 +58,24 @@ func run(apidata, version, out, prefixes string) error {
 		keep = strings.Split(prefixes, ",")
 	}
 	ops := collect(tree, keep)
-	code, err := render(ops, version)
+	files, err := render(ops, version)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, code, 0o644)
+	stale, _ := filepath.Glob(filepath.Join(dir, "rules_*gen.go"))
+	for _, f := range stale {
+		if _, ok := files[filepath.Base(f)]; !ok {
+			if err := os.Remove(f); err != nil {
+				return err
+			}
+		}
+	}
+	for name, code := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), code, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // extract returns the schema tree: the JSON array assigned to apiSchema,
