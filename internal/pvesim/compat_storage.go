@@ -358,10 +358,7 @@ func (s *Sim) aplDownload(q *req) (any, error) {
 			}
 			print("calculating checksum...OK, checksum verified")
 			print(fmt.Sprintf("download of '%s' to '%s' finished", url, dest))
-			if s.templates == nil {
-				s.templates = map[string]bool{}
-			}
-			s.templates[volid] = true
+			s.downloaded(volid, "vztmpl")
 			return nil, nil
 		}, nil)
 	s.renameTask(t, name)
