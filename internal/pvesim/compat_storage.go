@@ -321,15 +321,7 @@ func (s *Sim) aplDownload(q *req) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	errs := map[string]string{}
-	for _, k := range []string{"storage", "template"} {
-		if !q.has(k) {
-			errs[k] = "property is missing and it is not optional"
-		}
-	}
-	if len(errs) > 0 {
-		return nil, paramErr(errs)
-	}
+	// The schema check in serve has refused a missing storage or template.
 	name, storeid := q.str("template"), q.str("storage")
 	var app map[string]any
 	for _, a := range appliances {

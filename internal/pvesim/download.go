@@ -13,7 +13,6 @@ var (
 	isoExtRe    = regexp.MustCompile(`(?i)[^/]+\.(?:iso|img)$`)                    // $ISO_EXT_RE_0
 	vztmplExtRe = regexp.MustCompile(`(?i)[^/]+\.(?:tar|tar\.(?:gz|xz|zst|bz2))$`) // $VZTMPL_EXT_RE_1
 	unsafeRe    = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)                            // normalize_content_filename
-	urlRe       = regexp.MustCompile(`^https?://.*$`)                              // the url parameter's pattern
 )
 
 // downloadURL is pve-storage's API2/Storage/Status.pm download_url: the
@@ -29,22 +28,9 @@ func (s *Sim) downloadURL(q *req) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	errs := map[string]string{}
-	for _, k := range []string{"url", "content", "filename"} {
-		if !q.has(k) {
-			errs[k] = "property is missing and it is not optional"
-		}
-	}
-	if len(errs) > 0 {
-		return nil, paramErr(errs)
-	}
-	if !urlRe.MatchString(q.str("url")) {
-		return nil, paramErr1("url", "value does not match the regex pattern")
-	}
+	// The schema check in serve has refused a missing url, content or
+	// filename, a url that is not http(s) and an unknown content type.
 	content := q.str("content")
-	if err := enumParam("content", content, []string{"iso", "vztmpl", "import"}); err != nil {
-		return nil, err
-	}
 	storeid := q.path("storage")
 	st := storageByName(storeid)
 	if st == nil {

@@ -118,9 +118,6 @@ func canonical(kind Kind, key, v string) (string, string) {
 	if !ok {
 		return v, ""
 	}
-	if msg := propStringError(kind, key, v); msg != "" {
-		return "", msg
-	}
 	switch spec.t {
 	case tInt:
 		n, err := strconv.ParseInt(v, 10, 64)
