@@ -65,6 +65,9 @@ type Observed struct {
 	// HA is the state the HA manager keeps the guest in ("started",
 	// "stopped", …), "" when HA does not manage it.
 	HA string `json:"ha,omitempty"`
+	// HAPlacement is how HA places the guest when HA rules are in force
+	// (PVE 9): nil for a guest HA does not manage, and under HA groups.
+	HAPlacement *HAPlacement `json:"ha_placement,omitempty"`
 	// Pool is the resource pool the guest belongs to, "" for none.
 	Pool string `json:"pool,omitempty"`
 	// Config holds applied values; Pending the managed keys whose new value
@@ -113,6 +116,8 @@ type Heartbeat struct {
 	// journal holds no observation of them. Sorted; at most MaxUnread (a
 	// pass with more vouches for nothing: no AfterSeq).
 	Unread []int `json:"unread,omitempty"`
+	// PVE is what the observer found the cluster runs, when it read it.
+	PVE *PVEFacts `json:"pve,omitempty"`
 }
 
 // MaxUnread bounds Heartbeat.Unread.
@@ -157,6 +162,10 @@ const (
 	// state (Action.HAState: started or stopped): HA, not converge,
 	// starts or stops it.
 	OpSetHAState Op = "set_ha_state"
+	// OpSetHARule creates, changes or deletes the HA node-affinity rule
+	// converge owns for an HA-managed guest (Action.HARule), under PVE 9's
+	// HA rules: HA, not converge, then moves the guest.
+	OpSetHARule Op = "set_ha_rule"
 )
 
 // Action is one planned Proxmox mutation.
@@ -179,13 +188,14 @@ type Action struct {
 	// Clone is what an OpClone creates; Node and Kind are then the new
 	// guest's.
 	Clone *CloneOp `json:"clone,omitempty"`
-	// Resize, Migrate, Pool, Snapshot and HAState are the parameters of
-	// their operations.
+	// Resize, Migrate, Pool, Snapshot, HAState and HARule are the
+	// parameters of their operations.
 	Resize   *ResizeOp   `json:"resize,omitempty"`
 	Migrate  *MigrateOp  `json:"migrate,omitempty"`
 	Pool     *PoolOp     `json:"pool,omitempty"`
 	Snapshot *SnapshotOp `json:"snapshot,omitempty"`
 	HAState  string      `json:"ha_state,omitempty"`
+	HARule   *HARuleOp   `json:"ha_rule,omitempty"`
 	// Digest is the config digest the plan saw; Proxmox refuses the write
 	// if the config changed since.
 	Digest string `json:"digest,omitempty"`

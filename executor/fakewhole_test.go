@@ -57,6 +57,14 @@ func (p *fakePVE) HASetState(_ context.Context, ref pve.GuestRef, state string) 
 	return nil
 }
 
+// SetHARule records the request.
+func (p *fakePVE) SetHARule(_ context.Context, ref pve.GuestRef, rule string, nodes []string, create bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, fmt.Sprintf("ha-rule %d %s %s create=%v", ref.VMID, rule, strings.Join(nodes, ","), create))
+	return nil
+}
+
 // Snapshot records the snapshot as a task.
 func (p *fakePVE) Snapshot(ctx context.Context, ref pve.GuestRef, name, _ string) (pve.TaskRef, error) {
 	return p.mutate(ctx, pve.OpSnapshot, ref, func(g *fakeGuest) error {

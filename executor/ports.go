@@ -34,6 +34,9 @@ type WholeGuest interface {
 	Migrate(ctx context.Context, ref pve.GuestRef, spec pve.MigrateSpec) (pve.TaskRef, error)
 	HAMigrate(ctx context.Context, ref pve.GuestRef, node string) error
 	HASetState(ctx context.Context, ref pve.GuestRef, state string) error
+	// SetHARule writes the HA node-affinity rule converge owns for an
+	// HA guest (PVE 9): created, changed, or deleted with no nodes.
+	SetHARule(ctx context.Context, ref pve.GuestRef, rule string, nodes []string, create bool) error
 	// Snapshot takes a snapshot in a task; Snapshots lists a guest's,
 	// oldest first; DeleteSnapshot removes one in a task.
 	Snapshot(ctx context.Context, ref pve.GuestRef, name, description string) (pve.TaskRef, error)

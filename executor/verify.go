@@ -24,7 +24,7 @@ var managedKeys = map[string]bool{"name": true, "description": true, "tags": tru
 // ever the end of a graceful shutdown, never an action of its own.
 var plannedOps = map[events.Op]bool{events.OpStart: true, events.OpShutdown: true, events.OpReboot: true, events.OpSetConfig: true,
 	events.OpClone: true, events.OpRemoveHA: true, events.OpDestroy: true, events.OpResize: true, events.OpMigrate: true,
-	events.OpSetPool: true, events.OpSnapshot: true, events.OpSetHAState: true}
+	events.OpSetPool: true, events.OpSnapshot: true, events.OpSetHAState: true, events.OpSetHARule: true}
 
 // notFromJournal is the reason prefix of an action that does not follow
 // from the journal.
@@ -272,7 +272,8 @@ func stepDiff(s planner.Step, a events.Action, o *events.Observed) string {
 	if a.Digest != o.Digest {
 		d = append(d, "carries another config digest")
 	}
-	if !eqPtr(s.Resize, a.Resize) || !eqPtr(s.Migrate, a.Migrate) || !eqPtr(s.Pool, a.Pool) || s.HAState != a.HAState {
+	if !eqPtr(s.Resize, a.Resize) || !eqPtr(s.Migrate, a.Migrate) || !eqPtr(s.Pool, a.Pool) || s.HAState != a.HAState ||
+		!sameHARule(s.HARule, a.HARule) {
 		d = append(d, "has other parameters")
 	}
 	if s.Snapshot != nil && a.Snapshot != nil && (s.Snapshot.Before != a.Snapshot.Before || s.Snapshot.Keep != a.Snapshot.Keep) {
@@ -333,4 +334,9 @@ func verifyTask(a events.Action, r *events.Result) string {
 // eqPtr reports whether two optional parameters are both absent or equal.
 func eqPtr[T comparable](a, b *T) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// sameHARule compares two HA rule parameters.
+func sameHARule(a, b *events.HARuleOp) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Rule == b.Rule && a.Create == b.Create && slices.Equal(a.Nodes, b.Nodes)
 }

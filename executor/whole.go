@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,10 +37,14 @@ func paramsMatch(a events.Action) string {
 		has bool
 	}
 	for _, c := range []p{{events.OpClone, a.Clone != nil}, {events.OpResize, a.Resize != nil}, {events.OpMigrate, a.Migrate != nil},
-		{events.OpSetPool, a.Pool != nil}, {events.OpSnapshot, a.Snapshot != nil}, {events.OpSetHAState, a.HAState != ""}} {
+		{events.OpSetPool, a.Pool != nil}, {events.OpSnapshot, a.Snapshot != nil}, {events.OpSetHAState, a.HAState != ""},
+		{events.OpSetHARule, a.HARule != nil}} {
 		if (a.Op == c.op) != c.has {
 			return fmt.Sprintf("a %s with %s parameters %v", a.Op, c.op, c.has)
 		}
+	}
+	if r := a.HARule; r != nil && r.Rule != events.HARuleName(a.VMID) {
+		return fmt.Sprintf("HA rule %q is not the one converge owns for the guest", r.Rule)
 	}
 	if s := a.Snapshot; s != nil && s.Name != events.SnapshotName(a.ID) {
 		return fmt.Sprintf("snapshot %q is not named after its action", s.Name)
@@ -71,6 +76,9 @@ func (j *job) mutateWhole(ctx context.Context) (pve.TaskRef, error, bool) {
 		return t, err, true
 	case events.OpSetHAState:
 		return pve.TaskRef{}, px.HASetState(ctx, j.ref, a.HAState), true
+	case events.OpSetHARule:
+		r := a.HARule
+		return pve.TaskRef{}, px.SetHARule(ctx, j.ref, r.Rule, r.Nodes, r.Create), true
 	case events.OpSetPool:
 		return pve.TaskRef{}, j.setPool(ctx), true
 	case events.OpSnapshot:
@@ -231,7 +239,7 @@ func (j *job) carryInventory(o *events.Observed, r *events.Result) {
 		return
 	}
 	if b := j.basis; b != nil {
-		o.HA, o.Pool = b.HA, b.Pool
+		o.HA, o.HAPlacement, o.Pool = b.HA, b.HAPlacement, b.Pool
 	}
 	if r.Status != events.ResultSucceeded {
 		return
@@ -240,7 +248,14 @@ func (j *job) carryInventory(o *events.Observed, r *events.Result) {
 	case events.OpSetHAState:
 		o.HA = j.a.HAState
 	case events.OpRemoveHA:
-		o.HA = ""
+		o.HA, o.HAPlacement = "", nil
+	case events.OpSetHARule:
+		// The rule as written: HA moves the guest after, which the
+		// observer sees.
+		o.HAPlacement = &events.HAPlacement{}
+		if r := j.a.HARule; len(r.Nodes) > 0 {
+			o.HAPlacement = &events.HAPlacement{Rule: r.Rule, Nodes: slices.Clone(r.Nodes)}
+		}
 	case events.OpSetPool:
 		o.Pool = j.a.Pool.To
 	}

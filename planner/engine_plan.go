@@ -303,7 +303,7 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 		VMID: v.VMID, Cluster: v.Cluster, Node: step.Node, Kind: step.Kind,
 		Op: step.Op, Set: step.Set, Delete: step.Delete, Revert: step.Revert, Timeout: step.Timeout, Holds: step.Holds,
 		Clone: step.Clone, Resize: step.Resize, Migrate: step.Migrate, Pool: step.Pool, Snapshot: step.Snapshot,
-		HAState: step.HAState, Reason: step.Reason,
+		HAState: step.HAState, HARule: step.HARule, Reason: step.Reason,
 		DesiredSeq: v.DesiredSeq, BasisSeq: v.BasisSeq(), ObservationSeq: v.ObservedSeq,
 		FoldSeq: e.proj.LastSeq, Attempt: v.Failures + 1,
 	}

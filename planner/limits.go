@@ -114,7 +114,8 @@ func unlimited(n int, off bool) int {
 // migration, may): the mass-change guard counts it.
 func Disruptive(op events.Op) bool {
 	switch op {
-	case events.OpShutdown, events.OpStop, events.OpReboot, events.OpDestroy, events.OpMigrate:
+	case events.OpShutdown, events.OpStop, events.OpReboot, events.OpDestroy, events.OpMigrate,
+		events.OpSetHARule: // HA then moves the guest
 		return true
 	}
 	return false

@@ -139,6 +139,11 @@ func plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		steps = withSnapshots(v, steps, p.SnapshotKeep)
 	}
 	if len(steps) == 0 {
+		if why := haBlocked(d, o); why != "" {
+			dec := decide(Blocked, "%s", why)
+			dec.Status.Drift = append(drift, nodeDrift(d, o))
+			return dec
+		}
 		if len(waiting) > 0 {
 			dec := decide(Pending, "%s", strings.Join(waiting, "; "))
 			dec.Status.Drift = drift
@@ -265,10 +270,10 @@ func diff(v *projector.View, dp diskPlan, p Policy, now time.Time) (steps []Step
 	// later config write can undo it (converge never writes an existing
 	// disk's key).
 	if mig, why, ok := placement(d, o, consent(d, p, now)); ok {
-		drift = append(drift, fmt.Sprintf("node: want %s, have %s", *d.Node, o.Node))
+		drift = append(drift, nodeDrift(d, o))
 		steps = append(steps, mig)
 	} else if why != "" {
-		drift = append(drift, fmt.Sprintf("node: want %s, have %s", *d.Node, o.Node))
+		drift = append(drift, nodeDrift(d, o))
 		waiting = append(waiting, why)
 	}
 	steps = append(steps, dp.resize...)

@@ -46,6 +46,22 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 			o.HA = v
 		case k == "pool":
 			o.Pool = v
+		case k == "ha_rules":
+			// HA rules in force: the guest's placement (ha_rule=NAME
+			// ha_nodes=N1,N2 ha_strict=1 ha_via=SID fill it in).
+			o.HAPlacement = &events.HAPlacement{}
+		case k == "ha_rule":
+			o.HAPlacement = placementOf(o)
+			o.HAPlacement.Rule = v
+		case k == "ha_nodes":
+			o.HAPlacement = placementOf(o)
+			o.HAPlacement.Nodes = strings.Split(v, ",")
+		case k == "ha_strict":
+			o.HAPlacement = placementOf(o)
+			o.HAPlacement.Strict = v == "1"
+		case k == "ha_via":
+			o.HAPlacement = placementOf(o)
+			o.HAPlacement.Via = v
 		case k == "hotplug":
 			o.Config.Hotplug = v
 		case k == "numa":
@@ -103,6 +119,14 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 	return o, nil
 }
 
+// placementOf is o's HA placement, made when it has none.
+func placementOf(o *events.Observed) *events.HAPlacement {
+	if o.HAPlacement == nil {
+		return &events.HAPlacement{}
+	}
+	return o.HAPlacement
+}
+
 // ready prints the engine's Ready: one line per action handed out (kept in
 // the outbox until published or refused), the documents of a flush with
 // each guest's state, and the rest.
@@ -153,6 +177,9 @@ func (h *harness) ready() string {
 		}
 		if a.HAState != "" {
 			fmt.Fprintf(&b, " ha_state=%s", a.HAState)
+		}
+		if r := a.HARule; r != nil {
+			fmt.Fprintf(&b, " ha_rule=%s nodes=%s create=%t", r.Rule, strings.Join(r.Nodes, ","), r.Create)
 		}
 		if c := a.Clone; c != nil {
 			fmt.Fprintf(&b, " from=%d@%s full=%t storage=%s pool=%s name=%s onto=%s kind=%s", c.From, c.FromNode, c.Full, c.Storage, c.Pool, c.Name, a.Node, a.Kind)

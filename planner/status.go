@@ -59,13 +59,14 @@ type Step struct {
 	// Clone is what an OpClone step creates; Node and Kind are then the
 	// new guest's (there is no observation to take them from).
 	Clone *events.CloneOp `json:"clone,omitempty"`
-	// Resize, Migrate, Pool, Snapshot and HAState are the parameters of
-	// their operations, as the action carries them.
+	// Resize, Migrate, Pool, Snapshot, HAState and HARule are the
+	// parameters of their operations, as the action carries them.
 	Resize   *events.ResizeOp   `json:"resize,omitempty"`
 	Migrate  *events.MigrateOp  `json:"migrate,omitempty"`
 	Pool     *events.PoolOp     `json:"pool,omitempty"`
 	Snapshot *events.SnapshotOp `json:"snapshot,omitempty"`
 	HAState  string             `json:"ha_state,omitempty"`
+	HARule   *events.HARuleOp   `json:"ha_rule,omitempty"`
 	Node     string             `json:"node,omitempty"`
 	Kind     events.GuestKind   `json:"kind,omitempty"`
 	Reason   string             `json:"reason"`

@@ -191,6 +191,9 @@ func labelOf(key string, fields []field) string {
 // guest (a running container's: restart migration, also through HA)
 // needs the owner's consent to a restart, as a reboot does.
 func placement(d *events.Desired, o *events.Observed, restart restartConsent) (step Step, waiting string, ok bool) {
+	if o.HA != "" && o.HAPlacement != nil {
+		return haPlacement(d, o, restart)
+	}
 	if d.Node == nil || *d.Node == o.Node {
 		return Step{}, "", false
 	}

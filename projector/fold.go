@@ -110,6 +110,9 @@ func (p *Projector) Apply(ev Event) Change {
 		p.State.HeartbeatAt, p.State.HeartbeatSeq = streamTime(ev, hb.Time), ev.Seq
 		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
 		p.State.VerifyPeriod = hb.VerifyPeriod
+		if hb.PVE != nil {
+			p.State.PVE = hb.PVE
+		}
 		if hb.Reachable && hb.AfterSeq > p.State.PassAfterSeq && hb.AfterSeq < ev.Seq {
 			p.State.PassAfterSeq = hb.AfterSeq
 			p.State.Unread = nil

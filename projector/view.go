@@ -179,8 +179,11 @@ type ClusterState struct {
 	// VerifyPeriod is the observer's bound on how long a guest's config
 	// goes unread (events.Heartbeat.VerifyPeriod).
 	VerifyPeriod time.Duration `json:"verify_period_ns,omitempty"`
-	ResyncSeq    uint64        `json:"resync_seq,omitempty"`
-	ResyncAt     time.Time     `json:"resync_at,omitzero"`
+	// PVE is what the observer last found the cluster runs (its release,
+	// and whether HA rules are in force), nil until it read it.
+	PVE       *events.PVEFacts `json:"pve,omitempty"`
+	ResyncSeq uint64           `json:"resync_seq,omitempty"`
+	ResyncAt  time.Time        `json:"resync_at,omitzero"`
 	// PausedAll is `converge pause --all` in force; ApprovedAll the newest
 	// `converge approve --all`.
 	PausedAll   *Mark `json:"paused_all,omitempty"`

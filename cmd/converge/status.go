@@ -190,6 +190,9 @@ func printStatus(w io.Writer, sums []views.Summary, cd *views.ClusterDoc, now ti
 		// onboot) is found within this bound.
 		fmt.Fprintf(w, "every guest's config is verified within %s\n", p.Round(time.Second))
 	}
+	if cd != nil && cd.State.PVE != nil {
+		fmt.Fprintln(w, pveLine(cd.State.PVE))
+	}
 	if len(sums) == 0 {
 		return // no table of headers alone: the caller says why
 	}
@@ -314,4 +317,17 @@ func age(now, t time.Time) string {
 	default:
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
+}
+
+// pveLine says what the observer found the cluster runs and how converge
+// places HA guests there.
+func pveLine(f *events.PVEFacts) string {
+	line := "Proxmox VE " + dash(f.Version)
+	switch f.HA {
+	case events.HARules:
+		line += ": HA rules in force (converge places HA guests by node-affinity rules " + events.HARulePrefix + "VMID and never migrates them)"
+	case events.HAGroups:
+		line += ": HA groups (not rules): converge asks HA to migrate HA guests"
+	}
+	return line
 }

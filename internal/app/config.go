@@ -58,6 +58,7 @@ func (r Roles) first() natsauth.Role {
 // (*pve.Client).
 type Proxmox interface {
 	observer.Proxmox
+	observer.HAReader
 	executor.Proxmox
 }
 

@@ -123,6 +123,8 @@ type Observer struct {
 	contra     []int // published this pass to contradict a read-back
 	// strs interns the strings kept across passes (own.go).
 	strs map[string]string
+	// ha is what the passes found of the cluster (ha.go).
+	ha haState
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.

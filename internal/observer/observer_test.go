@@ -46,9 +46,11 @@ func TestFirstPassThenIdle(t *testing.T) {
 		st.Published != demoGuests || st.Gone != 0 || st.ConfigErrors != 0 || st.PublishErrors != 0 {
 		t.Fatalf("first pass stats %+v", st)
 	}
-	// The pending list carries applied values, pending ones and the digest.
-	if calls := s.Calls() - before; calls != 1+demoGuests {
-		t.Fatalf("first pass made %d calls, want inventory + 1 per guest = %d", calls, 1+demoGuests)
+	// The pending list carries applied values, pending ones and the
+	// digest; the cluster's facts are two calls (GET /version and the HA
+	// groups), read on the first pass and then every factsEvery passes.
+	if calls := s.Calls() - before; calls != 1+2+demoGuests {
+		t.Fatalf("first pass made %d calls, want inventory + facts + 1 per guest = %d", calls, 1+2+demoGuests)
 	}
 	got := j.next()
 	if len(got.observed) != demoGuests || len(got.heartbeats) != 1 {

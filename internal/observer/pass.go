@@ -60,6 +60,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	}
 	st.Reachable = true
 	o.noteReachability(true, nil)
+	o.readCluster(ctx, inv)
 
 	guests := o.plan(inv, readAt, pace.Default(ctx))
 	st.Guests = len(guests)
@@ -280,6 +281,7 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 		Interval:  o.cfg.Interval,
 		// Published so that status can say how long a drift may hide.
 		VerifyPeriod: o.verifyPeriod(o.lastCount),
+		PVE:          o.pveFacts(),
 	}
 	if passErr != nil {
 		hb.Error = passErr.Error()

@@ -91,12 +91,13 @@ func (o *Observer) snapshot(r *pve.Resource, g *guestState, now time.Time) event
 		Pending:  g.cfg.Pending,
 		// What Proxmox would refuse to destroy, and what HA keeps the
 		// guest in (from the inventory, read live).
-		Protected: g.cfg.Protected,
-		HA:        r.HAState,
-		Pool:      r.Pool,
-		ReadAt:    g.readAt,
-		AfterSeq:  g.afterSeq,
-		Source:    events.SourceObserver,
+		Protected:   g.cfg.Protected,
+		HA:          r.HAState,
+		HAPlacement: o.placement(r),
+		Pool:        r.Pool,
+		ReadAt:      g.readAt,
+		AfterSeq:    g.afterSeq,
+		Source:      events.SourceObserver,
 	}
 }
 
@@ -137,7 +138,7 @@ func sameObservation(a, b *events.Observed) bool {
 	}
 	ca, cb := a.Config, b.Config
 	return a.Node == b.Node && a.Kind == b.Kind && a.Status == b.Status && a.Lock == b.Lock &&
-		a.Template == b.Template && a.Digest == b.Digest && a.Protected == b.Protected && a.HA == b.HA && a.Pool == b.Pool &&
+		a.Template == b.Template && a.Digest == b.Digest && a.Protected == b.Protected && a.HA == b.HA && a.Pool == b.Pool && a.HAPlacement.Equal(b.HAPlacement) &&
 		ca.Name == cb.Name && ca.Description == cb.Description && ca.Cores == cb.Cores &&
 		ca.MemoryMiB == cb.MemoryMiB && ca.OnBoot == cb.OnBoot && slices.Equal(ca.Tags, cb.Tags) &&
 		maps.Equal(a.Pending, b.Pending)

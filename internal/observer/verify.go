@@ -122,6 +122,7 @@ func (o *Observer) takeResync(st *PassStats, now time.Time) {
 	for _, g := range o.guests {
 		g.due = true
 	}
+	o.ha.resync = true // the cluster's facts too
 	st.Resync, st.ResyncsMerged = true, int(n-1)
 	o.log.Info().Uint64("pass", o.pass).Int64("requests", n).Int("guests", len(o.guests)).
 		Dur("within", o.verifyPeriod(len(o.guests))).Float64("verify_rate", o.cfg.VerifyRate).

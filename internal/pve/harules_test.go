@@ -1,0 +1,48 @@
+package pve
+
+import (
+	"testing"
+
+	"github.com/converge-pve/converge/events"
+)
+
+// TestHAPlacements: each HA guest's placement is its enabled
+// node-affinity rule, else the one a positive resource-affinity rule
+// binds it to; disabled and infeasible rules place nothing, and negative
+// affinity binds nothing (pve-ha-manager: a resource is in at most one
+// node-affinity rule, and the resources of one positive rule in at most
+// one, src/PVE/HA/Rules/ResourceAffinity.pm).
+func TestHAPlacements(t *testing.T) {
+	ha := []HAResource{{SID: "vm:100", VMID: 100}, {SID: "vm:101", VMID: 101}, {SID: "ct:102", VMID: 102},
+		{SID: "vm:103", VMID: 103}, {SID: "vm:104", VMID: 104}, {SID: "vm:105", VMID: 105}}
+	rules := []HARule{
+		{Rule: "converge-100", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve2"}},
+		{Rule: "pair", Type: "resource-affinity", Affinity: "positive", Resources: []string{"ct:102", "vm:100"}},
+		{Rule: "apart", Type: "resource-affinity", Affinity: "negative", Resources: []string{"vm:100", "vm:103"}},
+		{Rule: "prod", Type: "node-affinity", Resources: []string{"vm:101"}, Nodes: []string{"pve1", "pve2:2"}, Strict: true},
+		{Rule: "off", Type: "node-affinity", Resources: []string{"vm:104"}, Nodes: []string{"pve3"}, Disabled: true},
+		{Rule: "bad", Type: "node-affinity", Resources: []string{"vm:105"}, Nodes: []string{"pve3"}, Errors: true},
+		{Rule: "other", Type: "node-affinity", Resources: []string{"vm:999"}, Nodes: []string{"pve3"}},
+	}
+	got := HAPlacements(rules, ha)
+	want := map[int]events.HAPlacement{
+		100: {Rule: "converge-100", Nodes: []string{"pve2"}},
+		101: {Rule: "prod", Nodes: []string{"pve1", "pve2:2"}, Strict: true},
+		102: {Rule: "converge-100", Via: "vm:100", Nodes: []string{"pve2"}},
+		103: {}, 104: {}, 105: {},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("placements for %d guests, want %d: %v", len(got), len(want), got)
+	}
+	for vmid, w := range want {
+		if !got[vmid].Equal(&w) {
+			t.Errorf("guest %d: %+v, want %+v", vmid, got[vmid], w)
+		}
+	}
+	if !got[100].Owned(100) || got[102].Owned(102) || got[101].Owned(101) {
+		t.Errorf("ownership: only converge-100 of guest 100 is converge's own")
+	}
+	if !got[101].Allows("pve2") || got[101].Allows("pve3") {
+		t.Errorf("Allows reads node:priority entries by name")
+	}
+}
