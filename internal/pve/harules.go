@@ -179,17 +179,32 @@ func (c *Client) SetHARule(ctx context.Context, ref GuestRef, rule string, nodes
 		return c.do(ctx, OpSetHARule, ref, http.MethodDelete, path, nil, nil)
 	}
 	list := strings.Join(nodes, ",")
-	if create {
-		err := c.do(ctx, OpSetHARule, ref, http.MethodPost, "/cluster/ha/rules", map[string]any{
+	post := func() error {
+		return c.do(ctx, OpSetHARule, ref, http.MethodPost, "/cluster/ha/rules", map[string]any{
 			"type": "node-affinity", "rule": rule, "resources": haSID(ref), "nodes": list, "strict": 0,
 			"comment": fmt.Sprintf("converge: desired node of guest %d", ref.VMID)}, nil)
-		var pe *Error
-		if err == nil || !errors.As(err, &pe) || !strings.Contains(pe.Message, "already defined") {
+	}
+	put := func() error {
+		return c.do(ctx, OpSetHARule, ref, http.MethodPut, path, map[string]any{
+			"type": "node-affinity", "resources": haSID(ref), "nodes": list}, nil)
+	}
+	// The rule may have come or gone since the plan: a predecessor
+	// created it and was lost before journalling, or someone deleted it.
+	// Either way the rule this action states is written.
+	if create {
+		if err := post(); !haRuleMessage(err, "already defined") {
 			return err
 		}
-		// A predecessor created it and was lost before journalling:
-		// change it to what this action says.
+		return put()
 	}
-	return c.do(ctx, OpSetHARule, ref, http.MethodPut, path, map[string]any{
-		"type": "node-affinity", "resources": haSID(ref), "nodes": list}, nil)
+	if err := put(); !haRuleMessage(err, "does not exist") {
+		return err
+	}
+	return post()
+}
+
+// haRuleMessage reports whether err is Proxmox's refusal saying what.
+func haRuleMessage(err error, what string) bool {
+	var pe *Error
+	return err != nil && errors.As(err, &pe) && strings.Contains(pe.Message, what)
 }
