@@ -64,6 +64,13 @@
 // ([Limits] CloneConcurrency, CreateRate, MaxGuests, and one clone at a
 // time per container template).
 //
+// An HA-managed guest is started, stopped and moved by HA, never by
+// converge: its power through its HA state, its node, under HA groups, by
+// asking HA to migrate it and, under PVE 9's HA rules (the observation
+// carries events.HAPlacement), by the node-affinity rule converge owns for
+// it (events.HARuleName; never an operator's rule, which leaves an allowed
+// node to HA and blocks the guest on any other).
+//
 // A managed value is compared with what the guest will run with after its
 // next restart: the pending value if Proxmox holds one, the applied one
 // otherwise. A desired value that is only pending is not rewritten (it

@@ -13,6 +13,13 @@
 //  1. Reads the journal's last sequence (the pass's AfterSeq; if that
 //     fails the pass goes on with 0), then exactly one inventory call
 //     (GET /cluster/resources?type=vm).
+//     With a Proxmox that is an [HAReader], the cluster's facts (GET
+//     /version and /cluster/ha/groups: its release and whether HA rules
+//     are in force) on the first pass, every 30 passes and at a resync,
+//     published in every heartbeat (events.PVEFacts); and, under HA rules
+//     with HA guests listed, GET /cluster/ha/rules every pass: each HA
+//     guest's snapshot carries its placement (events.HAPlacement). A
+//     failed read keeps what was read before.
 //  2. Config reads (pve.Client.GuestConfig: …/pending, which lists applied
 //     values, pending ones and the digest), at once for guests that were
 //     never read by this process, whose inventory row changed since their
