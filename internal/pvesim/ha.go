@@ -22,6 +22,8 @@ type haResource struct {
 	sid, typ       string
 	vmid           int
 	state, comment string
+	// group is the HA group (ha/groups.cfg), "" for none.
+	group string
 	// opts are the resource options kept as configured, by name: max_restart,
 	// max_relocate (integers, minimum 0) and failback (boolean, 0/1).
 	opts map[string]int64
@@ -172,6 +174,9 @@ func (s *Sim) haDigest() string {
 		fmt.Fprintf(&b, "%s: %d\n", r.typ, r.vmid)
 		if r.comment != "" {
 			fmt.Fprintf(&b, "\tcomment %s\n", r.comment)
+		}
+		if r.group != "" {
+			fmt.Fprintf(&b, "\tgroup %s\n", r.group)
 		}
 		if r.state != "" {
 			fmt.Fprintf(&b, "\tstate %s\n", r.state)

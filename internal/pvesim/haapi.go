@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"sort"
@@ -31,7 +32,7 @@ func (s *Sim) haList(q *req) (any, error) {
 		if t := q.str("type"); t != "" && t != r.typ {
 			continue
 		}
-		out = append(out, r.json(digest))
+		out = append(out, s.haResourceJSON(r, digest))
 	}
 	return out, nil
 }
@@ -61,12 +62,12 @@ func (s *Sim) haRead(q *req) (any, error) {
 	if r == nil {
 		return nil, fail500("no such resource '%s'", sid)
 	}
-	return r.json(s.haDigest()), nil
+	return s.haResourceJSON(r, s.haDigest()), nil
 }
 
 func (s *Sim) haCreate(q *req) (any, error) {
 	sid := q.str("sid")
-	if err := haParams(q, &sid, "sid", "type", "state", "comment", "failback", "max_relocate", "max_restart"); err != nil {
+	if err := haParams(q, &sid, "sid", "type", "state", "comment", "group", "failback", "max_relocate", "max_restart"); err != nil {
 		return nil, err
 	}
 	opts, err := haOptions(q)
@@ -81,6 +82,9 @@ func (s *Sim) haCreate(q *req) (any, error) {
 	}
 	if t := q.str("type"); t != "" && t != typ {
 		return nil, fail500("types does not match")
+	}
+	if err := s.groupParam(q, true); err != nil {
+		return nil, err
 	}
 	if typ != "vm" && typ != "ct" {
 		return nil, fail500("unknown section type '%s'", typ)
@@ -104,14 +108,15 @@ func (s *Sim) haCreate(q *req) (any, error) {
 	if s.ha[sid] != nil {
 		return nil, fail500("create resource failed: resource ID '%s' already defined", sid)
 	}
-	s.ha[sid] = &haResource{sid: sid, typ: typ, vmid: vmid, state: q.str("state"), comment: q.str("comment"), opts: opts}
+	s.ha[sid] = &haResource{sid: sid, typ: typ, vmid: vmid, state: q.str("state"), comment: q.str("comment"), group: q.str("group"), opts: opts}
 	s.haKick(sid)
+	s.haPlaceAll("node-affinity")
 	return nil, nil
 }
 
 func (s *Sim) haUpdate(q *req) (any, error) {
 	sid := q.path("sid")
-	if err := haParams(q, &sid, "type", "state", "comment", "digest", "delete", "failback", "max_relocate", "max_restart"); err != nil {
+	if err := haParams(q, &sid, "type", "state", "comment", "group", "digest", "delete", "failback", "max_relocate", "max_restart"); err != nil {
 		return nil, err
 	}
 	opts, err := haOptions(q)
@@ -126,6 +131,9 @@ func (s *Sim) haUpdate(q *req) (any, error) {
 	}
 	if t := q.str("type"); t != "" && t != typ {
 		return nil, fail500("types does not match")
+	}
+	if err := s.groupParam(q, false); err != nil {
+		return nil, err
 	}
 	const failed = "update resources config failed: "
 	if err := s.haLockFault("update resources config failed"); err != nil {
@@ -150,6 +158,9 @@ func (s *Sim) haUpdate(q *req) (any, error) {
 	if q.has("comment") {
 		next.comment = q.str("comment")
 	}
+	if q.has("group") {
+		next.group = q.str("group")
+	}
 	for _, k := range strings.FieldsFunc(q.str("delete"), func(c rune) bool { return c == ',' || c == ';' || c == ' ' }) {
 		switch k {
 		case "state":
@@ -159,13 +170,14 @@ func (s *Sim) haUpdate(q *req) (any, error) {
 		case "failback", "max_restart", "max_relocate":
 			delete(next.opts, k)
 		case "group":
-			// an option the simulator does not keep: nothing to delete
+			next.group = ""
 		default:
 			return nil, fail500(failed+"no such option '%s'", k)
 		}
 	}
 	*r = next
 	s.haKick(sid)
+	s.haPlaceAll("node-affinity")
 	return nil, nil
 }
 
@@ -174,12 +186,13 @@ func (s *Sim) haDelete(q *req) (any, error) {
 	if err := haParams(q, &sid, "purge"); err != nil {
 		return nil, err
 	}
-	if _, err := q.boolParam("purge"); err != nil {
+	purge, err := q.boolParam("purge")
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sid, _, _, err := s.parseSID(sid)
+	sid, _, _, err = s.parseSID(sid)
 	if err != nil {
 		return nil, err
 	}
@@ -190,5 +203,32 @@ func (s *Sim) haDelete(q *req) (any, error) {
 		return nil, err
 	}
 	delete(s.ha, sid)
+	// purge (default 1) arrived with pve-ha-manager 5.0.x (PVE 9):
+	// Config.pm delete_service_from_config drops the sid from every
+	// rule and deletes the rules left empty.
+	if s.version.release >= "9" && (purge || !q.has("purge")) {
+		for id, r := range s.haRules {
+			delete(r.resources, sid)
+			if len(r.resources) == 0 {
+				delete(s.haRules, id)
+			}
+		}
+		s.haRulesWrite()
+	}
+	s.haPlaceAll("resource-affinity")
 	return nil, nil
+}
+
+// haResourceJSON is $api_copy_config: no group once groups are migrated,
+// and an error for a group that does not exist (the list only).
+// Caller holds s.mu.
+func (s *Sim) haResourceJSON(r *haResource, digest string) map[string]any {
+	m := r.json(digest)
+	if r.group != "" && !s.groupsMigrated() {
+		m["group"] = r.group
+		if s.haGroups[r.group] == nil {
+			m["errors"] = map[string]string{"group": fmt.Sprintf("group '%s' does not exist", r.group)}
+		}
+	}
+	return m
 }
