@@ -18,6 +18,8 @@ func (s *Sim) apiRoutes(mux *http.ServeMux) {
 	s.handle(mux, "GET /cluster/nextid", s.nextID)
 	s.handle(mux, "GET /cluster/tasks", func(q *req) (any, error) { return s.taskList(q, "") })
 	s.haRoutes(mux)
+	s.haRuleRoutes(mux)
+	s.haGroupRoutes(mux)
 	s.handle(mux, "GET /nodes", s.listNodes)
 	s.handle(mux, "GET /nodes/{node}/status", s.nodeStatus)
 	s.handle(mux, "GET /nodes/{node}/tasks", func(q *req) (any, error) {

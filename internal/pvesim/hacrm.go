@@ -187,6 +187,8 @@ func (s *Sim) haQueueMigrate(sid, target string) {
 		if g == nil || n == nil || g.node == target || g.lock() != "" {
 			return nil
 		}
+		s.haMoves = append(s.haMoves, HAMove{SID: sid, VMID: g.vmid, From: g.node, To: target, Cause: "request"})
+		s.haMoving[g.vmid] = true
 		if g.kind == LXC {
 			return s.startCTMigration(g, n, false, true, nil, DefaultUser)
 		}

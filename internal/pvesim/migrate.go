@@ -222,6 +222,7 @@ func (s *Sim) startVMMigration(g *guest, target *node, withLocal bool, smap *sto
 		}
 		moveVolumes(g, local, smap)
 		g.node = target.name
+		s.haGuestMoved(g)
 		unlock()
 		print(migrateLog(false, "migration finished successfully (duration 00:00:01)"))
 		return nil, nil
@@ -315,6 +316,7 @@ func (s *Sim) startCTMigration(g *guest, target *node, online, restart bool, sma
 		}
 		moveVolumes(g, local, smap)
 		g.node = target.name
+		s.haGuestMoved(g)
 		delete(g.conf, "lock")
 		g.touch()
 		if wasRunning {

@@ -72,7 +72,7 @@ func TestNodeVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := n.Version(ctxT(t))
-	if err != nil || v.Release != "9.1" || !strings.HasPrefix(v.Version, "9.1.") || v.RepoID == "" {
+	if err != nil || v.Release != "9.2" || !strings.HasPrefix(v.Version, "9.2.") || v.RepoID == "" {
 		t.Fatalf("go-proxmox Node.Version: %+v %v", v, err)
 	}
 	cv, err := c.Version(ctxT(t))

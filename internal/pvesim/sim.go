@@ -96,6 +96,16 @@ type Sim struct {
 	closed bool
 	// ha is ha/resources.cfg, by sid ("vm:100").
 	ha map[string]*haResource
+	// haRules is ha/rules.cfg, by rule id; haGroups ha/groups.cfg, by
+	// name (harules.go, hagroups.go).
+	haRules  map[string]*haRule
+	haGroups map[string]*haGroup
+	// haMoves are the migrations the HA stack started; haMoving the
+	// guests it is moving; placeQueued: a placement round is queued
+	// (haplace.go).
+	haMoves     []HAMove
+	haMoving    map[int]bool
+	placeQueued bool
 	// pools are the resource pools of user.cfg, by id; vmPool is its vms
 	// map (guest to pool, also for guests that do not exist).
 	pools  map[string]*poolDef
@@ -168,6 +178,9 @@ func New(opts Options) (*Sim, error) {
 		started: time.Now(),
 
 		ha:         make(map[string]*haResource),
+		haRules:    make(map[string]*haRule),
+		haGroups:   make(map[string]*haGroup),
+		haMoving:   make(map[int]bool),
 		pools:      make(map[string]*poolDef),
 		vmPool:     make(map[int]string),
 		cloneSlots: make(map[string]int),

@@ -1,0 +1,448 @@
+package pvesim
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ---- HA rules (pve-ha-manager 5.x, PVE 9) ----------------------------------------
+//
+// ha/rules.cfg as src/PVE/HA/Rules.pm and its plugins
+// (Rules/NodeAffinity.pm, Rules/ResourceAffinity.pm) keep it, served as
+// src/PVE/API2/HA/Rules.pm serves it. PVE 7 and 8 have no rules: their
+// paths are not registered there and answer 501 as any unknown path.
+
+// haRule is one section of ha/rules.cfg.
+type haRule struct {
+	id, typ   string
+	resources map[string]bool
+	// nodes are a node-affinity rule's nodes and their priorities
+	// (PVE::HA::Tools::parse_node_priority: 0 when not given).
+	nodes    map[string]int
+	strict   string // "", "0" or "1": kept as given (its default 0 is never set)
+	disable  bool   // kept only when set (create and update drop a false one)
+	comment  string
+	affinity string // resource-affinity: positive | negative
+	order    int
+}
+
+func (r *haRule) clone() *haRule {
+	c := *r
+	c.resources = maps.Clone(r.resources)
+	c.nodes = maps.Clone(r.nodes)
+	return &c
+}
+
+// encodeResources is Rules.pm encode_value for resources.
+func encodeResources(set map[string]bool) string {
+	return strings.Join(slices.Sorted(maps.Keys(set)), ",")
+}
+
+// encodeNodes is NodeAffinity.pm encode_plugin_value for nodes: sorted,
+// a priority only when not 0.
+func encodeNodes(nodes map[string]int) string {
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(nodes)) {
+		if p := nodes[n]; p != 0 {
+			out = append(out, n+":"+strconv.Itoa(p))
+		} else {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// nodeNameRe is the node part of parse_node_priority.
+var nodeNameRe = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$`)
+
+// decodeNodes is NodeAffinity.pm decode_plugin_value: entries that
+// parse_node_priority rejects are skipped.
+func decodeNodes(v string) map[string]int {
+	out := map[string]int{}
+	for _, e := range splitList(v) {
+		name, prio, _ := strings.Cut(e, ":")
+		p, err := strconv.Atoi(prio)
+		if prio == "" {
+			p, err = 0, nil
+		}
+		if err == nil && nodeNameRe.MatchString(name) {
+			out[name] = p
+		}
+	}
+	return out
+}
+
+// decodeResources is Rules.pm decode_value for resources.
+func decodeResources(v string) map[string]bool {
+	out := map[string]bool{}
+	for _, sid := range splitList(v) {
+		if sidParts.MatchString(sid) {
+			out[sid] = true
+		}
+	}
+	return out
+}
+
+// haRulesSorted is the rules in their file order (order, then id).
+func haRulesSorted(rules map[string]*haRule) []*haRule {
+	out := slices.Collect(maps.Values(rules))
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].order != out[j].order {
+			return out[i].order < out[j].order
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// haRulesWrite writes ha/rules.cfg: sections in order; read back, each
+// rule's order is its position from 1 (PVE::SectionConfig parse_config).
+// Caller holds s.mu.
+func (s *Sim) haRulesWrite() {
+	for i, r := range haRulesSorted(s.haRules) {
+		r.order = i + 1
+	}
+}
+
+// haRulesDigest is the SHA-1 of ha/rules.cfg. Caller holds s.mu.
+func (s *Sim) haRulesDigest() string {
+	var b strings.Builder
+	for _, r := range haRulesSorted(s.haRules) {
+		fmt.Fprintf(&b, "%s: %s\n", r.typ, r.id)
+		if r.affinity != "" {
+			fmt.Fprintf(&b, "\taffinity %s\n", r.affinity)
+		}
+		if r.comment != "" {
+			fmt.Fprintf(&b, "\tcomment %s\n", r.comment)
+		}
+		if r.disable {
+			b.WriteString("\tdisable 1\n")
+		}
+		if r.typ == "node-affinity" {
+			fmt.Fprintf(&b, "\tnodes %s\n", encodeNodes(r.nodes))
+		}
+		fmt.Fprintf(&b, "\tresources %s\n", encodeResources(r.resources))
+		if r.strict != "" {
+			fmt.Fprintf(&b, "\tstrict %s\n", r.strict)
+		}
+		b.WriteString("\n")
+	}
+	return sha1Hex(b.String())
+}
+
+func sha1Hex(text string) string {
+	sum := sha1.Sum([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
+
+// nextOrdinal is Rules.pm get_next_ordinal: the lowest order plus one.
+func nextOrdinal(rules map[string]*haRule) int {
+	low := 0
+	for _, r := range rules {
+		if low == 0 || r.order < low {
+			low = r.order
+		}
+	}
+	return low + 1
+}
+
+// haFullRules is API2/HA/Rules.pm $get_full_rules_config: the rules plus,
+// while groups are not migrated, one generated rule per group in use
+// (Groups.pm migrate_groups_to_rules), in memory. Caller holds s.mu.
+func (s *Sim) haFullRules() map[string]*haRule {
+	rules := map[string]*haRule{}
+	for id, r := range s.haRules {
+		rules[id] = r.clone()
+	}
+	s.migrateGroupsToRules(rules)
+	return rules
+}
+
+func (s *Sim) haRuleRoutes(mux *http.ServeMux) {
+	if s.version.release < "9" {
+		return
+	}
+	s.handle(mux, "GET /cluster/ha/rules", s.haRuleList)
+	s.handle(mux, "POST /cluster/ha/rules", s.haRuleCreate)
+	s.handle(mux, "GET /cluster/ha/rules/{rule}", s.haRuleRead)
+	s.handle(mux, "PUT /cluster/ha/rules/{rule}", s.haRuleUpdate)
+	s.handle(mux, "DELETE /cluster/ha/rules/{rule}", s.haRuleDelete)
+}
+
+// ruleJSON is $get_api_ha_rule.
+func ruleJSON(r *haRule, digest string, errs map[string][]string) map[string]any {
+	m := map[string]any{"rule": r.id, "type": r.typ, "digest": digest, "order": r.order,
+		"resources": encodeResources(r.resources)}
+	if len(r.nodes) > 0 {
+		m["nodes"] = encodeNodes(r.nodes)
+	}
+	if r.strict != "" {
+		m["strict"] = atoiDef(r.strict, 0)
+	}
+	if r.disable {
+		m["disable"] = 1
+	}
+	if r.comment != "" {
+		m["comment"] = r.comment
+	}
+	if r.affinity != "" {
+		m["affinity"] = r.affinity
+	}
+	if len(errs) > 0 {
+		e := map[string]string{}
+		for k, v := range errs {
+			e[k] = strings.Join(v, ", ")
+		}
+		m["errors"] = e
+	}
+	return m
+}
+
+func (s *Sim) haRuleList(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules := s.haFullRules()
+	errs := checkFeasibility(rules, s.nodeNamesLocked())
+	digest := s.haRulesDigest()
+	out := []map[string]any{}
+	for _, r := range haRulesSorted(rules) {
+		if t := q.str("type"); t != "" && t != r.typ {
+			continue
+		}
+		if q.has("resource") && !r.resources[q.str("resource")] {
+			continue
+		}
+		out = append(out, ruleJSON(r, digest, errs[r.id]))
+	}
+	return out, nil
+}
+
+func (s *Sim) haRuleRead(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules := s.haFullRules()
+	id := q.path("rule")
+	r := rules[id]
+	if r == nil {
+		return nil, fail500("no such ha rule '%s'", id)
+	}
+	errs := checkFeasibility(rules, s.nodeNamesLocked())
+	return ruleJSON(r, s.haRulesDigest(), errs[id]), nil
+}
+
+func (s *Sim) nodeNamesLocked() []string {
+	out := make([]string, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n.name)
+	}
+	return out
+}
+
+// ruleOptions are the options a rule type has (the plugins' options).
+var ruleOptions = map[string][]string{
+	"node-affinity":     {"resources", "nodes", "strict", "disable", "comment"},
+	"resource-affinity": {"resources", "affinity", "disable", "comment"},
+}
+
+// checkRuleConfig is PVE::SectionConfig check_config on a rule's
+// parameters: options of another type are unexpected; a create needs the
+// type's required options.
+func checkRuleConfig(typ string, q *req, create bool) error {
+	allowed := ruleOptions[typ]
+	for _, k := range []string{"resources", "nodes", "strict", "affinity", "disable", "comment"} {
+		if q.has(k) && !slices.Contains(allowed, k) {
+			return fail500("unexpected property '%s'", k)
+		}
+	}
+	if create {
+		for _, k := range allowed {
+			required := k == "resources" || k == "nodes" || k == "affinity"
+			if required && !q.has(k) {
+				return fail500("missing value for required option '%s'", k)
+			}
+		}
+	}
+	return nil
+}
+
+// applyRuleParams sets a rule's options from a create or update.
+func applyRuleParams(r *haRule, q *req) {
+	if q.has("resources") {
+		r.resources = decodeResources(q.str("resources"))
+	}
+	if q.has("nodes") {
+		r.nodes = decodeNodes(q.str("nodes"))
+	}
+	if q.has("strict") {
+		b, _ := parseBool(q.str("strict"))
+		r.strict = strconv.Itoa(boolInt(b))
+	}
+	if b, _ := parseBool(q.str("disable")); q.has("disable") && b {
+		r.disable = true
+	}
+	if q.has("comment") {
+		r.comment = q.str("comment")
+	}
+	if q.has("affinity") {
+		r.affinity = q.str("affinity")
+	}
+}
+
+// assertRuleRefs is $assert_valid_resources_param and
+// $assert_valid_nodes_param. Caller holds s.mu.
+func (s *Sim) assertRuleRefs(prefix string, r *haRule, q *req) error {
+	if q.has("resources") {
+		if len(r.resources) == 0 {
+			return fail500("%sno resources were specified", prefix)
+		}
+		var bad []string
+		for _, sid := range slices.Sorted(maps.Keys(r.resources)) {
+			if s.ha[sid] == nil {
+				bad = append(bad, sid)
+			}
+		}
+		if len(bad) > 0 {
+			return fail500("%scannot use unmanaged resource(s) %s.", prefix, strings.Join(bad, ", "))
+		}
+	}
+	if q.has("nodes") {
+		if len(r.nodes) == 0 {
+			return fail500("%sno nodes were specified", prefix)
+		}
+		var bad []string
+		for _, n := range slices.Sorted(maps.Keys(r.nodes)) {
+			if s.nodeByName(n) == nil {
+				bad = append(bad, n)
+			}
+		}
+		if len(bad) > 0 {
+			return fail500("%scannot use non-existent node(s) %s.", prefix, strings.Join(bad, ", "))
+		}
+	}
+	return nil
+}
+
+// assertFeasibility is $assert_feasibility: the rule's errors among all
+// rules (groups' generated ones included), a 400 naming each option.
+// Caller holds s.mu.
+func (s *Sim) assertFeasibility(rules map[string]*haRule, id string) error {
+	full := maps.Clone(rules)
+	s.migrateGroupsToRules(full)
+	errs := checkFeasibility(full, s.nodeNamesLocked())[id]
+	if len(errs) == 0 {
+		return nil
+	}
+	e := map[string]string{}
+	for k, v := range errs {
+		e[k] = strings.Join(v, ", ")
+	}
+	return &apiError{status: 400, msg: fmt.Sprintf("Rule '%s' is invalid.", id), fields: e}
+}
+
+func (s *Sim) haRuleCreate(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.groupsMigrated() {
+		return nil, fail500("cannot create ha rule: ha groups have not been migrated yet")
+	}
+	typ, id := q.str("type"), q.str("rule")
+	if err := checkRuleConfig(typ, q, true); err != nil {
+		return nil, err
+	}
+	r := &haRule{id: id, typ: typ}
+	applyRuleParams(r, q)
+	const prefix = "create ha rule failed: "
+	if err := s.haLockFault("create ha rule failed"); err != nil {
+		return nil, err
+	}
+	if s.haRules[id] != nil {
+		return nil, fail500(prefix+"HA rule '%s' already defined", id)
+	}
+	if err := s.assertRuleRefs(prefix, r, q); err != nil {
+		return nil, err
+	}
+	r.order = nextOrdinal(s.haRules)
+	next := maps.Clone(s.haRules)
+	next[id] = r
+	if err := s.assertFeasibility(next, id); err != nil {
+		return nil, err
+	}
+	s.haRules = next
+	s.haRulesWrite()
+	s.haRulesChanged()
+	return nil, nil
+}
+
+func (s *Sim) haRuleUpdate(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.groupsMigrated() {
+		return nil, fail500("cannot update ha rule: ha groups have not been migrated yet")
+	}
+	id := q.path("rule")
+	const prefix = "update HA rules failed: "
+	if err := s.haLockFault("update HA rules failed"); err != nil {
+		return nil, err
+	}
+	if d := q.str("digest"); d != "" && d != s.haRulesDigest() {
+		return nil, fail500(prefix + "detected modified configuration - file changed by other user? Try again.")
+	}
+	old := s.haRules[id]
+	if old == nil {
+		return nil, fail500(prefix+"HA rule '%s' does not exist", id)
+	}
+	if err := checkRuleConfig(old.typ, q, false); err != nil {
+		return nil, fail500("%s%s", prefix, err.(*apiError).msg)
+	}
+	r := old.clone()
+	applyRuleParams(r, q)
+	if err := s.assertRuleRefs(prefix, r, q); err != nil {
+		return nil, err
+	}
+	for _, k := range splitList(q.str("delete")) {
+		if !slices.Contains(ruleOptions[r.typ], k) {
+			return nil, fail500(prefix+"no such option '%s'", k)
+		}
+		switch k {
+		case "resources", "nodes", "affinity":
+			return nil, fail500(prefix+"unable to delete required option '%s'", k)
+		case "strict":
+			r.strict = ""
+		case "disable":
+			r.disable = false
+		case "comment":
+			r.comment = ""
+		}
+	}
+	next := maps.Clone(s.haRules)
+	next[id] = r
+	if err := s.assertFeasibility(next, id); err != nil {
+		return nil, err
+	}
+	s.haRules = next
+	s.haRulesWrite()
+	s.haRulesChanged()
+	return nil, nil
+}
+
+// haRuleDelete deletes a rule; an unknown one is no error (Rules.pm
+// delete_rule only deletes the id).
+func (s *Sim) haRuleDelete(q *req) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.haLockFault("delete ha rule failed"); err != nil {
+		return nil, err
+	}
+	delete(s.haRules, q.path("rule"))
+	s.haRulesWrite()
+	s.haRulesChanged()
+	return nil, nil
+}
