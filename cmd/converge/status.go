@@ -283,6 +283,9 @@ func rowOf(s views.Summary) row {
 			if o.HA != "" {
 				// HA, not converge, starts, stops and places it.
 				r.obs += " ha: managed (" + o.HA + ")"
+				if o.HARule != "" {
+					r.obs += " rule:" + o.HARule
+				}
 			}
 			if o.Pool != "" {
 				r.obs += " pool:" + o.Pool

@@ -28,10 +28,12 @@ func TestStatusShowsHAManaged(t *testing.T) {
 	now := time.Now()
 	cd := &views.ClusterDoc{State: projector.ClusterState{Reachable: true, HeartbeatAt: now}}
 	sums := []views.Summary{{VMID: 100, State: "converged", Observed: &views.ObservedSummary{Exists: true, Node: "pve1",
-		Status: "running", HA: "started", Pool: "prod"}}}
+		Status: "running", HA: "started", HARule: "converge-100", Pool: "prod"}}}
+	cd.State.PVE = &events.PVEFacts{Version: "9.2.6", Release: "9.2", HA: events.HARules}
 	var b strings.Builder
 	printStatus(&b, sums, cd, now)
-	if !strings.Contains(b.String(), "ha: managed (started)") || !strings.Contains(b.String(), "pool:prod") {
+	if !strings.Contains(b.String(), "ha: managed (started) rule:converge-100") || !strings.Contains(b.String(), "pool:prod") ||
+		!strings.Contains(b.String(), "Proxmox VE 9.2.6: HA rules in force") {
 		t.Fatalf("status:\n%s", b.String())
 	}
 }

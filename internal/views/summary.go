@@ -39,7 +39,10 @@ type ObservedSummary struct {
 	Lock   string           `json:"lock,omitempty"`
 	// HA is the state the HA manager keeps the guest in ("" when HA does
 	// not manage it); Pool its resource pool.
-	HA      string             `json:"ha,omitempty"`
+	HA string `json:"ha,omitempty"`
+	// HARule is the HA node-affinity rule that places the guest under HA
+	// rules (events.HAPlacement), "" for none.
+	HARule  string             `json:"ha_rule,omitempty"`
 	Pool    string             `json:"pool,omitempty"`
 	Config  events.GuestConfig `json:"config"`
 	Pending map[string]string  `json:"pending,omitempty"`
@@ -66,7 +69,7 @@ func Summarise(d *GuestDoc) Summary {
 		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt}
 	if o := v.Observed; o != nil {
 		s.Observed = &ObservedSummary{Exists: o.Exists, Node: o.Node, Kind: o.Kind, Status: o.Status, Lock: o.Lock,
-			HA: o.HA, Pool: o.Pool, Config: o.Config, Pending: o.Pending, ReadAt: o.ReadAt}
+			HA: o.HA, HARule: haRule(o), Pool: o.Pool, Config: o.Config, Pending: o.Pending, ReadAt: o.ReadAt}
 	}
 	if a := v.LastAction; a != nil {
 		as := &ActionSummary{ID: a.ID, Op: a.Op, Reason: a.Reason, At: a.Time}
@@ -82,4 +85,12 @@ func Summarise(d *GuestDoc) Summary {
 		s.Last = as
 	}
 	return s
+}
+
+// haRule is the rule placing an HA guest, "" for none.
+func haRule(o *events.Observed) string {
+	if o.HAPlacement == nil {
+		return ""
+	}
+	return o.HAPlacement.Rule
 }
