@@ -115,6 +115,23 @@ func (s *Sim) compileRules() compiledAffinity {
 			}
 		}
 	}
+	// ResourceAffinity.pm create_implicit_negative_resource_affinity_rules:
+	// a resource is kept apart from its positive partners' negative ones.
+	for sid, partners := range c.together {
+		for p := range partners {
+			for x := range c.separate[p] {
+				if x == sid {
+					continue
+				}
+				for _, pair := range [][2]string{{sid, x}, {x, sid}} {
+					if c.separate[pair[0]] == nil {
+						c.separate[pair[0]] = map[string]bool{}
+					}
+					c.separate[pair[0]][pair[1]] = true
+				}
+			}
+		}
+	}
 	// Rules.pm create_implicit_positive_resource_affinity_node_affinity_rules
 	for sid, partners := range c.together {
 		if c.nodes[sid] == nil {
@@ -226,3 +243,5 @@ func (s *Sim) haStartMove(r *haResource, g *guest, target, cause string, round i
 	s.haBegin()
 	s.haEnd(t)
 }
+
+func sortedSet(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }
