@@ -8,7 +8,7 @@ import (
 // ---- the CRM places resources by the rules (Manager.pm select_service_node) ----
 //
 // After a rule, group or resource change, or a guest moving, the CRM's
-// next round (HADelay later) moves every started or stopped HA resource
+// next round (HADelay later) moves every HA resource requested started
 // whose node is not among the preferred nodes of its node-affinity rule
 // (NodeAffinity.pm get_node_affinity: the online nodes of the rule's
 // highest priority; a non-strict rule adds every other node at priority
@@ -185,7 +185,9 @@ func (s *Sim) placeRound(cause string) {
 	}
 	for _, r := range s.haSorted() {
 		g := s.guests[r.vmid]
-		if g == nil || r.requested() == "ignored" || r.requested() == "disabled" || g.lock() != "" {
+		// Only a started resource is placed (next_state_started); a
+		// stopped or disabled one stays where it is (next_state_stopped).
+		if g == nil || r.requested() != "started" || g.lock() != "" {
 			continue
 		}
 		pref := c.preferred(r.sid, all)

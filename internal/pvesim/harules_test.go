@@ -222,3 +222,39 @@ func TestHANodeAffinityMoves(t *testing.T) {
 		t.Fatalf("after purge %v", data)
 	}
 }
+
+// TestHAPlacementFailbackAndStopped pins Manager.pm: a resource requested
+// stopped is not placed (next_state_stopped); with failback 0 a resource
+// stays on a node its rule allows (select_service_node): any node for a
+// non-strict rule (plugin_compile adds the others at priority -1), only
+// the rule's nodes for a strict one.
+func TestHAPlacementFailbackAndStopped(t *testing.T) {
+	s := haSim(t, "9")
+	for _, c := range []struct {
+		sid  string
+		body map[string]any
+	}{
+		{"vm:101", map[string]any{"failback": 0}},
+		{"vm:102", map[string]any{"failback": 0}},
+		{"vm:103", map[string]any{"state": "stopped"}},
+	} {
+		if _, err := callData(t, s, "PUT", "/cluster/ha/resources/"+c.sid, c.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stepHA(t, s)
+	for _, r := range []map[string]any{
+		{"rule": "loose", "type": "node-affinity", "resources": "vm:101,vm:103", "nodes": "pve2"},
+		{"rule": "tight", "type": "node-affinity", "resources": "vm:102", "nodes": "pve3", "strict": 1},
+	} {
+		if _, err := callData(t, s, "POST", "/cluster/ha/rules", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stepHA(t, s)
+	for vmid, want := range map[int]string{101: "pve1", 102: "pve3", 103: "pve1"} {
+		if g, _ := s.Guest(vmid); g.Node != want {
+			t.Errorf("vm %d on %s, want %s", vmid, g.Node, want)
+		}
+	}
+}
