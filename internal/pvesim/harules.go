@@ -207,20 +207,24 @@ func (s *Sim) assertRuleRefs(prefix string, r *haRule, q *req) error {
 }
 
 // assertFeasibility is $assert_feasibility: the rule's errors among all
-// rules (groups' generated ones included), a 400 naming each option.
+// rules (groups' generated ones included) make a PVE::Exception with code
+// 400, "Rule '…' is invalid." and the errors by option. It is raised
+// inside lock_ha_domain, which dies with "$errmsg: $err": the exception
+// stringified (PVE::Exception stringify: "400 <msg>\n<option>: <errors>")
+// behind the call's prefix, a plain error, hence a 500.
 // Caller holds s.mu.
-func (s *Sim) assertFeasibility(rules map[string]*haRule, id string) error {
+func (s *Sim) assertFeasibility(prefix string, rules map[string]*haRule, id string) error {
 	full := maps.Clone(rules)
 	s.migrateGroupsToRules(full)
 	errs := checkFeasibility(full, s.nodeNamesLocked())[id]
 	if len(errs) == 0 {
 		return nil
 	}
-	e := map[string]string{}
-	for k, v := range errs {
-		e[k] = strings.Join(v, ", ")
+	msg := fmt.Sprintf("%s400 Rule '%s' is invalid.", prefix, id)
+	for _, opt := range slices.Sorted(maps.Keys(errs)) {
+		msg += "\n" + opt + ": " + strings.Join(errs[opt], ", ")
 	}
-	return &apiError{status: 400, msg: fmt.Sprintf("Rule '%s' is invalid.", id), fields: e}
+	return fail500("%s", msg)
 }
 
 func (s *Sim) haRuleCreate(q *req) (any, error) {
@@ -248,7 +252,7 @@ func (s *Sim) haRuleCreate(q *req) (any, error) {
 	r.order = nextOrdinal(s.haRules)
 	next := maps.Clone(s.haRules)
 	next[id] = r
-	if err := s.assertFeasibility(next, id); err != nil {
+	if err := s.assertFeasibility(prefix, next, id); err != nil {
 		return nil, err
 	}
 	s.haRules = next
@@ -300,7 +304,7 @@ func (s *Sim) haRuleUpdate(q *req) (any, error) {
 	}
 	next := maps.Clone(s.haRules)
 	next[id] = r
-	if err := s.assertFeasibility(next, id); err != nil {
+	if err := s.assertFeasibility(prefix, next, id); err != nil {
 		return nil, err
 	}
 	s.haRules = next
