@@ -32,7 +32,7 @@ func (s *Sim) haList(q *req) (any, error) {
 		if t := q.str("type"); t != "" && t != r.typ {
 			continue
 		}
-		out = append(out, s.haResourceJSON(r, digest))
+		out = append(out, s.haResourceJSON(r, digest, true))
 	}
 	return out, nil
 }
@@ -62,7 +62,7 @@ func (s *Sim) haRead(q *req) (any, error) {
 	if r == nil {
 		return nil, fail500("no such resource '%s'", sid)
 	}
-	return s.haResourceJSON(r, s.haDigest()), nil
+	return s.haResourceJSON(r, s.haDigest(), false), nil
 }
 
 func (s *Sim) haCreate(q *req) (any, error) {
@@ -222,11 +222,11 @@ func (s *Sim) haDelete(q *req) (any, error) {
 // haResourceJSON is $api_copy_config: no group once groups are migrated,
 // and an error for a group that does not exist (the list only).
 // Caller holds s.mu.
-func (s *Sim) haResourceJSON(r *haResource, digest string) map[string]any {
+func (s *Sim) haResourceJSON(r *haResource, digest string, list bool) map[string]any {
 	m := r.json(digest)
 	if r.group != "" && !s.groupsMigrated() {
 		m["group"] = r.group
-		if s.haGroups[r.group] == nil {
+		if list && s.haGroups[r.group] == nil {
 			m["errors"] = map[string]string{"group": fmt.Sprintf("group '%s' does not exist", r.group)}
 		}
 	}

@@ -279,6 +279,10 @@ func (s *Sim) haRuleUpdate(q *req) (any, error) {
 	if old == nil {
 		return nil, fail500(prefix+"HA rule '%s' does not exist", id)
 	}
+	// SectionConfig check_value takes "type" only as the rule's own.
+	if q.str("type") != old.typ {
+		return nil, fail500(prefix + "unexpected property 'type'")
+	}
 	if err := checkRuleConfig(old.typ, q, false); err != nil {
 		return nil, fail500("%s%s", prefix, err.(*apiError).msg)
 	}

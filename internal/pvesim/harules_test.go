@@ -70,6 +70,12 @@ func TestHARulesCRUD(t *testing.T) {
 	}
 	_, err = callData(t, s, "PUT", "/cluster/ha/rules/gone", map[string]any{"type": "node-affinity", "comment": "x"})
 	errContains(t, err, "HA rule 'gone' does not exist")
+	_, err = callData(t, s, "PUT", "/cluster/ha/rules/pin", map[string]any{"type": "resource-affinity", "affinity": "positive"})
+	errContains(t, err, "update HA rules failed: unexpected property 'type'")
+	_, err = callData(t, s, "PUT", "/cluster/ha/rules/pin", map[string]any{"type": "node-affinity", "affinity": "positive"})
+	errContains(t, err, "update HA rules failed: unexpected property 'affinity'")
+	_, err = callData(t, s, "POST", "/cluster/ha/rules", map[string]any{"rule": "yy", "type": "resource-affinity", "resources": "vm:102,vm:103"})
+	errContains(t, err, "missing value for required option 'affinity'")
 	_, err = callData(t, s, "PUT", "/cluster/ha/rules/pin", map[string]any{"type": "node-affinity", "digest": "0000"})
 	errContains(t, err, "detected modified configuration")
 	if _, err := callData(t, s, "DELETE", "/cluster/ha/rules/apart", nil); err != nil {
