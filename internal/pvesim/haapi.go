@@ -202,19 +202,8 @@ func (s *Sim) haDelete(q *req) (any, error) {
 	if err := s.haLockFault("delete resource failed"); err != nil {
 		return nil, err
 	}
-	delete(s.ha, sid)
-	// purge (default 1) arrived with pve-ha-manager 5.0.x (PVE 9):
-	// Config.pm delete_service_from_config drops the sid from every
-	// rule and deletes the rules left empty.
-	if s.version.release >= "9" && (purge || !q.has("purge")) {
-		for id, r := range s.haRules {
-			delete(r.resources, sid)
-			if len(r.resources) == 0 {
-				delete(s.haRules, id)
-			}
-		}
-		s.haRulesWrite()
-	}
+	// purge (default 1) arrived with pve-ha-manager 5.0.x (PVE 9).
+	s.deleteHAService(sid, purge || !q.has("purge"))
 	s.haPlaceAll("resource-affinity")
 	return nil, nil
 }
@@ -231,4 +220,21 @@ func (s *Sim) haResourceJSON(r *haResource, digest string, list bool) map[string
 		}
 	}
 	return m
+}
+
+// deleteHAService is Config.pm delete_service_from_config: the resource
+// goes; with purge the sid leaves every rule, and rules left empty go.
+// Caller holds s.mu.
+func (s *Sim) deleteHAService(sid string, purge bool) {
+	delete(s.ha, sid)
+	if !purge || len(s.haRules) == 0 {
+		return
+	}
+	for id, r := range s.haRules {
+		delete(r.resources, sid)
+		if len(r.resources) == 0 {
+			delete(s.haRules, id)
+		}
+	}
+	s.haRulesWrite()
 }

@@ -291,3 +291,38 @@ func TestHAPlacementFailbackAndStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestHADeletePurge pins Config.pm delete_service_from_config: purge=0
+// keeps the sid in the rules; a guest destroyed with purge (qemu-server's
+// destroy_vm calls it with purge) leaves them, and a rule left without
+// resources is deleted.
+func TestHADeletePurge(t *testing.T) {
+	s := haSim(t, "9")
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 110}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddHAResource(110, "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callData(t, s, "POST", "/cluster/ha/rules", map[string]any{"rule": "keep", "type": "node-affinity", "resources": "vm:100,vm:110", "nodes": "pve1"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := send(t, s, "DELETE", "/cluster/ha/resources/vm:100", url.Values{"purge": {"0"}}); code != 200 {
+		t.Fatal(code)
+	}
+	data, _ := callData(t, s, "GET", "/cluster/ha/rules/keep", nil)
+	if m, _ := data.(map[string]any); m["resources"] != "vm:100,vm:110" {
+		t.Fatalf("purge=0 %v", data)
+	}
+	upid, err := callData(t, s, "DELETE", "/nodes/pve1/qemu/110?purge=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUPID(t, s, upid)
+	_, err = callData(t, s, "DELETE", "/cluster/ha/resources/vm:999", nil)
+	errContains(t, err, "not HA managed")
+	data, _ = callData(t, s, "GET", "/cluster/ha/rules/keep", nil)
+	if m, _ := data.(map[string]any); m["resources"] != "vm:100" {
+		t.Fatalf("after destroy %v", data)
+	}
+}
