@@ -235,7 +235,8 @@ func (s *Sim) haMigrateTask(q *req, g *guest, r *haResource, target string) *tas
 // haMigrate is POST /cluster/ha/resources/{sid}/migrate: it only queues
 // the CRM command and answers before the guest moves (null up to
 // pve-ha-manager 5.0.2, PVE 7/8 here; {sid, requested-node} from 5.0.3,
-// PVE 9).
+// PVE 9, plus comigrated-resources and blocking-resources when rules
+// give some).
 func (s *Sim) haMigrate(q *req) (any, error) {
 	sid := q.path("sid")
 	if err := haParams(q, &sid, "node"); err != nil {
@@ -256,7 +257,18 @@ func (s *Sim) haMigrate(q *req) (any, error) {
 	}
 	s.haQueueMigrate(sid, target)
 	if s.version.release >= "9" {
-		return map[string]any{"sid": sid, "requested-node": target}, nil
+		// pve-ha-manager 5.x adds the motion info when there is some
+		// (API2/HA/Resources.pm migrate: comigrated-resources,
+		// blocking-resources for the requested node).
+		res := map[string]any{"sid": sid, "requested-node": target}
+		dependent, blocking := s.haMotionInfo(sid)
+		if len(dependent) > 0 {
+			res["comigrated-resources"] = dependent
+		}
+		if b := blocking[target]; b != nil {
+			res["blocking-resources"] = b
+		}
+		return res, nil
 	}
 	return nil, nil
 }

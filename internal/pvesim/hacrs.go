@@ -49,9 +49,9 @@ type haCRS struct {
 	stop      chan struct{}
 }
 
-// startRebalance starts the rebalance ticker (New). No-op before PVE 9.
+// startRebalance starts the rebalance ticker (New).
 func (s *Sim) startRebalance() {
-	if s.opts.HARebalance <= 0 || s.version.release < "9" {
+	if s.opts.HARebalance <= 0 {
 		return
 	}
 	stop := make(chan struct{})

@@ -1,6 +1,7 @@
 package pvesim_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,15 +44,26 @@ func TestHAResourceAffinity(t *testing.T) {
 	if b, _ := blocked["blocking-ha-resources"].([]any); len(b) != 1 || b[0].(map[string]any)["cause"] != "resource-affinity" {
 		t.Fatalf("not allowed %v", m)
 	}
-	// A request takes the positive partner along (queue_resource_motion).
-	if _, err := callData(t, s, "POST", "/cluster/ha/resources/vm:102/migrate", map[string]any{"node": "pve3"}); err != nil {
-		t.Fatal(err)
+	// A request takes the positive partner along (queue_resource_motion);
+	// its answer names it (comigrated-resources).
+	data, err = callData(t, s, "POST", "/cluster/ha/resources/vm:102/migrate", map[string]any{"node": "pve3"})
+	if m, _ := data.(map[string]any); err != nil || fmt.Sprint(m["comigrated-resources"]) != "[vm:103]" {
+		t.Fatalf("migrate answer %v %v", data, err)
+	}
+	// A request to a negative partner's node is blocked (blocking-resources)
+	// and dropped by the CRM.
+	data, _ = callData(t, s, "POST", "/cluster/ha/resources/vm:100/migrate", map[string]any{"node": g101.Node})
+	if m, _ := data.(map[string]any); m["blocking-resources"] == nil {
+		t.Fatalf("migrate answer %v", data)
 	}
 	stepHA(t, s)
 	g102, _ := s.Guest(102)
 	g103, _ := s.Guest(103)
 	if g102.Node != "pve3" || g103.Node != "pve3" {
 		t.Fatalf("bundle on %s, %s", g102.Node, g103.Node)
+	}
+	if g, _ := s.Guest(100); g.Node != g100.Node {
+		t.Fatalf("blocked request moved vm 100 to %s", g.Node)
 	}
 }
 
@@ -148,8 +160,12 @@ func TestHARebalance(t *testing.T) {
 	}
 }
 
-// TestHARebalanceVersion8: no load balancer before PVE 9.
+// TestHARebalanceVersion8: no load balancer before PVE 9; New refuses
+// HARebalance there.
 func TestHARebalanceVersion8(t *testing.T) {
+	if _, err := pvesim.New(pvesim.Options{Version: "8", HARebalance: time.Second}); err == nil {
+		t.Fatal("HARebalance accepted on PVE 8")
+	}
 	s := haSim(t, "8")
 	s.RebalanceNow()
 	if s.HARebalanceRounds() != 0 || len(s.HAMoves()) != 0 {

@@ -52,7 +52,8 @@ type Options struct {
 	HADelay time.Duration
 	// HARebalance, when positive, runs the HA load balancer (PVE 9.2's
 	// dynamic CRS with auto rebalancing, hacrs.go) at that interval; 0,
-	// the default, runs none. It needs Version 9; tests drive rounds with
+	// the default, runs none. It needs Version 9 (New refuses it
+	// otherwise); tests drive rounds with
 	// [Sim.RebalanceNow] instead. Guest usage changes every round,
 	// reproducibly from Seed.
 	HARebalance time.Duration
@@ -162,6 +163,9 @@ func New(opts Options) (*Sim, error) {
 	vp, err := profileFor(opts.Version)
 	if err != nil {
 		return nil, err
+	}
+	if opts.HARebalance < 0 || opts.HARebalance > 0 && vp.release < "9" {
+		return nil, fmt.Errorf("pvesim: Options.HARebalance %v: the HA load balancer needs Version 9 and an interval >= 0", opts.HARebalance)
 	}
 	if err := opts.Faults.validate(); err != nil {
 		return nil, err
