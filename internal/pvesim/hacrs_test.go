@@ -172,3 +172,57 @@ func TestHARebalanceVersion8(t *testing.T) {
 		t.Fatal("rebalanced on PVE 8")
 	}
 }
+
+// TestHAGroupMigrationFailback pins Groups.pm migrate_groups_to_resources
+// as the CRM's $migrate_group_persistently applies it: a resource of a
+// nofailback group gets failback 0 and loses its group; the group's rule
+// is written out and can then be changed.
+func TestHAGroupMigrationFailback(t *testing.T) {
+	s := haSim(t, "9")
+	if err := s.AddHAGroup("sticky", "pve2", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callData(t, s, "PUT", "/cluster/ha/groups/sticky", map[string]any{"nofailback": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callData(t, s, "PUT", "/cluster/ha/resources/vm:100", map[string]any{"group": "sticky"}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := callData(t, s, "GET", "/cluster/ha/resources/vm:100", nil)
+	if m, _ := data.(map[string]any); m["group"] != "sticky" {
+		t.Fatalf("mid-upgrade resource %v", data)
+	}
+	s.MigrateHAGroups()
+	data, _ = callData(t, s, "GET", "/cluster/ha/resources/vm:100", nil)
+	if m, _ := data.(map[string]any); m["group"] != nil || m["failback"] != 0.0 {
+		t.Fatalf("migrated resource %v", data)
+	}
+	if _, err := callData(t, s, "PUT", "/cluster/ha/rules/ha-group-sticky", map[string]any{"type": "node-affinity", "nodes": "pve3"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCTMigratePrecondition: GET /nodes/{node}/lxc/{vmid}/migrate exists
+// from pve-container 6 (PVE 9; migrate_vm_precondition, added 2025-07-30)
+// with allowed-nodes, not-allowed-nodes and, for an HA resource,
+// dependent-ha-resources; PVE 8 answers 501.
+func TestCTMigratePrecondition(t *testing.T) {
+	for _, v := range []string{"9", "8"} {
+		s := startSim(t, pvesim.Options{Nodes: 2, Version: v})
+		if err := s.AddGuest(pvesim.GuestSpec{VMID: 200, Kind: pvesim.LXC, Running: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddHAResource(200, ""); err != nil {
+			t.Fatal(err)
+		}
+		data, err := callData(t, s, "GET", "/nodes/pve1/lxc/200/migrate", nil)
+		if v == "8" {
+			errContains(t, err, "not implemented")
+			continue
+		}
+		m, _ := data.(map[string]any)
+		if err != nil || m["running"] != 1.0 || fmt.Sprint(m["allowed-nodes"]) != "[pve2]" || m["dependent-ha-resources"] == nil {
+			t.Fatalf("precondition %v %v", data, err)
+		}
+	}
+}
