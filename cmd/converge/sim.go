@@ -36,6 +36,7 @@ type simFlags struct {
 	pveVersion   string
 	seed         uint64
 	mutationLog  string
+	haRebalance  string
 }
 
 func newSimCmd(g *globals) *cobra.Command {
@@ -67,8 +68,21 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (fingerprint printed)")
 	fl.StringVar(&f.pveVersion, "pve-version", "8", "Proxmox VE version to present: 7, 8 or 9")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for injected failures and generated ids")
+	fl.StringVar(&f.haRebalance, "ha-rebalance", "off", "run the HA load balancer (PVE 9.2's CRS auto rebalancing; needs --pve-version 9) at this interval, e.g. 10s (0 or off: none)")
 	fl.StringVar(&f.mutationLog, "mutation-log", "", "write every mutating API call, as received, as a JSON line to this file (- = standard output, after the address)")
 	return cmd
+}
+
+// parseRebalance reads --ha-rebalance: a duration, or 0 or off for none.
+func parseRebalance(v string) (time.Duration, error) {
+	if v == "off" || v == "0" || v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--ha-rebalance %q: want an interval such as 10s, or off", v)
+	}
+	return d, nil
 }
 
 func randomSecret() string {
@@ -101,6 +115,10 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--task-latency-type %w", err)}
 	}
+	rebalance, err := parseRebalance(f.haRebalance)
+	if err != nil {
+		return usageError{err}
+	}
 	ml, err := openMutationLog(f.mutationLog, cmd.OutOrStdout())
 	if err != nil {
 		return err
@@ -109,7 +127,7 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 	sim, err := pvesim.New(pvesim.Options{
 		Nodes: f.nodes, Guests: f.guests, DemoTemplates: f.templates && f.guests > 0,
 		Password: f.password, Tokens: tokens, TLS: f.tls, Version: f.pveVersion, Seed: f.seed,
-		Logger: log, OnMutation: ml.write,
+		Logger: log, OnMutation: ml.write, HARebalance: rebalance,
 		Faults: pvesim.Faults{
 			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency), TaskLatencyByType: byType,
 			FailRate: f.failRate, FailMessage: f.failMessage, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),

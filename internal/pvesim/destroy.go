@@ -108,7 +108,7 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 		if purge {
 			print(fmt.Sprintf("purging %s %d from related configurations..", word, g.vmid))
 			if ha != nil {
-				delete(s.ha, ha.sid)
+				s.deleteHAService(ha.sid, true)
 				print(fmt.Sprintf("NOTE: removed %s %d from HA resource configuration.", word, g.vmid))
 			}
 		}

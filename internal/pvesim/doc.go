@@ -53,6 +53,13 @@
 //     directory storage.
 //     Node reads cover status,
 //     version and a default install's network (eno1 and the bridge vmbr0).
+//   - HA follows pve-ha-manager: ha/resources.cfg, groups (PVE 7/8, and
+//     PVE 9 clusters whose groups are not migrated yet) and, on PVE 9, HA
+//     rules with Proxmox's feasibility checks (harules.go, harulecheck.go,
+//     hagroups.go). A minimal CRM acts HADelay after a change: requested
+//     states, migrate requests, placement by node- and resource-affinity
+//     (hacrm.go, haplace.go), and, with Options.HARebalance, PVE 9.2's
+//     load balancer (hacrs.go); Sim.HAMoves records what it moved.
 //   - A clone regenerates every NIC's MAC and prints its NICs canonically;
 //     the QEMU guest agent answers network-get-interfaces for a running VM
 //     with the agent enabled, and Proxmox's refusals otherwise.

@@ -32,7 +32,7 @@ func (s *Sim) haList(q *req) (any, error) {
 		if t := q.str("type"); t != "" && t != r.typ {
 			continue
 		}
-		out = append(out, s.haResourceJSON(r, digest))
+		out = append(out, s.haResourceJSON(r, digest, true))
 	}
 	return out, nil
 }
@@ -62,7 +62,7 @@ func (s *Sim) haRead(q *req) (any, error) {
 	if r == nil {
 		return nil, fail500("no such resource '%s'", sid)
 	}
-	return s.haResourceJSON(r, s.haDigest()), nil
+	return s.haResourceJSON(r, s.haDigest(), false), nil
 }
 
 func (s *Sim) haCreate(q *req) (any, error) {
@@ -202,19 +202,8 @@ func (s *Sim) haDelete(q *req) (any, error) {
 	if err := s.haLockFault("delete resource failed"); err != nil {
 		return nil, err
 	}
-	delete(s.ha, sid)
-	// purge (default 1) arrived with pve-ha-manager 5.0.x (PVE 9):
-	// Config.pm delete_service_from_config drops the sid from every
-	// rule and deletes the rules left empty.
-	if s.version.release >= "9" && (purge || !q.has("purge")) {
-		for id, r := range s.haRules {
-			delete(r.resources, sid)
-			if len(r.resources) == 0 {
-				delete(s.haRules, id)
-			}
-		}
-		s.haRulesWrite()
-	}
+	// purge (default 1) arrived with pve-ha-manager 5.0.x (PVE 9).
+	s.deleteHAService(sid, purge || !q.has("purge"))
 	s.haPlaceAll("resource-affinity")
 	return nil, nil
 }
@@ -222,13 +211,30 @@ func (s *Sim) haDelete(q *req) (any, error) {
 // haResourceJSON is $api_copy_config: no group once groups are migrated,
 // and an error for a group that does not exist (the list only).
 // Caller holds s.mu.
-func (s *Sim) haResourceJSON(r *haResource, digest string) map[string]any {
+func (s *Sim) haResourceJSON(r *haResource, digest string, list bool) map[string]any {
 	m := r.json(digest)
 	if r.group != "" && !s.groupsMigrated() {
 		m["group"] = r.group
-		if s.haGroups[r.group] == nil {
+		if list && s.haGroups[r.group] == nil {
 			m["errors"] = map[string]string{"group": fmt.Sprintf("group '%s' does not exist", r.group)}
 		}
 	}
 	return m
+}
+
+// deleteHAService is Config.pm delete_service_from_config: the resource
+// goes; with purge the sid leaves every rule, and rules left empty go.
+// Caller holds s.mu.
+func (s *Sim) deleteHAService(sid string, purge bool) {
+	delete(s.ha, sid)
+	if !purge || len(s.haRules) == 0 {
+		return
+	}
+	for id, r := range s.haRules {
+		delete(r.resources, sid)
+		if len(r.resources) == 0 {
+			delete(s.haRules, id)
+		}
+	}
+	s.haRulesWrite()
 }

@@ -174,6 +174,13 @@ func (s *Sim) haKick(sid string) {
 }
 
 // haQueueMigrate is the CRM command "migrate <sid> <node>". Caller holds s.mu.
+//
+// As Manager.pm queue_resource_motion: a resource in negative affinity
+// with sid on the target blocks the command (it is dropped, as the CRM
+// logs an error); resources in positive affinity with sid move along.
+// The target is not checked against node-affinity rules: the migration
+// runs, and the CRM's next placement round moves the guest back where
+// its rule wants it (next_state_started takes the command as given).
 func (s *Sim) haQueueMigrate(sid, target string) {
 	s.haSchedule(func() *task {
 		r := s.ha[sid]
@@ -187,8 +194,22 @@ func (s *Sim) haQueueMigrate(sid, target string) {
 		if g == nil || n == nil || g.node == target || g.lock() != "" {
 			return nil
 		}
+		c := s.compileRules()
+		for p := range c.separate[sid] {
+			if pr := s.ha[p]; pr != nil && pr.requested() != "ignored" {
+				if pg := s.guests[pr.vmid]; pg != nil && pg.node == target {
+					return nil
+				}
+			}
+		}
+		for _, p := range sortedSet(c.together[sid]) {
+			if pr := s.ha[p]; pr != nil && pr.requested() != "ignored" {
+				if pg := s.guests[pr.vmid]; pg != nil && pg.node != target && pg.lock() == "" {
+					s.haStartMove(pr, pg, target, "resource-affinity", 0)
+				}
+			}
+		}
 		s.haMoves = append(s.haMoves, HAMove{SID: sid, VMID: g.vmid, From: g.node, To: target, Cause: "request"})
-		s.haMoving[g.vmid] = true
 		if g.kind == LXC {
 			return s.startCTMigration(g, n, false, true, nil, DefaultUser)
 		}
@@ -214,7 +235,8 @@ func (s *Sim) haMigrateTask(q *req, g *guest, r *haResource, target string) *tas
 // haMigrate is POST /cluster/ha/resources/{sid}/migrate: it only queues
 // the CRM command and answers before the guest moves (null up to
 // pve-ha-manager 5.0.2, PVE 7/8 here; {sid, requested-node} from 5.0.3,
-// PVE 9).
+// PVE 9, plus comigrated-resources and blocking-resources when rules
+// give some).
 func (s *Sim) haMigrate(q *req) (any, error) {
 	sid := q.path("sid")
 	if err := haParams(q, &sid, "node"); err != nil {
@@ -235,7 +257,18 @@ func (s *Sim) haMigrate(q *req) (any, error) {
 	}
 	s.haQueueMigrate(sid, target)
 	if s.version.release >= "9" {
-		return map[string]any{"sid": sid, "requested-node": target}, nil
+		// pve-ha-manager 5.x adds the motion info when there is some
+		// (API2/HA/Resources.pm migrate: comigrated-resources,
+		// blocking-resources for the requested node).
+		res := map[string]any{"sid": sid, "requested-node": target}
+		dependent, blocking := s.haMotionInfo(sid)
+		if len(dependent) > 0 {
+			res["comigrated-resources"] = dependent
+		}
+		if b := blocking[target]; b != nil {
+			res["blocking-resources"] = b
+		}
+		return res, nil
 	}
 	return nil, nil
 }

@@ -133,7 +133,7 @@ func (s *Sim) haGroupRoutes(mux *http.ServeMux) {
 
 func (g *haGroup) json(name, digest string) map[string]any {
 	m := map[string]any{"group": name, "type": "group", "digest": digest,
-		"nodes": strings.Join(slices.Sorted(slices.Values(g.nodes)), ",")}
+		"nodes": strings.Join(slices.Compact(slices.Sorted(slices.Values(g.nodes))), ",")}
 	if g.restricted {
 		m["restricted"] = 1
 	}

@@ -8,7 +8,7 @@ import (
 // ---- the CRM places resources by the rules (Manager.pm select_service_node) ----
 //
 // After a rule, group or resource change, or a guest moving, the CRM's
-// next round (HADelay later) moves every started or stopped HA resource
+// next round (HADelay later) moves every HA resource requested started
 // whose node is not among the preferred nodes of its node-affinity rule
 // (NodeAffinity.pm get_node_affinity: the online nodes of the rule's
 // highest priority; a non-strict rule adds every other node at priority
@@ -115,6 +115,23 @@ func (s *Sim) compileRules() compiledAffinity {
 			}
 		}
 	}
+	// ResourceAffinity.pm create_implicit_negative_resource_affinity_rules:
+	// a resource is kept apart from its positive partners' negative ones.
+	for sid, partners := range c.together {
+		for p := range partners {
+			for x := range c.separate[p] {
+				if x == sid {
+					continue
+				}
+				for _, pair := range [][2]string{{sid, x}, {x, sid}} {
+					if c.separate[pair[0]] == nil {
+						c.separate[pair[0]] = map[string]bool{}
+					}
+					c.separate[pair[0]][pair[1]] = true
+				}
+			}
+		}
+	}
 	// Rules.pm create_implicit_positive_resource_affinity_node_affinity_rules
 	for sid, partners := range c.together {
 		if c.nodes[sid] == nil {
@@ -168,7 +185,9 @@ func (s *Sim) placeRound(cause string) {
 	}
 	for _, r := range s.haSorted() {
 		g := s.guests[r.vmid]
-		if g == nil || r.requested() == "ignored" || r.requested() == "disabled" || g.lock() != "" {
+		// Only a started resource is placed (next_state_started); a
+		// stopped or disabled one stays where it is (next_state_stopped).
+		if g == nil || r.requested() != "started" || g.lock() != "" {
 			continue
 		}
 		pref := c.preferred(r.sid, all)
@@ -226,3 +245,5 @@ func (s *Sim) haStartMove(r *haResource, g *guest, target, cause string, round i
 	s.haBegin()
 	s.haEnd(t)
 }
+
+func sortedSet(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }

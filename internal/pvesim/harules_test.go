@@ -70,6 +70,12 @@ func TestHARulesCRUD(t *testing.T) {
 	}
 	_, err = callData(t, s, "PUT", "/cluster/ha/rules/gone", map[string]any{"type": "node-affinity", "comment": "x"})
 	errContains(t, err, "HA rule 'gone' does not exist")
+	_, err = callData(t, s, "PUT", "/cluster/ha/rules/pin", map[string]any{"type": "resource-affinity", "affinity": "positive"})
+	errContains(t, err, "update HA rules failed: unexpected property 'type'")
+	_, err = callData(t, s, "PUT", "/cluster/ha/rules/pin", map[string]any{"type": "node-affinity", "affinity": "positive"})
+	errContains(t, err, "update HA rules failed: unexpected property 'affinity'")
+	_, err = callData(t, s, "POST", "/cluster/ha/rules", map[string]any{"rule": "yy", "type": "resource-affinity", "resources": "vm:102,vm:103"})
+	errContains(t, err, "missing value for required option 'affinity'")
 	_, err = callData(t, s, "PUT", "/cluster/ha/rules/pin", map[string]any{"type": "node-affinity", "digest": "0000"})
 	errContains(t, err, "detected modified configuration")
 	if _, err := callData(t, s, "DELETE", "/cluster/ha/rules/apart", nil); err != nil {
@@ -82,45 +88,72 @@ func TestHARulesCRUD(t *testing.T) {
 }
 
 // TestHARulesFeasibility pins Rules.pm check_feasibility through
-// $assert_feasibility: a 400 "Rule '…' is invalid." with the rule's
-// errors by option (NodeAffinity.pm check_single_resource_reference,
+// $assert_feasibility: a PVE::Exception (400 "Rule '…' is invalid." with
+// the errors by option) raised inside lock_ha_domain, which dies with
+// "create ha rule failed: $err", the exception stringified: a 500 whose
+// message carries the code and the errors
+// (NodeAffinity.pm check_single_resource_reference,
 // ResourceAffinity.pm check_resource_affinity_resources_count,
 // check_negative_resource_affinity_resources_count,
 // check_inter_resource_affinity_rules_consistency, Rules.pm
-// check_single_node_affinity_per_positive_resource_affinity_rule).
+// check_single_node_affinity_per_positive_resource_affinity_rule,
+// check_single_priority_node_affinity_in_resource_affinity_rules,
+// check_negative_resource_affinity_node_affinity_consistency).
+// The list carries a rule's errors as "errors".
 func TestHARulesFeasibility(t *testing.T) {
 	s := haSim(t, "9")
-	post := func(p url.Values) (int, map[string]any) { return send(t, s, "POST", "/cluster/ha/rules", p) }
-	if code, _ := post(url.Values{"rule": {"ra"}, "type": {"node-affinity"}, "resources": {"vm:100"}, "nodes": {"pve2"}}); code != 200 {
-		t.Fatal(code)
+	post := func(p url.Values) (int, string) {
+		t.Helper()
+		hdr := tokenHdr()
+		hdr["Content-Type"] = "application/x-www-form-urlencoded"
+		res, m := raw(t, "POST", s.URL()+"/cluster/ha/rules", hdr, p.Encode())
+		msg, _ := m["message"].(string)
+		return res.StatusCode, msg
 	}
-	cases := []struct {
-		p    url.Values
-		want string
-	}{
-		{url.Values{"rule": {"rb"}, "type": {"node-affinity"}, "resources": {"vm:100"}, "nodes": {"pve3"}}, "resource 'vm:100' is already used in another node affinity rule"},
-		{url.Values{"rule": {"rc"}, "type": {"resource-affinity"}, "resources": {"vm:101"}, "affinity": {"positive"}}, "rule is ineffective as there are less than two resources"},
-		{url.Values{"rule": {"rd"}, "type": {"resource-affinity"}, "resources": {"vm:100,vm:101,vm:102,vm:103"}, "affinity": {"negative"}}, "rule defines more resources than available nodes"},
-	}
-	for _, c := range cases {
-		code, errs := post(c.p)
-		if code != 400 || errs["resources"] != c.want+"\n" {
-			t.Errorf("%v: %d %v", c.p, code, errs)
+	ok := func(p url.Values) {
+		t.Helper()
+		if code, msg := post(p); code != 200 {
+			t.Fatalf("%v: %d %s", p, code, msg)
 		}
 	}
-	if code, _ := post(url.Values{"rule": {"re"}, "type": {"node-affinity"}, "resources": {"vm:102"}, "nodes": {"pve3"}}); code != 200 {
-		t.Fatal(code)
+	refused := func(p url.Values, want string) {
+		t.Helper()
+		full := "create ha rule failed: 400 Rule '" + p.Get("rule") + "' is invalid.\nresources: " + want + "\n"
+		if code, msg := post(p); code != 500 || msg != full {
+			t.Errorf("%v: %d %q, want %q", p, code, msg, full)
+		}
 	}
-	code, errs := post(url.Values{"rule": {"rf"}, "type": {"resource-affinity"}, "resources": {"vm:100,vm:102"}, "affinity": {"positive"}})
-	if code != 400 || errs["resources"] != "resources are in multiple node affinity rules\n" {
-		t.Errorf("positive over two node-affinity rules: %d %v", code, errs)
+	ok(url.Values{"rule": {"ra"}, "type": {"node-affinity"}, "resources": {"vm:100"}, "nodes": {"pve2"}})
+	refused(url.Values{"rule": {"rb"}, "type": {"node-affinity"}, "resources": {"vm:100"}, "nodes": {"pve3"}},
+		"resource 'vm:100' is already used in another node affinity rule")
+	refused(url.Values{"rule": {"rc"}, "type": {"resource-affinity"}, "resources": {"vm:101"}, "affinity": {"positive"}},
+		"rule is ineffective as there are less than two resources")
+	refused(url.Values{"rule": {"rd"}, "type": {"resource-affinity"}, "resources": {"vm:100,vm:101,vm:102,vm:103"}, "affinity": {"negative"}},
+		"rule defines more resources than available nodes")
+	ok(url.Values{"rule": {"re"}, "type": {"node-affinity"}, "resources": {"vm:102"}, "nodes": {"pve3"}})
+	refused(url.Values{"rule": {"rf"}, "type": {"resource-affinity"}, "resources": {"vm:100,vm:102"}, "affinity": {"positive"}},
+		"resources are in multiple node affinity rules")
+	ok(url.Values{"rule": {"rg"}, "type": {"resource-affinity"}, "resources": {"vm:101,vm:103"}, "affinity": {"positive"}})
+	refused(url.Values{"rule": {"rh"}, "type": {"resource-affinity"}, "resources": {"vm:101,vm:103"}, "affinity": {"negative"}},
+		"rule shares two or more resources with a positive resource affinity rule")
+	refused(url.Values{"rule": {"ri"}, "type": {"node-affinity"}, "resources": {"vm:101"}, "nodes": {"pve1:2,pve2"}},
+		"resources are in a resource affinity rule and cannot be in a node affinity rule with multiple priorities")
+	if _, err := callData(t, s, "PUT", "/cluster/ha/rules/re", map[string]any{"type": "node-affinity", "nodes": "pve3:2,pve1"}); err != nil {
+		t.Fatal(err)
 	}
-	if code, _ := post(url.Values{"rule": {"rg"}, "type": {"resource-affinity"}, "resources": {"vm:101,vm:103"}, "affinity": {"positive"}}); code != 200 {
-		t.Fatal(code)
+	refused(url.Values{"rule": {"rj"}, "type": {"resource-affinity"}, "resources": {"vm:102,vm:100"}, "affinity": {"negative"}},
+		"resources are in node affinity rules with multiple priorities")
+	// Two resources restricted to one node cannot be kept apart.
+	if _, err := callData(t, s, "PUT", "/cluster/ha/rules/re", map[string]any{"type": "node-affinity", "nodes": "pve2"}); err != nil {
+		t.Fatal(err)
 	}
-	code, errs = post(url.Values{"rule": {"rh"}, "type": {"resource-affinity"}, "resources": {"vm:101,vm:103"}, "affinity": {"negative"}})
-	if code != 400 || errs["resources"] != "rule shares two or more resources with a positive resource affinity rule\n" {
-		t.Errorf("positive and negative: %d %v", code, errs)
+	refused(url.Values{"rule": {"rk"}, "type": {"resource-affinity"}, "resources": {"vm:100,vm:102"}, "affinity": {"negative"}},
+		"two or more resources are restricted to less nodes than available to the resources")
+	// A disabled rule takes no part; the list shows another's errors.
+	ok(url.Values{"rule": {"rl"}, "type": {"node-affinity"}, "resources": {"vm:100"}, "nodes": {"pve3"}, "disable": {"1"}})
+	data, _ := callData(t, s, "GET", "/cluster/ha/rules/rl", nil)
+	if m, _ := data.(map[string]any); m["disable"] != 1.0 || m["errors"] != nil {
+		t.Fatalf("disabled rule %v", data)
 	}
 }
 
@@ -220,5 +253,76 @@ func TestHANodeAffinityMoves(t *testing.T) {
 	data, _ := callData(t, s, "GET", "/cluster/ha/rules/rr", nil)
 	if m, _ := data.(map[string]any); m["resources"] != "vm:101" {
 		t.Fatalf("after purge %v", data)
+	}
+}
+
+// TestHAPlacementFailbackAndStopped pins Manager.pm: a resource requested
+// stopped is not placed (next_state_stopped); with failback 0 a resource
+// stays on a node its rule allows (select_service_node): any node for a
+// non-strict rule (plugin_compile adds the others at priority -1), only
+// the rule's nodes for a strict one.
+func TestHAPlacementFailbackAndStopped(t *testing.T) {
+	s := haSim(t, "9")
+	for _, c := range []struct {
+		sid  string
+		body map[string]any
+	}{
+		{"vm:101", map[string]any{"failback": 0}},
+		{"vm:102", map[string]any{"failback": 0}},
+		{"vm:103", map[string]any{"state": "stopped"}},
+	} {
+		if _, err := callData(t, s, "PUT", "/cluster/ha/resources/"+c.sid, c.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stepHA(t, s)
+	for _, r := range []map[string]any{
+		{"rule": "loose", "type": "node-affinity", "resources": "vm:101,vm:103", "nodes": "pve2"},
+		{"rule": "tight", "type": "node-affinity", "resources": "vm:102", "nodes": "pve3", "strict": 1},
+	} {
+		if _, err := callData(t, s, "POST", "/cluster/ha/rules", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stepHA(t, s)
+	for vmid, want := range map[int]string{101: "pve1", 102: "pve3", 103: "pve1"} {
+		if g, _ := s.Guest(vmid); g.Node != want {
+			t.Errorf("vm %d on %s, want %s", vmid, g.Node, want)
+		}
+	}
+}
+
+// TestHADeletePurge pins Config.pm delete_service_from_config: purge=0
+// keeps the sid in the rules; a guest destroyed with purge (qemu-server's
+// destroy_vm calls it with purge) leaves them, and a rule left without
+// resources is deleted.
+func TestHADeletePurge(t *testing.T) {
+	s := haSim(t, "9")
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 110}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddHAResource(110, "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callData(t, s, "POST", "/cluster/ha/rules", map[string]any{"rule": "keep", "type": "node-affinity", "resources": "vm:100,vm:110", "nodes": "pve1"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := send(t, s, "DELETE", "/cluster/ha/resources/vm:100", url.Values{"purge": {"0"}}); code != 200 {
+		t.Fatal(code)
+	}
+	data, _ := callData(t, s, "GET", "/cluster/ha/rules/keep", nil)
+	if m, _ := data.(map[string]any); m["resources"] != "vm:100,vm:110" {
+		t.Fatalf("purge=0 %v", data)
+	}
+	upid, err := callData(t, s, "DELETE", "/nodes/pve1/qemu/110?purge=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUPID(t, s, upid)
+	_, err = callData(t, s, "DELETE", "/cluster/ha/resources/vm:999", nil)
+	errContains(t, err, "not HA managed")
+	data, _ = callData(t, s, "GET", "/cluster/ha/rules/keep", nil)
+	if m, _ := data.(map[string]any); m["resources"] != "vm:100" {
+		t.Fatalf("after destroy %v", data)
 	}
 }

@@ -335,9 +335,22 @@ func (s *Sim) migratePrecondition(q *req, g *guest) (any, error) {
 	if g.lock() != "" {
 		return nil, fail500("%s", lockedErr(g))
 	}
-	allowed := []string{}
+	// qemu-server 9 (API2/Qemu.pm migrate_vm_precondition): an HA
+	// resource's dependent-ha-resources, and a node with blocking HA
+	// resources (get_resource_motion_info) is not allowed.
+	var dependent []string
+	var blocking map[string][]map[string]any
+	r := s.haOf(g)
+	if r != nil && r.requested() != "ignored" {
+		dependent, blocking = s.haMotionInfo(r.sid)
+	}
+	allowed, notAllowed := []string{}, map[string]any{}
 	for _, n := range s.nodes {
-		if n.name != g.node {
+		switch {
+		case n.name == g.node:
+		case len(blocking[n.name]) > 0:
+			notAllowed[n.name] = map[string]any{"blocking-ha-resources": blocking[n.name]}
+		default:
 			allowed = append(allowed, n.name)
 		}
 	}
@@ -349,12 +362,12 @@ func (s *Sim) migratePrecondition(q *req, g *guest) (any, error) {
 			"is_tpmstate": boolInt(k == "tpmstate0"), "replicate": 1, "shared": 0})
 	}
 	res := map[string]any{
-		"running": boolInt(g.running()), "allowed_nodes": allowed, "not_allowed_nodes": map[string]any{},
+		"running": boolInt(g.running()), "allowed_nodes": allowed, "not_allowed_nodes": notAllowed,
 		"local_disks": disks, "local_resources": []string{}, "mapped-resources": []string{},
 		"mapped-resource-info": map[string]any{}, "has-dbus-vmstate": 1,
 	}
-	if s.haOf(g) != nil {
-		res["dependent-ha-resources"] = []string{}
+	if dependent != nil {
+		res["dependent-ha-resources"] = dependent
 	}
 	return res, nil
 }

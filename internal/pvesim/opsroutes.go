@@ -11,6 +11,9 @@ func (s *Sim) opsRoutes(mux *http.ServeMux) {
 		s.handle(mux, "POST "+base+"/{vmid}/migrate", s.guestHandler(kind, s.migrate))
 	}
 	s.handle(mux, "GET /nodes/{node}/qemu/{vmid}/migrate", s.guestHandler(QEMU, s.migratePrecondition))
+	if s.version.release >= "9" {
+		s.handle(mux, "GET /nodes/{node}/lxc/{vmid}/migrate", s.guestHandler(LXC, s.ctMigratePrecondition))
+	}
 	for _, kind := range []Kind{QEMU, LXC} {
 		base := "/nodes/{node}/" + string(kind) + "/{vmid}/snapshot"
 		s.handle(mux, "GET "+base, s.guestHandler(kind, s.listSnapshots))

@@ -135,9 +135,10 @@ func isPathParam(o *pveschema.Operation, name string) bool {
 
 // TestSchemaMatrixUndeclared: every served operation refuses an
 // undeclared parameter with check_object's message and changes nothing,
-// in PVE 7 mode too (the same rules apply there).
+// in PVE 7 mode too (the same rules apply there), and in PVE 9 mode, which
+// serves more (the HA rules, GET lxc …/migrate).
 func TestSchemaMatrixUndeclared(t *testing.T) {
-	for _, version := range []string{"8", "7"} {
+	for _, version := range []string{"9", "8", "7"} {
 		s := startSim(t, pvesim.Options{Guests: 6, Pools: []string{"web"}, Version: version})
 		before := state(t, s)
 		ops := servedOps(t, s)

@@ -50,6 +50,13 @@ type Options struct {
 	// HADelay is how long the simulated HA stack takes to act on a
 	// requested state or a migrate request (default 100ms; see WaitHA).
 	HADelay time.Duration
+	// HARebalance, when positive, runs the HA load balancer (PVE 9.2's
+	// dynamic CRS with auto rebalancing, hacrs.go) at that interval; 0,
+	// the default, runs none. It needs Version 9 (New refuses it
+	// otherwise); tests drive rounds with
+	// [Sim.RebalanceNow] instead. Guest usage changes every round,
+	// reproducibly from Seed.
+	HARebalance time.Duration
 	// MaxTasks bounds the task log; the oldest finished tasks are dropped
 	// first (default 200000).
 	MaxTasks int
@@ -115,6 +122,8 @@ type Sim struct {
 	cloneSlots map[string]int
 	// crm is the HA stack's queued work (hacrm.go).
 	crm *haCRM
+	// crs is the HA load balancer's state (hacrs.go).
+	crs haCRS
 	// templates are the downloaded appliance templates ("local:vztmpl/…").
 	templates map[string]bool
 	// isos are the downloaded ISO images ("local:iso/…", volumes.go).
@@ -154,6 +163,9 @@ func New(opts Options) (*Sim, error) {
 	vp, err := profileFor(opts.Version)
 	if err != nil {
 		return nil, err
+	}
+	if opts.HARebalance < 0 || opts.HARebalance > 0 && vp.release < "9" {
+		return nil, fmt.Errorf("pvesim: Options.HARebalance %v: the HA load balancer needs Version 9 and an interval >= 0", opts.HARebalance)
 	}
 	if err := opts.Faults.validate(); err != nil {
 		return nil, err
@@ -200,6 +212,7 @@ func New(opts Options) (*Sim, error) {
 	s.mu.Lock()
 	s.syncPvestatd() // after the seed: the first broadcast knows the demo guests
 	s.mu.Unlock()
+	s.startRebalance()
 	return s, nil
 }
 
@@ -247,6 +260,7 @@ func (s *Sim) Start(addr string) error {
 // Close stops serving, the pvestatd daemons and pending task timers.
 func (s *Sim) Close() error {
 	s.closePvestatd()
+	s.stopRebalance()
 	s.mu.Lock()
 	for _, t := range s.tasks {
 		if t.timer != nil {
