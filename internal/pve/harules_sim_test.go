@@ -1,13 +1,17 @@
 package pve_test
 
 import (
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
+	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 )
 
 // TestSimClusterFacts: the release from GET /version, and the HA mode from
@@ -130,5 +134,44 @@ func TestSimSetHARule(t *testing.T) {
 	// Never another rule than the guest's own.
 	if err := c.SetHARule(ctx, ref, "prod", []string{"pve1"}, true); pve.Classify(err) != pve.ClassTerminal {
 		t.Fatalf("writing an operator's rule: %v, want a terminal refusal before any call", err)
+	}
+}
+
+// TestSimSetHARuleRefused: rule writes Proxmox refuses are terminal: the
+// same write fails again until something changes. An infeasible rule (a
+// positive resource-affinity pair in two node-affinity rules:
+// ResourceAffinity.pm) and any rule write on a cluster mid-upgrade
+// (Rules.pm: "ha groups have not been migrated yet").
+func TestSimSetHARuleRefused(t *testing.T) {
+	s := startSim(t, pvesim.Options{Nodes: 2, Version: "9", HADelay: time.Hour})
+	for _, id := range []int{100, 101} {
+		if err := s.AddGuest(pvesim.GuestSpec{VMID: id, Running: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddHAResource(id, "started"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, form := range []url.Values{
+		{"type": {"resource-affinity"}, "rule": {"pair"}, "resources": {"vm:100,vm:101"}, "affinity": {"positive"}},
+		{"type": {"node-affinity"}, "rule": {"prod"}, "resources": {"vm:101"}, "nodes": {"pve1"}},
+	} {
+		if code, body := pvesimtest.Call(t, s, http.MethodPost, "/cluster/ha/rules", form); code != http.StatusOK {
+			t.Fatalf("%v: %d %s", form, code, body)
+		}
+	}
+	c := newClient(t, s)
+	ctx := tctx(t)
+	ref := pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 100}
+	err := c.SetHARule(ctx, ref, "converge-100", []string{"pve2"}, true)
+	if err == nil || pve.Classify(err) != pve.ClassTerminal || !strings.Contains(err.Error(), "is invalid") {
+		t.Fatalf("infeasible rule: %v (class %v), want a terminal refusal", err, pve.Classify(err))
+	}
+	if err := s.AddHAGroup("x", "pve1", false); err != nil { // mid-upgrade: rule writes refused
+		t.Fatal(err)
+	}
+	err = c.SetHARule(ctx, pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: 101}, "converge-101", []string{"pve1"}, true)
+	if err == nil || pve.Classify(err) != pve.ClassTerminal {
+		t.Fatalf("rule write on a cluster mid-upgrade: %v (class %v), want a terminal refusal", err, pve.Classify(err))
 	}
 }

@@ -53,6 +53,13 @@ func classifyOpsMessage(op Op, m string) (Class, bool) {
 		strings.Contains(m, "unable to use snapshot name"),
 		strings.Contains(m, "unable to create template, because"):
 		return ClassTerminal, true
+	case op == OpSetHARule && (strings.Contains(m, "is invalid") || strings.Contains(m, "cannot use unmanaged resource") ||
+		strings.Contains(m, "cannot use non-existent node") || strings.Contains(m, "have not been migrated yet")):
+		// Rules.pm's refusals: an infeasible rule ("Rule 'x' is
+		// invalid.", inside lock_ha_domain's 500), a guest out of HA, a
+		// node not in the cluster, groups not migrated. The same rule is
+		// refused again until the desired state or the cluster changes.
+		return ClassTerminal, true
 	case op == OpSnapshot && strings.Contains(m, "already used"):
 		// "snapshot name 'x' already used": another snapshot holds the
 		// name, maybe not the one intended.
