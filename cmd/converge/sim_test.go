@@ -159,3 +159,18 @@ func TestSimCommandTaskLatencyType(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// --ha-rebalance takes an interval, or 0/off for no load balancer; a
+// negative or unreadable one is refused with the flag named.
+func TestParseRebalance(t *testing.T) {
+	for in, want := range map[string]time.Duration{"off": 0, "0": 0, "": 0, "10s": 10 * time.Second, "250ms": 250 * time.Millisecond} {
+		if got, err := parseRebalance(in); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1s", "soon", "10"} {
+		if _, err := parseRebalance(in); err == nil || !strings.Contains(err.Error(), "--ha-rebalance") {
+			t.Errorf("%q: %v, want a refusal naming the flag", in, err)
+		}
+	}
+}
