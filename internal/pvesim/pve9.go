@@ -99,9 +99,7 @@ var machineVersionRe = regexp.MustCompile(`-(\d+)\.(\d+)(?:\+pve(\d+))?$`)
 // unless q35 is asked for.
 func (s *Sim) runningMachine(conf map[string]string) string {
 	m, _, _ := strings.Cut(conf["machine"], ",")
-	if strings.HasPrefix(m, "type=") {
-		m = strings.TrimPrefix(m, "type=")
-	}
+	m = strings.TrimPrefix(m, "type=")
 	if machineVersionRe.MatchString(m) {
 		if !strings.Contains(m, "+pve") {
 			m += "+pve0"
