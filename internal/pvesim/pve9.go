@@ -3,6 +3,7 @@ package pvesim
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +88,33 @@ func dropVMState(g *guest) bool {
 		}
 	}
 	return changed
+}
+
+// discardsHibernation reports whether a config write deletes the saved
+// state of a hibernated VM: qemu-server's update_vm_api, for "vmstate" in
+// delete, takes a 'suspended' lock out of check_lock's way (the "FIXME:
+// 'suspended' lock should probably be a state or \"weak\" lock?!").
+func discardsHibernation(g *guest, ch *configChange) bool {
+	return g.kind == QEMU && g.lock() == "suspended" && slices.Contains(ch.del, "vmstate")
+}
+
+// vmStateDeletes is the delete list update_vm_api works through when it
+// names vmstate: the 'suspended' lock, runningmachine, runningcpu and
+// running-nets-host-mtu go with it, each if set (API2/Qemu.pm
+// $load_and_check_config with $update_delete).
+func vmStateDeletes(g *guest, del []string) []string {
+	if g.kind != QEMU || !slices.Contains(del, "vmstate") {
+		return del
+	}
+	if g.lock() == "suspended" {
+		del = append(del, "lock")
+	}
+	for _, k := range vmStateKeys[1:] {
+		if _, ok := g.conf[k]; ok {
+			del = append(del, k)
+		}
+	}
+	return del
 }
 
 // machineVersionRe is a versioned machine type, "pc-i440fx-9.2+pve1",
