@@ -66,7 +66,7 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.StringVar(&f.password, "password", "", "root@pam password (default: generated and printed)")
 	fl.StringArrayVar(&f.tokens, "token", nil, "API token as ID=SECRET, e.g. root@pam!converge=s3cret (repeatable; default: one generated)")
 	fl.BoolVar(&f.tls, "tls", false, "serve HTTPS with a self-signed certificate (fingerprint printed)")
-	fl.StringVar(&f.pveVersion, "pve-version", "8", "Proxmox VE version to present: 7, 8 or 9")
+	fl.StringVar(&f.pveVersion, "pve-version", "9", "Proxmox VE version to present: 7, 8 or 9")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for injected failures and generated ids")
 	fl.StringVar(&f.haRebalance, "ha-rebalance", "off", "run the HA load balancer (PVE 9.2's CRS auto rebalancing; needs --pve-version 9) at this interval, e.g. 10s (0 or off: none)")
 	fl.StringVar(&f.mutationLog, "mutation-log", "", "write every mutating API call, as received, as a JSON line to this file (- = standard output, after the address)")

@@ -94,8 +94,8 @@ func TestSimCommand(t *testing.T) {
 	}
 	pw2 := proxmox.NewClient(info.URL, proxmox.WithHTTPClient(hc),
 		proxmox.WithCredentials(&proxmox.Credentials{Username: info.User, Password: info.Password}))
-	if _, err := pw2.Version(ctx); err != nil {
-		t.Fatalf("password login: %v", err)
+	if v, err := pw2.Version(ctx); err != nil || !strings.HasPrefix(v.Release, "9.") {
+		t.Fatalf("password login: %+v %v, want the default release, PVE 9", v, err)
 	}
 	cancel() // what SIGINT does: the command returns cleanly
 	if err := <-done; err != nil {

@@ -101,6 +101,9 @@ func (s *Sim) powerOn(g *guest, applyPending bool) {
 		g.applyPending()
 	}
 	g.ciGenerate()
+	if g.kind == QEMU && dropVMState(g) { // resume, or left-over state keys (pve9.go)
+		g.touch()
+	}
 	g.status, g.paused, g.startedAt = "running", false, time.Now()
 	s.pidSeq++
 	g.pid = s.pidSeq

@@ -168,6 +168,7 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		if _, ok := conf["ostype"]; !ok {
 			conf["ostype"] = strings.SplitN(strings.TrimPrefix(vol, "vztmpl/"), "-", 2)[0]
 		}
+		s.lxcUnprivileged(q, conf)
 	}
 	conf["lock"] = "create"
 	g := s.newGuest(vmid, kind, n.name, conf)

@@ -60,6 +60,15 @@
 //     states, migrate requests, placement by node- and resource-affinity
 //     (hacrm.go, haplace.go), and, with Options.HARebalance, PVE 9.2's
 //     load balancer (hacrs.go); Sim.HAMoves records what it moved.
+//   - PVE 9 is the default release (Options.Version; "8" and "7" keep
+//     theirs). On 9 a container created without "unprivileged" is
+//     unprivileged; on every release an explicit 0 writes no key and a
+//     clone keeps its source's flag. A VM suspended to disk carries
+//     vmstate, runningmachine, runningcpu and, on 9, running-nets-host-mtu
+//     in its config until it starts or a write deletes vmstate (through
+//     the suspended lock, which goes with them); a RAM snapshot carries
+//     running-nets-host-mtu on 9 too; a running VM's config carries none
+//     of them (pve9.go).
 //   - A clone regenerates every NIC's MAC and prints its NICs canonically;
 //     the QEMU guest agent answers network-get-interfaces for a running VM
 //     with the agent enabled, and Proxmox's refusals otherwise.

@@ -132,7 +132,7 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		if g.kind == QEMU && k == "cdrom" {
 			k = "ide2" // update_vm_api's alias
 		}
-		if _, ok := specFor(g.kind, k); !ok {
+		if _, ok := specFor(g.kind, k); !ok && !(g.kind == QEMU && k == "vmstate") {
 			if g.kind == QEMU { // update_vm_api: option_exists
 				errs["delete"] = fmt.Sprintf("unknown option '%s'", k)
 			} else {
@@ -166,11 +166,12 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 	if len(ch.set) == 0 && len(ch.del) == 0 && len(ch.revert) == 0 {
 		return nil, fail500("no options specified")
 	}
-	if l := g.lock(); l != "" && !skiplock {
+	if l := g.lock(); l != "" && !skiplock && !discardsHibernation(g, ch) {
 		if _, setsLock := ch.set["lock"]; !setsLock {
 			return nil, fail500("%s", lockedErr(g))
 		}
 	}
+	ch.del = vmStateDeletes(g, ch.del)
 	if err := s.canonicalWrite(g, ch.set); err != nil {
 		return nil, fail500("%v", err)
 	}

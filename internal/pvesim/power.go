@@ -155,7 +155,8 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 				return nil, err
 			}
 			if todisk && g.kind == QEMU {
-				stop() // hibernate: state saved to disk, guest stopped and locked
+				s.hibernated(g) // the state keys (pve9.go)
+				stop()          // hibernate: state saved to disk, guest stopped and locked
 				g.conf["lock"] = "suspended"
 				g.touch()
 				return nil, nil

@@ -37,8 +37,10 @@ type Options struct {
 	Tokens map[string]string
 	// TLS serves HTTPS with a self-signed certificate (see [Sim.Fingerprint]).
 	TLS bool
-	// Version selects the PVE release the simulator presents: "7" types QEMU
-	// memory as a number, "8" (default) and "9" as a string.
+	// Version selects the PVE release the simulator presents: "9" (the
+	// default: PVE 8 reached end of life in August 2026), "8" or "7". "7"
+	// types QEMU memory as a number, "8" and "9" as a string; the PVE 9
+	// guest behaviours (pve9.go) apply only on "9".
 	Version string
 	// Seed makes injected failures and generated ids reproducible.
 	Seed uint64

@@ -258,8 +258,12 @@ func (s *Sim) createSnapshot(q *req, g *guest) (any, error) {
 	if withState && g.kind == QEMU && g.running() {
 		st := g.vmstateStorage()
 		sn.vmstate = fmt.Sprintf("%s:vm-%d-state-%s", st, g.vmid, name)
-		sn.conf["runningmachine"] = "pc-i440fx-9.0+pve0"
+		// __snapshot_save_vmstate, as for a hibernation (pve9.go).
+		sn.conf["runningmachine"] = s.runningMachine(g.conf)
 		sn.conf["runningcpu"] = "kvm64,enforce,+kvm_pv_eoi,+kvm_pv_unhalt,+lahf_lm,+sep"
+		if v := s.netsHostMTU(g.conf); v != "" && s.pve9() {
+			sn.conf["running-nets-host-mtu"] = v
+		}
 		first = append(first, fmt.Sprintf("saving VM state and RAM using storage '%s'", st))
 	}
 	if g.kind == QEMU {

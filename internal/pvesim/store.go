@@ -241,9 +241,9 @@ func profileFor(v string) (versionProfile, error) {
 	switch v {
 	case "7", "7.4":
 		return versionProfile{version: "7.4-19", release: "7.4", repoid: "f8d2c0a7", memoryAsNumber: true}, nil
-	case "", "8", "8.4":
+	case "8", "8.4":
 		return versionProfile{version: "8.4.14", release: "8.4", repoid: "b502d23c"}, nil
-	case "9", "9.1", "9.2":
+	case "", "9", "9.1", "9.2":
 		return versionProfile{version: "9.2.6", release: "9.2", repoid: "a21c9e0f"}, nil
 	}
 	return versionProfile{}, fmt.Errorf("pvesim: unknown Proxmox version %q (want 7, 8 or 9)", v)
