@@ -118,12 +118,22 @@ func TestMovedByHandFollowed(t *testing.T) {
 	}
 }
 
-// HA-managed guests: a desired node moves the guest through the HA
-// manager (its migrate request's task ends before the guest moves: the
-// executor waits on the guest), and power goes through the HA state: HA,
-// not converge, starts the guest.
+// HA-managed guests: a desired node moves the guest through HA (under
+// HA groups, PVE 8, by a migrate request whose task ends before the guest
+// moves: the executor waits on the guest; under HA rules, PVE 9, by
+// converge's node-affinity rule), and power goes through the HA state:
+// HA, not converge, starts the guest.
 func TestHAGuestThroughHA(t *testing.T) {
-	p := startPipeline(t, pvesim.Options{Nodes: 2}, verifyEveryPass)
+	for _, v := range []struct {
+		version string
+		how     events.Op
+	}{{"8", events.OpMigrate}, {"9", events.OpSetHARule}} {
+		t.Run("pve"+v.version, func(t *testing.T) { testHAGuestThroughHA(t, v.version, v.how) })
+	}
+}
+
+func testHAGuestThroughHA(t *testing.T, version string, how events.Op) {
+	p := startPipeline(t, pvesim.Options{Nodes: 2, Version: version}, verifyEveryPass)
 	const moved, started = 424, 425
 	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: moved, Node: "pve1", Running: true}); err != nil {
 		t.Fatal(err)
@@ -150,6 +160,9 @@ func TestHAGuestThroughHA(t *testing.T) {
 	}
 	if us := taskUsers(p.sim, moved, "qmigrate"); len(us) != 1 || us[0] != "root@pam" {
 		t.Fatalf("migrations %v: want one, run by the HA manager (root@pam)", us)
+	}
+	if rs := p.results(t, moved); !hasOp(rs, how) || len(rs) != 1 {
+		t.Fatalf("results %+v: want one %s", rs, how)
 	}
 	if g, _ := p.sim.Guest(started); g.Status != "running" {
 		t.Fatalf("guest %+v: want started by HA", g)
