@@ -85,6 +85,10 @@ type PassStats struct {
 	Published     int
 	Gone          int
 	PublishErrors int
+	// AgentReads are guest agent reads (within the verification budget,
+	// agent.go), AgentUnavailable those that got no addresses.
+	AgentReads       int
+	AgentUnavailable int
 }
 
 // Observer polls Proxmox and publishes observations. Create it with New.
@@ -123,6 +127,8 @@ type Observer struct {
 	contra     []int // published this pass to contradict a read-back
 	// strs interns the strings kept across passes (own.go).
 	strs map[string]string
+	// agents is what the guest agent reads keep (agent.go).
+	agents agentBook
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.
