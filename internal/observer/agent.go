@@ -43,6 +43,7 @@ type agentBook struct {
 	reserved  map[int]bool              // vmids whose read this pass's budget already paid
 	appended  int                       // addresses events this pass journalled
 	active    bool                      // guests have agents to ask: they take a share of the budget
+	warned    bool                      // an agent read was refused for want of a privilege (logged once)
 }
 
 // agentRef is a listed guest's agent to ask, or nil: a running QEMU guest
@@ -182,6 +183,12 @@ func (o *Observer) readAgents(ctx context.Context, guests []listed, now time.Tim
 			st.AgentUnavailable++
 			o.log.Debug().Int("vmid", a.vmid).Err(a.err).Msg("guest agent not answering; its addresses are unknown")
 			out = o.unknownAddresses(out, a.vmid, agentReason(a.err), askedAt)
+		case a.err != nil && pve.Classify(a.err) == pve.ClassUnauthorized && !b.warned:
+			// Once per process: every guest's read is refused alike.
+			b.warned = true
+			st.AgentUnavailable++
+			o.log.Warn().Int("vmid", a.vmid).Err(a.err).
+				Msg("guest agent reads refused: the token needs VM.GuestAgent.Audit (PVE 9; VM.Monitor on PVE 8) for addresses")
 		case a.err != nil:
 			st.AgentUnavailable++
 			o.log.Debug().Int("vmid", a.vmid).Err(a.err).Msg("guest agent read failed; keeping its last addresses")
