@@ -166,8 +166,9 @@ func (o *Observer) readAgents(ctx context.Context, guests []listed, now time.Tim
 			asks = append(asks, agentAsk{vmid: vmid, ref: *ref})
 		}
 	}
-	if rest := o.agentCandidates(guests, now); len(rest) > 0 {
-		if n := min(len(rest), int(o.budget.TokensAt(now))); n > 0 {
+	if left := int(o.budget.TokensAt(now)); left > 0 { // none on an estate verification saturates
+		rest := o.agentCandidates(guests, now)
+		if n := min(len(rest), left); n > 0 {
 			o.budget.AllowN(now, n)
 			asks = append(asks, rest[:n]...)
 		}
