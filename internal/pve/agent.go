@@ -50,8 +50,9 @@ func (g *GuestConfig) AgentEnabled() bool {
 // asked: Proxmox refused in PVE::QemuServer::Agent's
 // assert_agent_available ("No QEMU guest agent configured", "VM <vmid>
 // is not running", "QEMU guest agent is not running": the agent disabled
-// or not started, the VM paused). The addresses are then unknown; it is
-// not a failure of Proxmox.
+// or not started, the VM paused), or the agent answered an error
+// (check_agent_error's "Agent error: …"). The addresses are then unknown;
+// it is not a failure of Proxmox.
 var ErrAgentUnavailable = errors.New("guest agent unavailable")
 
 // agentIface is one GuestNetworkInterface of qemu-ga's
@@ -120,7 +121,7 @@ func agentError(err error) error {
 	}
 	m := pe.Message
 	if strings.Contains(m, "QEMU guest agent is not running") || strings.Contains(m, "No QEMU guest agent configured") ||
-		strings.HasSuffix(m, "is not running") {
+		strings.HasSuffix(m, "is not running") || strings.HasPrefix(m, "Agent error:") {
 		return fmt.Errorf("%w: %s", ErrAgentUnavailable, m)
 	}
 	return err
