@@ -208,6 +208,11 @@ func (o *Observer) readAgents(ctx context.Context, guests []listed, now time.Tim
 		}
 	}
 	o.publishAddresses(ctx, out)
+	if st.AgentReads > 0 || len(out) > 0 {
+		o.log.Debug().Uint64("pass", o.pass).Int("agent_reads", st.AgentReads).Int("reserved", len(b.reserved)).
+			Int("unavailable", st.AgentUnavailable).Int("changed", len(out)).Int("journalled", b.appended).
+			Msg("guest agent reads")
+	}
 }
 
 // agentReason is Proxmox's word for an agent that cannot be asked.
