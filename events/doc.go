@@ -18,6 +18,14 @@
 // (and pve.heartbeat.<cluster>, pve.control.<cluster>): a publish on any
 // other pve. subject finds no stream and fails.
 //
+// # Guest agent addresses
+//
+// [Addresses] (pve.addresses.<cluster>.<vmid>, addresses.go) is what a
+// QEMU guest's agent reports of its network addresses, published by the
+// observer when the set changes ([NormaliseAddresses], [SameAddresses]).
+// It is informational and journalled apart from [Observed] on purpose: it
+// is never an action's basis, never fences an action and plans nothing.
+//
 // # Desired events
 //
 // A desired event states a guest's whole desired state and replaces the

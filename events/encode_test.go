@@ -44,7 +44,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 			"net4": {Rate: ptrTo(math.Copysign(0, -1))}, "net5": {Rate: ptrTo(123456789.0)}}},
 	}
 	for _, tricky := range []bool{false, true} {
-		for _, v := range []any{&events.Observed{}, &events.Heartbeat{}, &events.Action{}, &events.Result{}, &events.Control{}, &events.Desired{}} {
+		for _, v := range []any{&events.Observed{}, &events.Heartbeat{}, &events.Action{}, &events.Result{}, &events.Control{}, &events.Desired{}, &events.Addresses{}} {
 			f := &filler{t: t, tricky: tricky}
 			f.fill(reflect.ValueOf(v).Elem(), reflect.TypeOf(v).Elem().Name())
 			values = append(values, v)

@@ -18,7 +18,7 @@ import (
 // of a kind the filler does not know fails too, so nothing is skipped
 // silently.
 func TestEveryFieldSurvivesTheJournal(t *testing.T) {
-	for _, v := range []any{&events.Observed{}, &events.Heartbeat{}, &events.Action{}, &events.Result{}, &events.Control{}} {
+	for _, v := range []any{&events.Observed{}, &events.Heartbeat{}, &events.Action{}, &events.Result{}, &events.Control{}, &events.Addresses{}} {
 		typ := reflect.TypeOf(v).Elem()
 		t.Run(typ.Name(), func(t *testing.T) {
 			f := &filler{t: t}
@@ -47,6 +47,10 @@ func TestEveryFieldSurvivesTheJournal(t *testing.T) {
 				check(t, err)
 			case "Control":
 				d, err := events.Decode[events.Control](body)
+				got.Elem().Set(reflect.ValueOf(d))
+				check(t, err)
+			case "Addresses":
+				d, err := events.Decode[events.Addresses](body)
 				got.Elem().Set(reflect.ValueOf(d))
 				check(t, err)
 			}

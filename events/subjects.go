@@ -10,8 +10,8 @@ import (
 // Kind is an event kind, the second token of its subject.
 type Kind string
 
-// Event kinds. Desired, observed, action and result are per guest;
-// heartbeat and control are per cluster.
+// Event kinds. Desired, observed, action and result are per guest (and
+// addresses, addresses.go); heartbeat and control are per cluster.
 const (
 	KindDesired   Kind = "desired"
 	KindObserved  Kind = "observed"
@@ -99,7 +99,7 @@ func ParseSubject(s string) (SubjectInfo, error) {
 			return SubjectInfo{}, fmt.Errorf("subject %q: want %s.%s.<cluster>", s, Prefix, info.Kind)
 		}
 		return info, nil
-	case KindDesired, KindObserved, KindAction, KindResult:
+	case KindDesired, KindObserved, KindAction, KindResult, KindAddresses:
 	default:
 		return SubjectInfo{}, fmt.Errorf("subject %q: unknown event kind %q", s, t[1])
 	}

@@ -95,6 +95,7 @@ func (h *xharness) cmds() map[string]script.Cmd {
 		"advance":   scenario.Cmd("advance the clock", "DURATION", h.advance),
 		"results":   scenario.Cmd("print the guest's journalled results", "VMID", h.results),
 		"control":   scenario.Cmd("journal an operator's request", "COMMAND all|VMID...", h.control),
+		"addresses": scenario.Cmd("journal the guest agent's addresses of a guest, read now (scenario_addresses_test.go)", "VMID", h.addresses),
 	}
 }
 

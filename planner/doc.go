@@ -113,7 +113,8 @@
 //  4. A guest is planned again when one of its events is folded, when its
 //     retry falls due (Tick), when observations turn stale or fresh, on a
 //     resync request and every FullPassInterval (every guest), and when its
-//     partition is won.
+//     partition is won. Its guest agent addresses (projector.Change.Info)
+//     are not such an event: they change its document only.
 //  5. Caught up first: nothing is planned until the fold reaches where the
 //     journal ended at [Engine.Begin]; then every guest is planned once.
 //     More than a thousand events behind (a burst), folding comes first and

@@ -18,6 +18,10 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 		e.out.Unfolded = append(e.out.Unfolded, Unfolded{Seq: ev.Seq, Subject: ev.Subject, Err: ch.Err})
 	}
 	switch {
+	case ch.Info != nil:
+		// Informational (guest agent addresses): the document changes,
+		// nothing is planned, no action's basis moves.
+		e.dirty[ch.Info.VMID] = true
 	case ch.View != nil:
 		v := ch.View
 		if id, ok := e.awaiting[v.VMID]; ok && v.LastAction != nil && v.LastAction.ID == id {

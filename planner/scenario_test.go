@@ -87,6 +87,9 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"partition": scenario.Cmd("print the partition of a guest", "VMID", h.partition),
 		"status":    scenario.Cmd("print a guest's decision", "VMID", h.status),
 		"written":   scenario.Cmd("the last checkpoint was stored (or failed to be)", "[failed]", h.checkpointed),
+		// scenario_addresses_test.go
+		"addresses": scenario.Cmd("fold the guest agent's addresses of a guest, read now", "VMID IFACE=ADDR/PREFIX... | VMID unknown REASON", h.addresses),
+		"view":      scenario.Cmd("print a guest's observation sequences, basis, in-flight action and addresses", "VMID", h.view),
 	}
 }
 

@@ -40,6 +40,11 @@
 //   - Failures count against the desired revision they were planned from;
 //     a new revision starts from zero. A terminal or unauthorized failure
 //     (events.ErrorClass.Terminal) is not retried.
+//   - A guest agent's addresses (pve.addresses) are informational: the
+//     newest journalled report becomes View.Addresses (AddressesSeq), and
+//     nothing else changes; Change.Info, not Change.View, reports it, so
+//     the planner rewrites the guest's document without planning it. They
+//     are never an observation: no basis, no fence moves (addresses.go).
 //   - Events already folded (by sequence) and other clusters' events are
 //     ignored, so a batch may be delivered twice.
 //   - With Projector.Partitions set (the planner and replays set it), an

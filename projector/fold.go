@@ -72,6 +72,9 @@ type Change struct {
 	All    bool
 	// Err describes an event that could not be folded (it is skipped).
 	Err error
+	// Info is the view whose informational part alone changed (guest
+	// agent addresses, addresses.go): its document, nothing to plan.
+	Info *View
 }
 
 // Apply folds one event. Events of other clusters and sequences already
@@ -127,6 +130,9 @@ func (p *Projector) Apply(ev Event) Change {
 			return Change{Err: err}
 		}
 		return p.foldControl(&c, ev)
+	}
+	if info.Kind == events.KindAddresses {
+		return p.foldAddresses(info.VMID, ev) // informational (addresses.go)
 	}
 	_, known := p.Views[info.VMID]
 	v := p.view(info.VMID)

@@ -9,7 +9,7 @@ import (
 // SnapshotVersion changes whenever the layout of View or ClusterState
 // does: an older snapshot is then refused, and the journal folded from the
 // start instead.
-const SnapshotVersion = 1
+const SnapshotVersion = 2
 
 // Snapshot is a projector's fold as of a journal sequence: a planner
 // checkpoints it, and a restarted one restores it and folds only the

@@ -95,6 +95,12 @@ type View struct {
 	// desired state arrives or the guest is released.
 	Held *Hold `json:"held,omitempty"`
 
+	// Addresses is the guest agent's newest report of the guest's
+	// addresses, AddressesSeq the event that carried it (addresses.go):
+	// informational, never an observation of the guest.
+	Addresses    *events.Addresses `json:"addresses,omitempty"`
+	AddressesSeq uint64            `json:"addresses_seq,omitempty"`
+
 	// Seq is the sequence of the last event that changed this view.
 	Seq uint64 `json:"seq"`
 

@@ -111,6 +111,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 				return enc.Encode(map[string]any{"cluster": g.cluster, "planner": cd, "guests": sums})
 			}
 			printStatus(cmd.OutOrStdout(), sums, cd, time.Now())
+			if len(ids) > 0 {
+				printAddresses(cmd.OutOrStdout(), sums, time.Now()) // status_addresses.go
+			}
 			if len(sums) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), noGuestMatched(states, len(docs)))
 			}

@@ -189,7 +189,7 @@ func (a *App) build(ctx context.Context) error {
 		oc.Registerer = a.reg
 		// Through the watch: its passes' inventory calls tell readiness
 		// whether Proxmox answers.
-		if a.obs, err = observer.New(oc, a.pxw, ob); err != nil {
+		if a.obs, err = observer.New(oc, observerProxmox(a.pxw), ob); err != nil {
 			return err
 		}
 	}

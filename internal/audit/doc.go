@@ -15,7 +15,9 @@
 // window is called "first seen" only if the journal holds no observation
 // of the guest stored before it), actions and results (status,
 // UPID, node, warnings, task log, error and its class, executor; the
-// read-back a result embeds is left out). It reads the guest's four
+// read-back a result embeds is left out) and the guest agent's addresses
+// as the observer reported each change ("guest agent addresses: eth0
+// 192.0.2.5/24", or unknown with the reason). It reads the guest's
 // literal stored subjects (pve.<kind>.<cluster>.<vmid>.<partition>) with
 // an ordered consumer, never a wildcard filter, and stops at the last of
 // the guest's events that existed when it started.

@@ -45,6 +45,9 @@ type Entry struct {
 	Action   *events.Action   `json:"action,omitempty"`
 	// Result leaves out the observation the executor read back.
 	Result *events.Result `json:"result,omitempty"`
+	// Addresses are the guest agent's addresses as the observer read them
+	// (informational, addresses.go).
+	Addresses *events.Addresses `json:"addresses,omitempty"`
 	// Error says why an event could not be decoded (it is still listed:
 	// it is in the journal).
 	Error string `json:"error,omitempty"`
@@ -65,7 +68,8 @@ func Timeline(ctx context.Context, js jetstream.JetStream, stream, cluster strin
 			return nil, err
 		}
 	}
-	kinds := []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult, events.KindControl}
+	kinds := []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult, events.KindControl,
+		events.KindAddresses}
 	subjects := make([]string, len(kinds))
 	// Where to stop: the newest of the guest's events now (literal
 	// subjects: each a lookup, not a search).
@@ -218,6 +222,8 @@ func (t *timeline) add(ev projector.Event) {
 			e.Who = r.Publisher
 		}
 		e.Summary = describeResult(&r)
+	case events.KindAddresses:
+		t.addresses(&e, ev) // addresses.go
 	default:
 		return
 	}

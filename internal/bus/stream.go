@@ -50,7 +50,7 @@ func (b *Bus) StreamConfig() jetstream.StreamConfig {
 // narrows the catch-all pve.> of journals created before.
 func JournalSubjects() []string {
 	var s []string
-	for _, k := range []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult} {
+	for _, k := range []events.Kind{events.KindDesired, events.KindObserved, events.KindAction, events.KindResult, events.KindAddresses} {
 		s = append(s, events.Prefix+"."+string(k)+".*.*")
 	}
 	for _, k := range []events.Kind{events.KindHeartbeat, events.KindControl} {

@@ -21,7 +21,7 @@ import (
 // where no partition's reader and no fence looks) and still be folded.
 var (
 	wellFormed = []string{"pve.desired.pve.102", "pve.observed.pve.102", "pve.action.pve.102", "pve.result.pve.102",
-		"pve.heartbeat.pve", "pve.control.pve"}
+		"pve.heartbeat.pve", "pve.control.pve", "pve.addresses.pve.102"}
 	malformed = []string{
 		"pve.desired.pve.102.99999", // the issue's: skips the transform
 		"pve.desired.pve.102.3",     // a stored subject, published as such
@@ -30,6 +30,7 @@ var (
 		"pve.control.pve.x.y",
 		"pve.bogus.pve.102", // an unknown kind
 		"pve.desired.pve.102.1.2",
+		"pve.addresses.pve", // addresses are a guest's
 	}
 )
 

@@ -132,6 +132,7 @@ func (c *role) mayNot(t *testing.T, who natsauth.Role, subject string) {
 const (
 	desired, observed, action, result = "pve.desired.pve.101", "pve.observed.pve.101", "pve.action.pve.101", "pve.result.pve.101"
 	control, heartbeat                = "pve.control.pve", "pve.heartbeat.pve"
+	addresses                         = "pve.addresses.pve.101"
 )
 
 // permissions are what each role may and may not publish.
@@ -139,10 +140,10 @@ var permissions = []struct {
 	role        natsauth.Role
 	may, mayNot []string
 }{
-	{natsauth.Publisher, []string{desired}, []string{action, result, control, observed}},
-	{natsauth.Executor, []string{result}, []string{desired, action, control}},
-	{natsauth.Observer, []string{observed, heartbeat}, []string{desired}},
-	{natsauth.Planner, []string{action}, []string{desired, result, control}},
+	{natsauth.Publisher, []string{desired}, []string{action, result, control, observed, addresses}},
+	{natsauth.Executor, []string{result}, []string{desired, action, control, addresses}},
+	{natsauth.Observer, []string{observed, addresses, heartbeat}, []string{desired}},
+	{natsauth.Planner, []string{action}, []string{desired, result, control, addresses}},
 	{natsauth.API, []string{desired, control}, []string{action, result, observed, heartbeat}},
 	{natsauth.Auditor, nil, []string{desired, observed, action, result, control, heartbeat, "$KV.converge_views.pve.101"}},
 	{natsauth.Admin, []string{control}, nil},

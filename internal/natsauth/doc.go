@@ -9,7 +9,8 @@
 //
 // Contract:
 //   - a role publishes only its own event subjects: publisher
-//     pve.desired.*.*; observer pve.observed.*.* and pve.heartbeat.*;
+//     pve.desired.*.*; observer pve.observed.*.*, pve.addresses.*.* and
+//     pve.heartbeat.*;
 //     planner pve.action.*.* and the views, leases and checkpoint buckets;
 //     executor pve.result.*.* and the leases bucket; resync requests
 //     (pve.control.*) only admin;

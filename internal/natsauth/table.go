@@ -174,7 +174,7 @@ func For(role Role, n Names) Perms {
 	case Auditor:
 		return Perms{Publish: read, Subscribe: sub, DenyPublish: deny}
 	case Observer:
-		return Perms{Publish: slices.Concat([]string{kind(events.KindObserved), clusterKind(events.KindHeartbeat)}, read),
+		return Perms{Publish: slices.Concat([]string{kind(events.KindObserved), kind(events.KindAddresses), clusterKind(events.KindHeartbeat)}, read),
 			Subscribe: sub, DenyPublish: deny}
 	case Planner:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindAction), kvWrite(n.Bucket), kvWrite(lease.Bucket),

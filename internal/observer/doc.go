@@ -86,6 +86,29 @@
 // read, it is migrating, a transient error) does not fail the pass: the
 // guest keeps its last published snapshot and is read again next pass.
 //
+// # Guest agent addresses
+//
+// With a Proxmox that can ask guest agents ([AgentReader]; *pve.Client
+// can), a pass also asks the QEMU guest agent of every running guest
+// whose last config read enables it (config key agent, enabled=1; not a
+// managed value) for its addresses (GET …/agent/network-get-interfaces,
+// agent.go). Those reads count against the verification budget: before
+// verification they may take up to a quarter of it (agents never asked
+// since their guest started first, by vmid, then the longest unasked,
+// none within ConfigRefresh of its last read), and after it what it left;
+// no pass reads more than the budget, and while guests have agents to ask
+// VerifyPeriod is computed at three quarters of VerifyRate. A guest just
+// started is asked on the next pass. An agent Proxmox says cannot be asked
+// (pve.ErrAgentUnavailable: not configured, VM not running, "QEMU guest
+// agent is not running") is no failure of the pass: it is logged at debug
+// and the addresses become unknown with Proxmox's reason; another failed
+// read keeps the last addresses. The addresses (events.Addresses) are
+// published on pve.addresses.<cluster>.<vmid>, synchronously, only when
+// they change (the set read, or known becoming unknown: the guest stopped,
+// its agent disabled or silent, the guest gone), with no TTL; after a
+// restart the last published ones are loaded first. They are apart from
+// the observations: nothing plans or fences on them.
+//
 // # Resync
 //
 // [Observer.Resync] puts every guest first in the verification order; the

@@ -85,6 +85,10 @@ type PassStats struct {
 	Published     int
 	Gone          int
 	PublishErrors int
+	// AgentReads are guest agent reads (within the verification budget,
+	// agent.go), AgentUnavailable those that got no addresses.
+	AgentReads       int
+	AgentUnavailable int
 }
 
 // Observer polls Proxmox and publishes observations. Create it with New.
@@ -125,6 +129,8 @@ type Observer struct {
 	strs map[string]string
 	// ha is what the passes found of the cluster (ha.go).
 	ha haState
+	// agents is what the guest agent reads keep (agent.go).
+	agents agentBook
 }
 
 // guestState is what the observer remembers of a guest Proxmox lists.

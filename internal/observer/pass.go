@@ -65,6 +65,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	guests := o.plan(inv, readAt, pace.Default(ctx))
 	st.Guests = len(guests)
 	o.lastCount = len(guests)
+	o.reserveAgentReads(guests, readAt) // agent.go
 	st.Verified = o.verify(guests, readAt)
 	st.VerifyPeriod = o.verifyPeriod(len(guests))
 	o.period.Store(int64(st.VerifyPeriod))
@@ -72,6 +73,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
+	o.readAgents(ctx, guests, readAt, &st) // agent.go
 
 	now := o.now()
 	// Guests read this pass, and those whose snapshot is to be published

@@ -119,13 +119,14 @@ func (o *Observer) confirmContradictions() {
 // settleConfirmations spares the confirmations when nothing can have come
 // between this pass's reads and its publishes: the journal grew by exactly
 // the observations acknowledged, so no executor's read-back is newer than
-// them. On a busy journal (or an unknown extent) they stay due.
+// them (and the pass's own addresses, agent.go). On a busy journal (or an
+// unknown extent) they stay due.
 func (o *Observer) settleConfirmations(ctx context.Context, st PassStats) {
 	if len(o.acked) == 0 || !o.extentKnown {
 		return
 	}
 	info, err := o.j.Info(ctx)
-	if err != nil || info.LastSeq != st.AfterSeq+uint64(len(o.acked)) {
+	if err != nil || info.LastSeq != st.AfterSeq+uint64(len(o.acked)+o.agents.appended) {
 		return
 	}
 	for _, vmid := range o.acked {

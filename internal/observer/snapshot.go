@@ -58,12 +58,15 @@ type configSnap struct {
 	Config    events.GuestConfig
 	Pending   map[string]string // nil when nothing managed is pending
 	Protected bool
+	// Agent: the config enables the QEMU guest agent (agent.go); not a
+	// managed value, never part of an observation.
+	Agent bool
 }
 
 // snapOf extracts the managed, normalised part of a config read, as the
 // executor's read-backs do (pve.GuestConfig.Managed, ManagedPending).
 func snapOf(g *pve.GuestConfig) configSnap {
-	return configSnap{Digest: g.Digest, Config: g.Managed(), Pending: g.ManagedPending(), Protected: g.Protected}
+	return configSnap{Digest: g.Digest, Config: g.Managed(), Pending: g.ManagedPending(), Protected: g.Protected, Agent: g.AgentEnabled()}
 }
 
 func eventKind(k pve.Kind) events.GuestKind {

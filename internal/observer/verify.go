@@ -92,7 +92,9 @@ func (o *Observer) verifyPeriod(n int) time.Duration {
 	if o.cfg.VerifyOff {
 		return 0
 	}
-	spread := time.Duration(float64(n) / o.cfg.VerifyRate * float64(time.Second))
+	// While guests have agents to ask, they take up to a quarter of the
+	// budget first (agent.go).
+	spread := time.Duration(float64(n) / (o.cfg.VerifyRate * o.agents.verifyShare()) * float64(time.Second))
 	return max(o.cfg.ConfigRefresh, spread)
 }
 

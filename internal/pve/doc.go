@@ -35,6 +35,11 @@
 // Proxmox never looks like a change. [GuestConfig.Managed] and
 // [GuestConfig.ManagedPending] give the managed part as events carry it:
 // the observer and the executor both report guests through them.
+// [Client.AgentAddresses] asks a running QEMU guest's agent for its
+// addresses (…/agent/network-get-interfaces; needs VM.GuestAgent.Audit on
+// PVE 9), for guests whose config enables it ([GuestConfig.AgentEnabled],
+// read from the raw config and never part of the managed values); an
+// agent Proxmox says cannot be asked is [ErrAgentUnavailable].
 // [Client.HAResources] lists the guests under Proxmox's HA manager;
 // [Client.RemoveHA] takes one out of it (synchronously, no task).
 //

@@ -20,14 +20,16 @@ type Summary struct {
 	// SignedBy is the trusted key that signed the desired state (signed
 	// mode); without it, Publisher is the publisher's unverified claim
 	// unless it names a token ("token:…", authenticated by the HTTP API).
-	SignedBy  string           `json:"signed_by,omitempty"`
-	Observed  *ObservedSummary `json:"observed,omitempty"`
-	Next      []planner.Step   `json:"next,omitempty"`
-	Last      *ActionSummary   `json:"last_action,omitempty"`
-	LastError string           `json:"last_error,omitempty"`
-	RetryAt   time.Time        `json:"retry_at,omitzero"`
-	DesiredAt time.Time        `json:"desired_at,omitzero"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	SignedBy string           `json:"signed_by,omitempty"`
+	Observed *ObservedSummary `json:"observed,omitempty"`
+	// Addresses are the guest agent's (addresses.go), when reported.
+	Addresses *AddressesSummary `json:"addresses,omitempty"`
+	Next      []planner.Step    `json:"next,omitempty"`
+	Last      *ActionSummary    `json:"last_action,omitempty"`
+	LastError string            `json:"last_error,omitempty"`
+	RetryAt   time.Time         `json:"retry_at,omitzero"`
+	DesiredAt time.Time         `json:"desired_at,omitzero"`
+	UpdatedAt time.Time         `json:"updated_at"`
 }
 
 // ObservedSummary is what Proxmox last showed.
@@ -66,7 +68,7 @@ func Summarise(d *GuestDoc) Summary {
 	v := d.View
 	s := Summary{VMID: v.VMID, Cluster: v.Cluster, State: d.Status.Kind, Reason: d.Status.Reason, Drift: d.Status.Drift,
 		Desired: v.Desired, Revision: v.DesiredSeq, Publisher: v.Publisher, SignedBy: v.SignedBy, Next: d.Next, LastError: v.LastError,
-		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt}
+		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt, Addresses: addressesOf(v)}
 	if o := v.Observed; o != nil {
 		s.Observed = &ObservedSummary{Exists: o.Exists, Node: o.Node, Kind: o.Kind, Status: o.Status, Lock: o.Lock,
 			HA: o.HA, HARule: haRule(o), Pool: o.Pool, Config: o.Config, Pending: o.Pending, ReadAt: o.ReadAt}
