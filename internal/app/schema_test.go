@@ -48,8 +48,17 @@ func (c capability) seen(reqs []wireRequest) int {
 // undeclared parameter, no value of the wrong type, format or range. The
 // simulator is only the other end of the wire; its own rules are not the
 // judge.
+// It runs on PVE 8 and 9: an HA guest's desired node is an HA migrate
+// request under HA groups and converge's node-affinity rule under HA
+// rules.
 func TestRequestsMatchSchema(t *testing.T) {
-	p, rec := startRecordedPipeline(t, pvesim.Options{Nodes: 2, DemoTemplates: true}, verifyEveryPass, func(c *app.Config) {
+	for _, v := range []string{"8", "9"} {
+		t.Run("pve"+v, func(t *testing.T) { testRequestsMatchSchema(t, v) })
+	}
+}
+
+func testRequestsMatchSchema(t *testing.T, version string) {
+	p, rec := startRecordedPipeline(t, pvesim.Options{Nodes: 2, DemoTemplates: true, Version: version}, verifyEveryPass, func(c *app.Config) {
 		c.Planner.Planner.Policy.AllowDestroy, c.Executor.Policy.AllowDestroy = true, true
 		c.Planner.Planner.Policy.CreatePools, c.Executor.Policy.CreatePools = true, true
 		// Keep one protective snapshot: the second restart prunes the
@@ -185,7 +194,6 @@ func TestRequestsMatchSchema(t *testing.T) {
 		{"pool created", "POST", re(`^/pools$`), "poolid"},
 		{"pool membership", "PUT", re(`^/pools(/prod)?$`), ""},
 		{"HA requested state", "PUT", re(fmt.Sprintf(`^/cluster/ha/resources/vm:%d$`, haPower)), "state"},
-		{"HA migrate", "POST", re(fmt.Sprintf(`^/cluster/ha/resources/vm:%d/migrate$`, haMove)), "node"},
 		{"HA removal", "DELETE", re(fmt.Sprintf(`^/cluster/ha/resources/vm:%d$`, haMove)), ""},
 		{"protective snapshot", "POST", re(guest("qemu", vmSnap) + `/snapshot$`), "snapname"},
 		{"snapshot pruned", "DELETE", re(guest("qemu", vmSnap) + `/snapshot/[^/]+$`), ""},
@@ -194,6 +202,12 @@ func TestRequestsMatchSchema(t *testing.T) {
 		{"inventory read", "GET", re(`^/cluster/resources$`), ""},
 		{"config read", "GET", re(`^/nodes/[^/]+/(qemu|lxc)/\d+/pending$`), ""},
 		{"task read", "GET", re(`^/nodes/[^/]+/tasks/[^/]+/status$`), ""},
+	}
+	if version == "8" {
+		caps = append(caps, capability{"HA migrate", "POST", re(fmt.Sprintf(`^/cluster/ha/resources/vm:%d/migrate$`, haMove)), "node"})
+	} else {
+		caps = append(caps, capability{"HA rules read", "GET", re(`^/cluster/ha/rules$`), ""},
+			capability{"HA node-affinity rule", "POST", re(`^/cluster/ha/rules$`), "nodes"})
 	}
 	for _, c := range caps {
 		if c.seen(reqs) == 0 {
