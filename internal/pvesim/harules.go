@@ -250,15 +250,22 @@ func (s *Sim) haRuleCreate(q *req) (any, error) {
 		return nil, err
 	}
 	r.order = nextOrdinal(s.haRules)
+	return nil, s.commitRule(prefix, id, r)
+}
+
+// commitRule writes rule id as r if the rules stay feasible with it
+// ($assert_feasibility before write_rules_config in Rules.pm's create and
+// update). Caller holds s.mu.
+func (s *Sim) commitRule(prefix, id string, r *haRule) error {
 	next := maps.Clone(s.haRules)
 	next[id] = r
 	if err := s.assertFeasibility(prefix, next, id); err != nil {
-		return nil, err
+		return err
 	}
 	s.haRules = next
 	s.haRulesWrite()
 	s.haRulesChanged()
-	return nil, nil
+	return nil
 }
 
 func (s *Sim) haRuleUpdate(q *req) (any, error) {
@@ -306,15 +313,7 @@ func (s *Sim) haRuleUpdate(q *req) (any, error) {
 			r.comment = ""
 		}
 	}
-	next := maps.Clone(s.haRules)
-	next[id] = r
-	if err := s.assertFeasibility(prefix, next, id); err != nil {
-		return nil, err
-	}
-	s.haRules = next
-	s.haRulesWrite()
-	s.haRulesChanged()
-	return nil, nil
+	return nil, s.commitRule(prefix, id, r)
 }
 
 // haRuleDelete deletes a rule; an unknown one is no error (Rules.pm
