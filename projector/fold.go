@@ -2,7 +2,6 @@ package projector
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -104,26 +103,7 @@ func (p *Projector) Apply(ev Event) Change {
 	}
 	switch info.Kind {
 	case events.KindHeartbeat:
-		hb, err := decodeAs[events.Heartbeat](ev)
-		if err != nil {
-			return Change{Err: err}
-		}
-		// The stream's time, not the observer's: an observer clock running
-		// behind (or a heartbeat stamped in 2099) must not hide its silence.
-		p.State.HeartbeatAt, p.State.HeartbeatSeq = streamTime(ev, hb.Time), ev.Seq
-		p.State.Reachable, p.State.Error, p.State.Interval = hb.Reachable, hb.Error, hb.Interval
-		p.State.VerifyPeriod = hb.VerifyPeriod
-		if hb.PVE != nil {
-			p.State.PVE = hb.PVE
-		}
-		if hb.Reachable && hb.AfterSeq > p.State.PassAfterSeq && hb.AfterSeq < ev.Seq {
-			p.State.PassAfterSeq = hb.AfterSeq
-			p.State.Unread = nil
-			if len(hb.Unread) > 0 && len(hb.Unread) <= events.MaxUnread {
-				p.State.Unread = slices.Sorted(slices.Values(hb.Unread))
-			}
-		}
-		return Change{Cluster: true}
+		return p.foldHeartbeat(ev)
 	case events.KindControl:
 		c, err := decodeAs[events.Control](ev)
 		if err != nil {
