@@ -12,12 +12,15 @@ import (
 // migrates an HA guest: it states a desired node as a node-affinity rule
 // it owns, named after the guest (HARuleName), and lets HA move it.
 
-// HAPlacement is how HA places an HA-managed guest when HA rules are in
-// force, as the observer read it. An Observed of an HA-managed guest
-// carries one exactly when the cluster's HA rules are in force (PVE 9,
-// groups migrated); nil means HA groups still place guests (PVE 7/8, or
-// a cluster mid-upgrade) and converge asks HA to migrate, as there.
+// HAPlacement is how HA places an HA-managed guest, as the observer read
+// it. Groups says HA groups place it (PVE 7/8, or a PVE 9 cluster
+// mid-upgrade): converge asks HA to migrate it. Otherwise HA rules are in
+// force (PVE 9, groups migrated) and the rest says which rule places it.
+// An HA-managed guest observed without a placement (nil) is one whose
+// cluster's HA mode the observer could not read: converge then moves it
+// neither way, since a migration under rules fights HA.
 type HAPlacement struct {
+	Groups bool `json:"groups,omitempty"`
 	// Rule is the enabled node-affinity rule that places the guest, ""
 	// when none does. Via is the guest, "vm:101" or "ct:101", whose rule
 	// it is when the guest is in none itself but a positive
@@ -30,6 +33,15 @@ type HAPlacement struct {
 	// even when none is online.
 	Nodes  []string `json:"nodes,omitempty"`
 	Strict bool     `json:"strict,omitempty"`
+	// Inactive says why converge's own rule places nothing: "disabled"
+	// (an operator disabled it) or "infeasible" (Proxmox's checks between
+	// rules refuse it). Only converge's rule is kept when inactive: an
+	// operator's inactive rule places nothing and is left out.
+	Inactive string `json:"inactive,omitempty"`
+	// NoFailback: the guest's HA resource has failback 0, so HA leaves it
+	// on any node its rule allows, even one of lower priority
+	// (Manager.pm select_service_node).
+	NoFailback bool `json:"no_failback,omitempty"`
 }
 
 // HARulePrefix starts the name of every HA rule converge creates: it
@@ -43,7 +55,7 @@ func HARuleName(vmid int) string { return HARulePrefix + strconv.Itoa(vmid) }
 // Owned reports whether the rule placing the guest is the one converge
 // owns for guest vmid (and binds the guest itself, not through another).
 func (p *HAPlacement) Owned(vmid int) bool {
-	return p != nil && p.Via == "" && p.Rule == HARuleName(vmid)
+	return p != nil && !p.Groups && p.Via == "" && p.Rule == HARuleName(vmid)
 }
 
 // Allows reports whether node is among the rule's nodes.
@@ -61,7 +73,8 @@ func (p *HAPlacement) Equal(q *HAPlacement) bool {
 	if p == nil || q == nil {
 		return p == q
 	}
-	return p.Rule == q.Rule && p.Via == q.Via && p.Strict == q.Strict && slices.Equal(p.Nodes, q.Nodes)
+	return p.Groups == q.Groups && p.Rule == q.Rule && p.Via == q.Via && p.Strict == q.Strict &&
+		p.Inactive == q.Inactive && p.NoFailback == q.NoFailback && slices.Equal(p.Nodes, q.Nodes)
 }
 
 // HARuleOp is the parameter of OpSetHARule: the node-affinity rule Rule

@@ -91,7 +91,11 @@ func (h *xharness) observe(args []string) (string, error) {
 			pk, pv, _ := strings.Cut(v, ":")
 			o.Pending = map[string]string{pk: pv}
 		case "ha":
+			// Under HA groups (PVE 8): the observer read how HA places it.
 			o.HA = v
+			if v != "" {
+				o.HAPlacement = &events.HAPlacement{Groups: true}
+			}
 		case "read_at":
 			d, err := time.ParseDuration(v)
 			if err != nil {

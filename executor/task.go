@@ -202,7 +202,7 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 	}
 	if o := j.configReadBack(ctx, r); o != nil {
 		r.Observed = o
-		j.carryInventory(o, r)
+		j.carryInventory(ctx, o, r)
 		return outcome{result: r}
 	}
 	if o, err := j.derivedPower(ctx, r); o != nil || err != nil {
@@ -211,7 +211,7 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 		}
 		if err == nil {
 			r.Observed = o
-			j.carryInventory(o, r)
+			j.carryInventory(ctx, o, r)
 			return outcome{result: r}
 		}
 		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
@@ -237,7 +237,7 @@ func (j *job) finish(ctx context.Context, r *events.Result) outcome {
 		j.log.Warn().Err(err).Msg("read-back failed; result without observation")
 	default:
 		r.Observed = observation(events.NewMeta(j.e.cfg.Name, j.a.CorrelationID, readAt), j.e.cfg.Cluster, j.ref, st, cfg, readAt)
-		j.carryInventory(r.Observed, r)
+		j.carryInventory(ctx, r.Observed, r)
 	}
 	// Taking a lock (a backup starting) rewrites the config, so a write
 	// planned before it meets a digest mismatch first (Proxmox checks the

@@ -233,8 +233,10 @@ func (j *job) awaitOn(ctx context.Context, ref pve.GuestRef) error {
 
 // carryInventory fills what a read-back does not read (the HA state and
 // pool, which the inventory shows) from the reading the action was
-// planned from, changed by what the action did when it succeeded.
-func (j *job) carryInventory(o *events.Observed, r *events.Result) {
+// planned from, changed by what the action did when it succeeded. An HA
+// guest's placement under HA rules is read (readPlacement).
+func (j *job) carryInventory(ctx context.Context, o *events.Observed, r *events.Result) {
+	defer j.readPlacement(ctx, o)
 	if o == nil || !o.Exists {
 		return
 	}
@@ -250,12 +252,16 @@ func (j *job) carryInventory(o *events.Observed, r *events.Result) {
 	case events.OpRemoveHA:
 		o.HA, o.HAPlacement = "", nil
 	case events.OpSetHARule:
-		// The rule as written: HA moves the guest after, which the
-		// observer sees.
-		o.HAPlacement = &events.HAPlacement{}
+		// The rule as written (HA moves the guest after, which the
+		// observer sees); the resource's failback as the basis read it.
+		p := &events.HAPlacement{}
 		if r := j.a.HARule; len(r.Nodes) > 0 {
-			o.HAPlacement = &events.HAPlacement{Rule: r.Rule, Nodes: slices.Clone(r.Nodes)}
+			p = &events.HAPlacement{Rule: r.Rule, Nodes: slices.Clone(r.Nodes)}
 		}
+		if b := j.basis; b != nil && b.HAPlacement != nil {
+			p.NoFailback = b.HAPlacement.NoFailback
+		}
+		o.HAPlacement = p
 	case events.OpSetPool:
 		o.Pool = j.a.Pool.To
 	}
@@ -299,4 +305,36 @@ func (e *Executor) snapshotBefore(ctx context.Context, a events.Action, lasts gu
 		return fmt.Sprintf("the guest's last result (%s %s of action %s) is not the protective snapshot before it", r.Op, r.Status, r.ActionID), nil
 	}
 	return "", nil
+}
+
+// HAReader reads the cluster's HA rules and resources (*pve.Client).
+// Optional: without it an HA guest's placement is carried from the basis.
+type HAReader interface {
+	HARules(ctx context.Context) ([]pve.HARule, error)
+	HAResources(ctx context.Context) ([]pve.HAResource, error)
+}
+
+// readPlacement replaces the HA placement carried from the basis by the
+// one Proxmox has now, for an HA guest under HA rules: the rules may have
+// changed since the basis was read (an operator, converge's own rule),
+// and a read-back journalled after the observer's newer snapshot would
+// otherwise roll the fold back to the older placement. A failed read
+// keeps the carried one.
+func (j *job) readPlacement(ctx context.Context, o *events.Observed) {
+	hr, ok := j.e.px.(HAReader)
+	if !ok || o == nil || !o.Exists || o.HA == "" || o.HAPlacement == nil || o.HAPlacement.Groups {
+		return
+	}
+	rules, err := hr.HARules(ctx)
+	var res []pve.HAResource
+	if err == nil {
+		res, err = hr.HAResources(ctx)
+	}
+	if err != nil {
+		j.log.Debug().Err(err).Msg("HA placement not read back; carried from the basis")
+		return
+	}
+	if p := pve.HAPlacements(rules, res)[o.VMID]; p != nil {
+		o.HAPlacement = p
+	}
 }

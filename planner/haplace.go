@@ -32,7 +32,7 @@ func haPlacement(d *events.Desired, o *events.Observed, restart restartConsent) 
 			Reason: fmt.Sprintf("desired state names no node: delete converge's HA node-affinity rule %s (nodes %s), HA places the guest", own, strings.Join(p.Nodes, ","))}, "", true
 	}
 	want := *d.Node
-	moves := o.Node != want && (p.Rule == "" || p.Owned(o.VMID) && !slices.Equal(p.Nodes, []string{want}))
+	moves := o.Node != want && (p.Rule == "" || p.Owned(o.VMID) && p.Inactive == "" && !slices.Equal(p.Nodes, []string{want}))
 	switch {
 	case o.HA == "ignored":
 		return Step{}, fmt.Sprintf("node %s waits: HA state ignored (an operator took the guest out of HA's hands)", want), false
@@ -46,12 +46,14 @@ func haPlacement(d *events.Desired, o *events.Observed, restart restartConsent) 
 	case p.Rule == "":
 		return Step{Op: events.OpSetHARule, HARule: &events.HARuleOp{Rule: own, Nodes: []string{want}, Create: true},
 			Reason: fmt.Sprintf("desired node %s, guest runs on %s: HA rules are in force, create the HA node-affinity rule %s (nodes %s) and HA moves the guest", want, o.Node, own, want)}, "", true
+	case p.Owned(o.VMID) && p.Inactive != "":
+		// Blocked (haBlocked): written again, it would stay inactive.
 	case p.Owned(o.VMID):
 		if !slices.Equal(p.Nodes, []string{want}) {
 			return Step{Op: events.OpSetHARule, HARule: &events.HARuleOp{Rule: own, Nodes: []string{want}},
 				Reason: fmt.Sprintf("desired node %s: change the HA node-affinity rule %s from nodes %s to %s, and HA moves the guest", want, own, strings.Join(p.Nodes, ","), want)}, "", true
 		}
-		if o.Node != want {
+		if o.Node != want && !p.NoFailback {
 			return Step{}, fmt.Sprintf("node %s: waiting for HA to move the guest from %s (HA node-affinity rule %s)", want, o.Node, own), false
 		}
 	case p.Allows(want) && o.Node != want:
@@ -61,22 +63,43 @@ func haPlacement(d *events.Desired, o *events.Observed, restart restartConsent) 
 }
 
 // haBlocked says why a guest's desired node cannot be had under HA rules
-// ("" when it can): an operator's rule places the guest, and not there.
+// ("" when it can): an operator's rule places the guest, and not there;
+// converge's own rule is inactive; or HA will not move the guest to it.
 func haBlocked(d *events.Desired, o *events.Observed) string {
-	if d == nil || d.Node == nil || o == nil || o.HA == "" || o.HA == "ignored" {
+	if d == nil || d.Node == nil || o == nil || o.HA == "" || o.HA == "ignored" || o.Node == *d.Node {
 		return ""
 	}
-	p := o.HAPlacement
-	if p == nil || p.Rule == "" || p.Owned(o.VMID) || p.Allows(*d.Node) {
+	p, want := o.HAPlacement, *d.Node
+	switch {
+	case p == nil || p.Groups || p.Rule == "":
 		return ""
+	case p.Owned(o.VMID) && p.Inactive == "disabled":
+		return fmt.Sprintf("node %s: converge's HA rule %s is disabled in Proxmox: converge does not enable a rule someone disabled; enable it, or delete it and converge writes it anew", want, p.Rule)
+	case p.Owned(o.VMID) && p.Inactive != "":
+		return fmt.Sprintf("node %s: Proxmox's checks between HA rules refuse converge's rule %s (another rule places the guest or a guest bound to it): the rule places nothing", want, p.Rule)
+	case p.Owned(o.VMID):
+		if p.NoFailback && slices.Equal(p.Nodes, []string{want}) {
+			return fmt.Sprintf("node %s: HA leaves the guest on %s: its HA resource has failback 0, so HA does not move it to the node converge's rule %s names; set failback 1 (ha-manager set vm:%d --failback 1), or move it yourself",
+				want, o.Node, p.Rule, o.VMID)
+		}
+		return ""
+	case p.Allows(want):
+		return ""
+	case p.Via != "":
+		return fmt.Sprintf("desired node %s is not among the nodes of %s: HA moves the two together, so the guest takes %s's node; change either desired node or the affinity rule",
+			want, ruleOf(p), p.Via)
 	}
 	return fmt.Sprintf("desired node %s is not among the nodes of %s: converge does not edit an operator's HA rule; add %s to the rule or change the desired node",
-		*d.Node, ruleOf(p), *d.Node)
+		want, ruleOf(p), want)
 }
 
 // ruleOf names the rule that places a guest, for reasons.
 func ruleOf(p *events.HAPlacement) string {
-	s := fmt.Sprintf("the HA node-affinity rule %s (nodes %s", p.Rule, strings.Join(p.Nodes, ","))
+	whose := "the"
+	if strings.HasPrefix(p.Rule, events.HARulePrefix) {
+		whose = "converge's"
+	}
+	s := fmt.Sprintf("%s HA node-affinity rule %s (nodes %s", whose, p.Rule, strings.Join(p.Nodes, ","))
 	if p.Strict {
 		s += ", strict"
 	}

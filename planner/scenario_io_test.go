@@ -43,12 +43,20 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 		case k == "protected":
 			o.Protected = v != "false"
 		case k == "ha":
+			// Under HA groups unless a key below says otherwise.
 			o.HA = v
+			if v != "" && o.HAPlacement == nil {
+				o.HAPlacement = &events.HAPlacement{Groups: true}
+			}
+		case k == "ha_unknown":
+			// The observer could not read how HA places guests.
+			o.HAPlacement = nil
 		case k == "pool":
 			o.Pool = v
 		case k == "ha_rules":
 			// HA rules in force: the guest's placement (ha_rule=NAME
-			// ha_nodes=N1,N2 ha_strict=1 ha_via=SID fill it in).
+			// ha_nodes=N1,N2 ha_strict=1 ha_via=SID ha_inactive=WHY
+			// ha_nofailback fill it in).
 			o.HAPlacement = &events.HAPlacement{}
 		case k == "ha_rule":
 			o.HAPlacement = placementOf(o)
@@ -62,6 +70,12 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 		case k == "ha_via":
 			o.HAPlacement = placementOf(o)
 			o.HAPlacement.Via = v
+		case k == "ha_inactive":
+			o.HAPlacement = placementOf(o)
+			o.HAPlacement.Inactive = v
+		case k == "ha_nofailback":
+			o.HAPlacement = placementOf(o)
+			o.HAPlacement.NoFailback = true
 		case k == "hotplug":
 			o.Config.Hotplug = v
 		case k == "numa":
@@ -119,9 +133,9 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 	return o, nil
 }
 
-// placementOf is o's HA placement, made when it has none.
+// placementOf is o's HA placement under rules, made when it has none.
 func placementOf(o *events.Observed) *events.HAPlacement {
-	if o.HAPlacement == nil {
+	if o.HAPlacement == nil || o.HAPlacement.Groups {
 		return &events.HAPlacement{}
 	}
 	return o.HAPlacement

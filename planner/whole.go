@@ -191,8 +191,16 @@ func labelOf(key string, fields []field) string {
 // guest (a running container's: restart migration, also through HA)
 // needs the owner's consent to a restart, as a reboot does.
 func placement(d *events.Desired, o *events.Observed, restart restartConsent) (step Step, waiting string, ok bool) {
-	if o.HA != "" && o.HAPlacement != nil {
-		return haPlacement(d, o, restart)
+	if o.HA != "" {
+		switch p := o.HAPlacement; {
+		case p == nil:
+			if d.Node != nil && *d.Node != o.Node {
+				return Step{}, fmt.Sprintf("node %s waits: whether HA rules or groups place HA guests is not known (the observer has not read the cluster's HA rules and groups; its token needs Sys.Audit on /): converge moves no HA guest until it knows", *d.Node), false
+			}
+			return Step{}, "", false
+		case !p.Groups:
+			return haPlacement(d, o, restart)
+		}
 	}
 	if d.Node == nil || *d.Node == o.Node {
 		return Step{}, "", false

@@ -17,9 +17,13 @@
 //     /version and /cluster/ha/groups: its release and whether HA rules
 //     are in force) on the first pass, every 30 passes and at a resync,
 //     published in every heartbeat (events.PVEFacts); and, under HA rules
-//     with HA guests listed, GET /cluster/ha/rules every pass: each HA
-//     guest's snapshot carries its placement (events.HAPlacement). A
-//     failed read keeps what was read before.
+//     with HA guests listed, GET /cluster/ha/rules and /cluster/ha/resources
+//     (failback) every pass. Each HA guest's snapshot carries its
+//     placement (events.HAPlacement: Groups under HA groups, else the rule
+//     that places it), and a changed placement has the guest's config read
+//     again like a changed inventory row. A failed read keeps what was
+//     read before; a guest whose placement was never read carries none
+//     (unknown: the planner moves it neither way).
 //  2. Config reads (pve.Client.GuestConfig: …/pending, which lists applied
 //     values, pending ones and the digest), at once for guests that were
 //     never read by this process, whose inventory row changed since their

@@ -11,19 +11,21 @@ import (
 // Cluster facts and HA placement (PVE 9). Each pass reads what the cluster
 // runs and how its HA stack places guests (events.PVEFacts, published in
 // the heartbeat) and, when HA rules are in force and some guest is
-// HA-managed, the rules: each HA guest's snapshot then carries its
-// placement (events.HAPlacement), which the planner reads to place the
-// guest through a rule rather than a migration. The facts can change
+// HA-managed, the rules and the HA resources (failback): each HA guest's
+// snapshot then carries its placement (events.HAPlacement), which the
+// planner reads to place the guest through a rule rather than a
+// migration; under HA groups the placement says so (Groups). The facts can change
 // under a running observer (a cluster finishing its upgrade), so they are
 // read again every factsEvery passes (two small calls; a resync reads them
-// at once); the rules, with HA guests under rules, every pass (one call).
+// at once); the rules and resources, with HA guests under rules, every pass.
 
 // HAReader is what the observer reads of the cluster besides its guests.
 // It is optional: with a Proxmox that lacks it the observer knows no
-// facts, and HA guests carry no placement (as under HA groups).
+// facts, and HA guests carry no placement (unknown: converge moves none).
 type HAReader interface {
 	ClusterFacts(ctx context.Context) (events.PVEFacts, error)
 	HARules(ctx context.Context) ([]pve.HARule, error)
+	HAResources(ctx context.Context) ([]pve.HAResource, error)
 }
 
 var _ HAReader = (*pve.Client)(nil)
@@ -43,7 +45,7 @@ type haState struct {
 	// resync reads the facts at the next pass.
 	resync bool
 	// placements are the HA guests' placements by vmid under HA rules,
-	// nil when the rules are not in force or were never read.
+	// nil when the rules are not in force or not read since they are.
 	placements map[int]*events.HAPlacement
 }
 
@@ -75,6 +77,10 @@ func (o *Observer) readCluster(ctx context.Context, inv []pve.Resource) {
 		o.ha.facts, o.ha.placements = facts, nil
 		return
 	}
+	if o.ha.facts.HA != events.HARules {
+		o.ha.placements = nil // placements read under rules only
+	}
+	o.ha.facts = facts
 	var ha []pve.HAResource
 	for i := range inv {
 		r := &inv[i]
@@ -88,30 +94,47 @@ func (o *Observer) readCluster(ctx context.Context, inv []pve.Resource) {
 		ha = append(ha, pve.HAResource{SID: typ + ":" + strconv.Itoa(r.VMID), Type: typ, VMID: r.VMID, State: r.HAState})
 	}
 	if len(ha) == 0 {
-		o.ha.facts, o.ha.placements = facts, map[int]*events.HAPlacement{}
+		o.ha.placements = map[int]*events.HAPlacement{}
 		return
 	}
 	rules, err := hr.HARules(ctx)
+	var res []pve.HAResource
+	if err == nil {
+		res, err = hr.HAResources(ctx) // failback
+	}
 	if err != nil {
-		o.log.Debug().Err(err).Msg("HA rules not read; keeping the last placements")
-		if o.ha.placements != nil {
-			o.ha.facts = facts
-		}
+		// Guests read now, or put under HA since the last read, carry no
+		// placement (unknown): converge moves none of them meanwhile.
+		o.log.Warn().Err(err).Msg("HA rules not read; keeping the last placements")
 		return
 	}
-	o.ha.facts, o.ha.placements = facts, pve.HAPlacements(rules, ha)
+	noFailback := map[int]bool{}
+	for _, r := range res {
+		noFailback[r.VMID] = r.NoFailback
+	}
+	for i := range ha {
+		ha[i].NoFailback = noFailback[ha[i].VMID]
+	}
+	o.ha.placements = pve.HAPlacements(rules, ha)
 }
 
-// placement is an HA guest's placement under HA rules, nil when HA does
-// not manage it or the rules are not in force.
+// groupsPlacement is every HA guest's placement under HA groups.
+var groupsPlacement = &events.HAPlacement{Groups: true}
+
+// placement is an HA guest's placement: under HA groups, Groups; under HA
+// rules, the rule that places it as last read. nil for a guest HA does
+// not manage, and for an HA guest whose placement is unknown (the facts
+// or rules not read, or the guest put under HA since they were).
 func (o *Observer) placement(r *pve.Resource) *events.HAPlacement {
-	if r.HAState == "" || o.ha.placements == nil {
+	switch {
+	case r.HAState == "":
 		return nil
+	case o.ha.facts.HA == events.HAGroups:
+		return groupsPlacement
+	case o.ha.facts.HA == events.HARules && o.ha.placements != nil:
+		return o.ha.placements[r.VMID]
 	}
-	if p := o.ha.placements[r.VMID]; p != nil {
-		return p
-	}
-	return &events.HAPlacement{} // put under HA since the rules were read
+	return nil
 }
 
 // pveFacts is what the heartbeat says the cluster runs, nil when unknown.

@@ -135,6 +135,8 @@ type Observer struct {
 
 // guestState is what the observer remembers of a guest Proxmox lists.
 type guestState struct {
+	// placement is the guest's HA placement as of its last read (ha.go).
+	placement *events.HAPlacement
 	// row is the inventory row as of the last successful config read.
 	row      rowKey
 	cfg      configSnap

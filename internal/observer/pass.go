@@ -189,7 +189,10 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 			// the guest may have changed since).
 			g.decided = false
 		}
-		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed
+		// A new HA placement (a rule changed) is read like a changed row:
+		// a snapshot carries the AfterSeq of its read, and one older than
+		// the guest's last observation would not be adopted.
+		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed || !g.placement.Equal(o.placement(r))
 		out = append(out, listed{res: r, state: g, read: read})
 	}
 	for vmid := range o.guests {
@@ -236,6 +239,7 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 			continue
 		}
 		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
+		g.placement = o.placement(l.res)
 	}
 	if firstErr != nil {
 		o.log.Warn().Int("failed", failed).Int("reads", reads).Err(firstErr).

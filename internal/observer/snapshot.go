@@ -96,7 +96,7 @@ func (o *Observer) snapshot(r *pve.Resource, g *guestState, now time.Time) event
 		// guest in (from the inventory, read live).
 		Protected:   g.cfg.Protected,
 		HA:          r.HAState,
-		HAPlacement: o.placement(r),
+		HAPlacement: g.placement,
 		Pool:        r.Pool,
 		ReadAt:      g.readAt,
 		AfterSeq:    g.afterSeq,

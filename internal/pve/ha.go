@@ -20,6 +20,9 @@ type HAResource struct {
 	// State is the requested state: started (also when the resource sets
 	// none, or the alias "enabled"), stopped, disabled or ignored.
 	State string
+	// NoFailback: failback is 0 (PVE 9; the default is 1), so HA leaves
+	// the guest on any node its rule allows.
+	NoFailback bool
 }
 
 // haSID is the HA resource id of a guest: "vm:<vmid>" or "ct:<vmid>".
@@ -49,9 +52,10 @@ func (c *Client) HAResources(ctx context.Context) ([]HAResource, error) {
 
 // haItem is an entry of GET /cluster/ha/resources.
 type haItem struct {
-	SID   string `json:"sid"`
-	Type  string `json:"type"`
-	State string `json:"state"`
+	SID      string `json:"sid"`
+	Type     string `json:"type"`
+	State    string `json:"state"`
+	Failback Value  `json:"failback"`
 }
 
 // decodeHAResources reads the data of GET /cluster/ha/resources.
@@ -83,7 +87,8 @@ func haResources(items []haItem) ([]HAResource, error) {
 		if st == "" || st == "enabled" {
 			st = "started" // PVE::HA::Config::read_and_check_resources_config
 		}
-		out = append(out, HAResource{SID: it.SID, Type: typ, VMID: vmid, State: st})
+		fb, err := it.Failback.Bool()
+		out = append(out, HAResource{SID: it.SID, Type: typ, VMID: vmid, State: st, NoFailback: err == nil && !it.Failback.IsNull() && !fb})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].VMID < out[j].VMID })
 	return out, nil

@@ -117,19 +117,29 @@ func HAPlacements(rules []HARule, ha []HAResource) map[int]*events.HAPlacement {
 	out := make(map[int]*events.HAPlacement, len(ha))
 	bySID := map[string]*events.HAPlacement{}
 	for _, r := range ha {
-		p := &events.HAPlacement{}
+		p := &events.HAPlacement{NoFailback: r.NoFailback}
 		out[r.VMID], bySID[r.SID] = p, p
 	}
 	active := func(r HARule) bool { return !r.Disabled && !r.Errors }
 	own := map[string]HARule{} // sid → its node-affinity rule
 	for _, r := range rules {
-		if r.Type != "node-affinity" || !active(r) {
+		if r.Type != "node-affinity" {
 			continue
 		}
 		for _, sid := range r.Resources {
-			if p := bySID[sid]; p != nil {
+			p := bySID[sid]
+			switch {
+			case p == nil:
+			case active(r):
 				own[sid] = r
-				p.Rule, p.Nodes, p.Strict = r.Rule, r.Nodes, r.Strict
+				p.Rule, p.Nodes, p.Strict, p.Inactive = r.Rule, r.Nodes, r.Strict, ""
+			case p.Rule == "" && ownedBy(r.Rule, sid):
+				// converge's own rule, inactive: kept, so that converge
+				// neither writes it again nor takes it as placing.
+				p.Rule, p.Nodes, p.Strict, p.Inactive = r.Rule, r.Nodes, r.Strict, "infeasible"
+				if r.Disabled {
+					p.Inactive = "disabled"
+				}
 			}
 		}
 	}
@@ -151,6 +161,13 @@ func HAPlacements(rules []HARule, ha []HAResource) map[int]*events.HAPlacement {
 		}
 	}
 	return out
+}
+
+// ownedBy reports whether rule is the one converge owns for sid.
+func ownedBy(rule, sid string) bool {
+	_, id, _ := strings.Cut(sid, ":")
+	n, err := strconv.Atoi(id)
+	return err == nil && rule == events.HARuleName(n)
 }
 
 // haRuleName is a rule id converge writes: its own names only.

@@ -8,13 +8,15 @@ import (
 
 // TestHAPlacements: each HA guest's placement is its enabled
 // node-affinity rule, else the one a positive resource-affinity rule
-// binds it to; disabled and infeasible rules place nothing, and negative
-// affinity binds nothing (pve-ha-manager: a resource is in at most one
+// binds it to; disabled and infeasible rules place nothing (converge's
+// own are kept, marked inactive), negative affinity binds nothing, and
+// failback 0 is carried (pve-ha-manager: a resource is in at most one
 // node-affinity rule, and the resources of one positive rule in at most
 // one, src/PVE/HA/Rules/ResourceAffinity.pm).
 func TestHAPlacements(t *testing.T) {
 	ha := []HAResource{{SID: "vm:100", VMID: 100}, {SID: "vm:101", VMID: 101}, {SID: "ct:102", VMID: 102},
-		{SID: "vm:103", VMID: 103}, {SID: "vm:104", VMID: 104}, {SID: "vm:105", VMID: 105}}
+		{SID: "vm:103", VMID: 103, NoFailback: true}, {SID: "vm:104", VMID: 104}, {SID: "vm:105", VMID: 105},
+		{SID: "vm:106", VMID: 106}, {SID: "vm:107", VMID: 107}}
 	rules := []HARule{
 		{Rule: "converge-100", Type: "node-affinity", Resources: []string{"vm:100"}, Nodes: []string{"pve2"}},
 		{Rule: "pair", Type: "resource-affinity", Affinity: "positive", Resources: []string{"ct:102", "vm:100"}},
@@ -23,13 +25,18 @@ func TestHAPlacements(t *testing.T) {
 		{Rule: "off", Type: "node-affinity", Resources: []string{"vm:104"}, Nodes: []string{"pve3"}, Disabled: true},
 		{Rule: "bad", Type: "node-affinity", Resources: []string{"vm:105"}, Nodes: []string{"pve3"}, Errors: true},
 		{Rule: "other", Type: "node-affinity", Resources: []string{"vm:999"}, Nodes: []string{"pve3"}},
+		// converge's own rules, inactive: kept, saying why.
+		{Rule: "converge-106", Type: "node-affinity", Resources: []string{"vm:106"}, Nodes: []string{"pve2"}, Disabled: true},
+		{Rule: "converge-107", Type: "node-affinity", Resources: []string{"vm:107"}, Nodes: []string{"pve2"}, Errors: true},
 	}
 	got := HAPlacements(rules, ha)
 	want := map[int]events.HAPlacement{
 		100: {Rule: "converge-100", Nodes: []string{"pve2"}},
 		101: {Rule: "prod", Nodes: []string{"pve1", "pve2:2"}, Strict: true},
 		102: {Rule: "converge-100", Via: "vm:100", Nodes: []string{"pve2"}},
-		103: {}, 104: {}, 105: {},
+		103: {NoFailback: true}, 104: {}, 105: {},
+		106: {Rule: "converge-106", Nodes: []string{"pve2"}, Inactive: "disabled"},
+		107: {Rule: "converge-107", Nodes: []string{"pve2"}, Inactive: "infeasible"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("placements for %d guests, want %d: %v", len(got), len(want), got)
