@@ -65,8 +65,9 @@ type Observed struct {
 	// HA is the state the HA manager keeps the guest in ("started",
 	// "stopped", …), "" when HA does not manage it.
 	HA string `json:"ha,omitempty"`
-	// HAPlacement is how HA places the guest when HA rules are in force
-	// (PVE 9): nil for a guest HA does not manage, and under HA groups.
+	// HAPlacement is how HA places the guest (HA groups, or the HA rule
+	// that places it): nil for a guest HA does not manage, and for an HA
+	// guest whose cluster's HA mode was not read (unknown).
 	HAPlacement *HAPlacement `json:"ha_placement,omitempty"`
 	// Pool is the resource pool the guest belongs to, "" for none.
 	Pool string `json:"pool,omitempty"`

@@ -307,23 +307,38 @@ func (e *Executor) snapshotBefore(ctx context.Context, a events.Action, lasts gu
 	return "", nil
 }
 
-// HAReader reads the cluster's HA rules and resources (*pve.Client).
-// Optional: without it an HA guest's placement is carried from the basis.
+// HAReader reads how the cluster's HA stack places guests, its rules and
+// resources (*pve.Client). Optional: without it an HA guest's placement
+// is carried from the basis.
 type HAReader interface {
+	HAMode(ctx context.Context) (string, error)
 	HARules(ctx context.Context) ([]pve.HARule, error)
 	HAResources(ctx context.Context) ([]pve.HAResource, error)
 }
 
 // readPlacement replaces the HA placement carried from the basis by the
-// one Proxmox has now, for an HA guest under HA rules: the rules may have
-// changed since the basis was read (an operator, converge's own rule),
-// and a read-back journalled after the observer's newer snapshot would
-// otherwise roll the fold back to the older placement. A failed read
-// keeps the carried one.
+// one Proxmox has now: the rules may have changed since the basis was
+// read (an operator, converge's own rule), or the cluster finished its
+// move from groups to rules, or the basis knew neither; a read-back
+// journalled after the observer's newer snapshot would otherwise roll
+// the fold back. Under rules (as the basis saw it) the rules and
+// resources are read; otherwise the groups endpoint first says which. A
+// failed read keeps the carried one.
 func (j *job) readPlacement(ctx context.Context, o *events.Observed) {
 	hr, ok := j.e.px.(HAReader)
-	if !ok || o == nil || !o.Exists || o.HA == "" || o.HAPlacement == nil || o.HAPlacement.Groups {
+	if !ok || o == nil || !o.Exists || o.HA == "" {
 		return
+	}
+	if p := o.HAPlacement; p == nil || p.Groups {
+		mode, err := hr.HAMode(ctx)
+		switch {
+		case err != nil:
+			j.log.Debug().Err(err).Msg("HA mode not read back; placement carried from the basis")
+			return
+		case mode == events.HAGroups:
+			o.HAPlacement = &events.HAPlacement{Groups: true}
+			return
+		}
 	}
 	rules, err := hr.HARules(ctx)
 	var res []pve.HAResource

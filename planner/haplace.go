@@ -34,6 +34,10 @@ func haPlacement(d *events.Desired, o *events.Observed, restart restartConsent) 
 	want := *d.Node
 	moves := o.Node != want && (p.Rule == "" || p.Owned(o.VMID) && p.Inactive == "" && !slices.Equal(p.Nodes, []string{want}))
 	switch {
+	case moves && p.NoFailback:
+		// HA would not move it by the rule (blocked: haBlocked); the rule
+		// is written once the guest is there, or failback is back on.
+		return Step{}, "", false
 	case o.HA == "ignored":
 		return Step{}, fmt.Sprintf("node %s waits: HA state ignored (an operator took the guest out of HA's hands)", want), false
 	case moves && o.Kind == events.LXC && o.Status == "running":
@@ -70,7 +74,11 @@ func haBlocked(d *events.Desired, o *events.Observed) string {
 		return ""
 	}
 	p, want := o.HAPlacement, *d.Node
+	ours := p != nil && !p.Groups && (p.Rule == "" || p.Owned(o.VMID) && p.Inactive == "")
 	switch {
+	case ours && p.NoFailback:
+		return fmt.Sprintf("node %s: HA leaves the guest on %s: its HA resource has failback 0, so HA would not move it by a node-affinity rule (converge's rules are not strict, so that HA can recover the guest elsewhere); set failback 1 (ha-manager set vm:%d --failback 1), or move it yourself",
+			want, o.Node, o.VMID)
 	case p == nil || p.Groups || p.Rule == "":
 		return ""
 	case p.Owned(o.VMID) && p.Inactive == "disabled":
@@ -78,10 +86,6 @@ func haBlocked(d *events.Desired, o *events.Observed) string {
 	case p.Owned(o.VMID) && p.Inactive != "":
 		return fmt.Sprintf("node %s: Proxmox's checks between HA rules refuse converge's rule %s (another rule places the guest or a guest bound to it): the rule places nothing", want, p.Rule)
 	case p.Owned(o.VMID):
-		if p.NoFailback && slices.Equal(p.Nodes, []string{want}) {
-			return fmt.Sprintf("node %s: HA leaves the guest on %s: its HA resource has failback 0, so HA does not move it to the node converge's rule %s names; set failback 1 (ha-manager set vm:%d --failback 1), or move it yourself",
-				want, o.Node, p.Rule, o.VMID)
-		}
 		return ""
 	case p.Allows(want):
 		return ""

@@ -195,7 +195,7 @@ func placement(d *events.Desired, o *events.Observed, restart restartConsent) (s
 		switch p := o.HAPlacement; {
 		case p == nil:
 			if d.Node != nil && *d.Node != o.Node {
-				return Step{}, fmt.Sprintf("node %s waits: whether HA rules or groups place HA guests is not known (the observer has not read the cluster's HA rules and groups; its token needs Sys.Audit on /): converge moves no HA guest until it knows", *d.Node), false
+				return Step{}, fmt.Sprintf("node %s waits: whether HA rules or groups place HA guests is not known (not read yet, or the read failed: reading them needs Sys.Audit on /): converge moves no HA guest until it knows", *d.Node), false
 			}
 			return Step{}, "", false
 		case !p.Groups:

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
@@ -31,8 +33,11 @@ func TestHARuleAddedLaterAdopted(t *testing.T) {
 	const vmid = 450
 	haGuests(t, p.sim, vmid)
 	running := events.PowerRunning
+	// Desired before the first read: that read carries an AfterSeq, and a
+	// snapshot of the later rule published with it would not be adopted.
+	seq := p.desire(t, &events.Desired{VMID: vmid, Power: &running})
 	p.pass(t)
-	p.converge(t, vmid, p.desire(t, &events.Desired{VMID: vmid, Power: &running}))
+	p.converge(t, vmid, seq)
 	p.settle(t, vmid)
 	rule(t, p.sim, url.Values{"type": {"node-affinity"}, "rule": {"prod"}, "resources": {"vm:450"}, "nodes": {"pve1,pve2"}})
 	doc := p.settleIn(t, vmid)
@@ -151,6 +156,63 @@ func TestHANoFailback(t *testing.T) {
 	}
 	if g, _ := p.sim.Guest(vmid); g.Node != "pve1" {
 		t.Fatalf("guest on %s: HA with failback 0 leaves it on pve1", g.Node)
+	}
+	if hasOp(p.results(t, vmid), events.OpSetHARule) {
+		t.Fatalf("results %+v: a rule that cannot move the guest was written", p.results(t, vmid))
+	}
+	noConvergeMoves(t, p.sim, vmid)
+}
+
+// passOnWrite runs hook (once) when the executor writes a config.
+type passOnWrite struct {
+	app.Proxmox
+	mu   sync.Mutex
+	hook func()
+}
+
+func (w *passOnWrite) UpdateConfig(ctx context.Context, ref pve.GuestRef, ch pve.ConfigChange) (pve.TaskRef, error) {
+	w.mu.Lock()
+	h := w.hook
+	w.hook = nil
+	w.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return w.Proxmox.UpdateConfig(ctx, ref, ch)
+}
+
+// An action planned while the guest's placement was unknown ends after
+// the observer has published it: the read-back reads the placement
+// rather than carrying the unknown one over the observer's.
+func TestHAReadBackReadsPlacement(t *testing.T) {
+	w := &passOnWrite{}
+	p := startPipeline(t, pvesim.Options{Nodes: 3, Version: "9"}, verifyOff,
+		func(c *app.Config) { w.Proxmox = c.Proxmox; c.Proxmox = w })
+	cfg := observer.DefaultConfig()
+	verifyOff(&cfg)
+	cfg.Logger = zerolog.Nop()
+	obs, err := observer.New(cfg, &flakyHA{Client: pvesimtest.Client(t, p.sim), failRules: 1}, p.a.Bus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.obs = obs
+	const vmid = 491
+	haGuests(t, p.sim, vmid)
+	p.pass(t) // the rules not read: placement unknown
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.hook = func() { defer close(done); _, _ = p.obs.Pass(pvesimtest.Context(t)) } // read now, published
+	w.mu.Unlock()
+	desc, running := "read back", events.PowerRunning
+	p.desire(t, &events.Desired{VMID: vmid, Power: &running, Description: &desc})
+	<-done
+	p.caughtUp(t, vmid, nil)
+	node := "pve2"
+	seq := p.desire(t, &events.Desired{VMID: vmid, Power: &running, Description: &desc, Node: &node})
+	p.converge(t, vmid, seq)
+	doc := p.settle(t, vmid)
+	if pl := doc.View.Observed.HAPlacement; !pl.Owned(vmid) {
+		t.Fatalf("placement %+v, status %+v: want converge's rule, read back", pl, doc.Status)
 	}
 	noConvergeMoves(t, p.sim, vmid)
 }

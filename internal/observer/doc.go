@@ -16,7 +16,10 @@
 //     With a Proxmox that is an [HAReader], the cluster's facts (GET
 //     /version and /cluster/ha/groups: its release and whether HA rules
 //     are in force) on the first pass, every 30 passes and at a resync,
-//     published in every heartbeat (events.PVEFacts); and, under HA rules
+//     published in every heartbeat (events.PVEFacts); under HA groups with
+//     HA guests listed, the HA mode (the groups endpoint) every pass, so
+//     that a cluster finishing its upgrade is placed by rules at once;
+//     and, under HA rules
 //     with HA guests listed, GET /cluster/ha/rules and /cluster/ha/resources
 //     (failback) every pass. Each HA guest's snapshot carries its
 //     placement (events.HAPlacement: Groups under HA groups, else the rule

@@ -24,6 +24,7 @@ import (
 // facts, and HA guests carry no placement (unknown: converge moves none).
 type HAReader interface {
 	ClusterFacts(ctx context.Context) (events.PVEFacts, error)
+	HAMode(ctx context.Context) (string, error)
 	HARules(ctx context.Context) ([]pve.HARule, error)
 	HAResources(ctx context.Context) ([]pve.HAResource, error)
 }
@@ -73,6 +74,15 @@ func (o *Observer) readCluster(ctx context.Context, inv []pve.Resource) {
 		}
 		facts, o.ha.next, o.ha.resync = f, o.pass+factsEvery, false
 	}
+	if facts.HA == events.HAGroups && hasHA(inv) {
+		// A cluster finishing its upgrade moves its groups to rules at
+		// once: with HA guests to place, the mode is read every pass
+		// (one call), so that converge stops asking HA to migrate them
+		// within a pass, not within factsEvery.
+		if mode, err := hr.HAMode(ctx); err == nil && mode != facts.HA {
+			facts.HA, o.ha.next = mode, o.pass+1 // the release too, next pass
+		}
+	}
 	if facts.HA != events.HARules {
 		o.ha.facts, o.ha.placements = facts, nil
 		return
@@ -116,6 +126,16 @@ func (o *Observer) readCluster(ctx context.Context, inv []pve.Resource) {
 		ha[i].NoFailback = noFailback[ha[i].VMID]
 	}
 	o.ha.placements = pve.HAPlacements(rules, ha)
+}
+
+// hasHA reports whether the inventory lists an HA-managed guest.
+func hasHA(inv []pve.Resource) bool {
+	for i := range inv {
+		if inv[i].HAState != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // groupsPlacement is every HA guest's placement under HA groups.

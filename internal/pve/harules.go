@@ -43,17 +43,23 @@ func (c *Client) ClusterFacts(ctx context.Context) (events.PVEFacts, error) {
 	if err != nil {
 		return f, err
 	}
-	err = c.do(ctx, OpReadHA, GuestRef{}, http.MethodGet, "/cluster/ha/groups", nil, nil)
+	f.HA, err = c.HAMode(ctx)
+	return f, err
+}
+
+// HAMode is how the cluster's HA stack places guests, from one read of
+// the groups endpoint: events.HAGroups or events.HARules (see
+// ClusterFacts).
+func (c *Client) HAMode(ctx context.Context) (string, error) {
+	err := c.do(ctx, OpReadHA, GuestRef{}, http.MethodGet, "/cluster/ha/groups", nil, nil)
 	var pe *Error
 	switch {
 	case err == nil:
-		f.HA = events.HAGroups
+		return events.HAGroups, nil
 	case errors.As(err, &pe) && strings.Contains(pe.Message, "have been migrated to rules"):
-		f.HA = events.HARules
-	default:
-		return f, err
+		return events.HARules, nil
 	}
-	return f, nil
+	return "", err
 }
 
 // HARule is an HA rule as GET /cluster/ha/rules lists it.

@@ -53,3 +53,21 @@ func TestHAPlacements(t *testing.T) {
 		t.Errorf("Allows reads node:priority entries by name")
 	}
 }
+
+// TestHAResourcesFailback: failback is read however Proxmox types it; an
+// absent one is the default, 1 (pve-ha-manager Resources.pm).
+func TestHAResourcesFailback(t *testing.T) {
+	ha, err := decodeHAResources([]byte(`[{"sid":"vm:100","failback":0},{"sid":"vm:101"},{"sid":"vm:102","failback":"0"},{"sid":"vm:103","failback":1}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]bool{100: true, 101: false, 102: true, 103: false}
+	for _, r := range ha {
+		if r.NoFailback != want[r.VMID] {
+			t.Errorf("guest %d: NoFailback %v, want %v", r.VMID, r.NoFailback, want[r.VMID])
+		}
+	}
+	if len(ha) != 4 {
+		t.Fatalf("%d resources, want 4", len(ha))
+	}
+}
