@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -77,7 +78,18 @@ type Desired struct {
 	// SnapshotBefore names the actions (restart, migrate, resize) that a
 	// Proxmox snapshot of the guest precedes.
 	SnapshotBefore []string `json:"snapshot_before,omitempty"`
+	// Set is the set the guest was published in (converge desire -f FILE
+	// --set NAME): a guest belongs to one set at a time, and a --prune
+	// publish of the set releases its members missing from the file. It
+	// manages nothing in Proxmox.
+	Set string `json:"set,omitempty"`
 }
+
+// MaxSetBytes is the longest set name.
+const MaxSetBytes = 63
+
+// SetHint says in words what a set name may be.
+const SetHint = "a set name is 1 to 63 characters: lower-case letters, digits and '-', '_', '.', starting and ending with a letter or digit"
 
 // Clone says how to create a missing guest: a clone of template From.
 type Clone struct {
@@ -291,6 +303,7 @@ var patternHints = map[string]string{
 	"clone.node":    "must be a node name: letters, digits and '-'",
 	"clone.storage": storageHint,
 	"clone.pool":    "must be a pool id: letters, digits and '_', '.', '-'",
+	"set":           SetHint,
 }
 
 // storageHint is Proxmox's pve-storage-id (pve-common parse_id).
@@ -354,4 +367,15 @@ func (d *Desired) Managed() bool {
 	return d.Power != nil || d.Cores != nil || d.MemoryMiB != nil || d.Name != nil ||
 		d.Description != nil || d.Tags != nil || d.OnBoot != nil ||
 		d.Node != nil || d.Disks != nil || d.Net != nil || d.CloudInit != nil || d.Pool != nil
+}
+
+var setRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$`)
+
+// ValidSet checks a set name as the schema does (for a --set flag, before
+// any file is read).
+func ValidSet(name string) error {
+	if len(name) == 0 || len(name) > MaxSetBytes || !setRe.MatchString(name) {
+		return fmt.Errorf("set %q: %s", name, SetHint)
+	}
+	return nil
 }

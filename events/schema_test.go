@@ -262,7 +262,7 @@ func TestSchemaAcceptsWhatGoMarshals(t *testing.T) {
 	d := events.Desired{VMID: 101, Kind: &kind, Power: &power, Cores: &cores, MemoryMiB: &mem, Name: &name,
 		Description: &desc, Tags: &tags, OnBoot: &onboot, Restart: ptrTo(events.RestartAllowed),
 		Clone: &events.Clone{From: 9000, Node: "pve1", Full: &full, Storage: "local-lvm"},
-		Node:  ptrTo("pve2"), Pool: ptrTo("prod"), SnapshotBefore: []string{"restart", "resize"},
+		Node:  ptrTo("pve2"), Pool: ptrTo("prod"), SnapshotBefore: []string{"restart", "resize"}, Set: "web",
 		Disks: map[string]events.DiskWant{"scsi0": {SizeGiB: 32}, "scsi1": {SizeGiB: 8, Storage: "local-lvm"}},
 		Net:   map[string]events.NetWant{"net0": {Model: "virtio", Bridge: "vmbr0", Tag: ptrTo(10), Firewall: ptrTo(true), Rate: ptrTo(12.5), MTU: ptrTo(1500)}},
 		CloudInit: &events.CloudInit{User: ptrTo("ops"), SSHKeys: &[]string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB ops@host"},
