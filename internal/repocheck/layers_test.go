@@ -59,6 +59,8 @@ var layers = []layer{
 	{pkg: "internal/control", imports: []string{"events", "internal/journal"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/api", imports: []string{"events", "internal/control", "internal/journal", "internal/views"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},
+	{pkg: "internal/revise", imports: []string{"events", "internal/control", "internal/journal", "internal/views"},
+		neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/journal", imports: []string{"events"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/clock", imports: []string{}, neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/pace", imports: []string{}, neverLinks: []string{natsServer, natsClient, goProxmox}},
