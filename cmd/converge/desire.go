@@ -24,6 +24,8 @@ type desireFlags struct {
 	signKey, keyID                                                     string
 	cloneNode, cloneStorage, clonePool, restart                        string
 	node, pool                                                         string
+	set                                                                string
+	prune, move                                                        bool
 	disks, snapshotBefore                                              []string
 	cores, memory, cloneFrom                                           int
 	onboot, absent, cloneFull                                          bool
@@ -39,13 +41,30 @@ func desireCmd(g *globals, f *desireFlags) *cobra.Command {
 		Long: `Publishes the whole desired state of a guest: only the flags you give are
 managed, everything else is left as Proxmox has it. With -f, reads one
 desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
-('-' for stdin). Every entry is validated before anything is published.`,
+('-' for stdin). Every entry is validated before anything is published.
+
+With --set NAME the guests are published as members of set NAME. A guest
+belongs to one set at a time: one another set holds is refused (naming
+that set) unless --move. With --prune, the set's members missing from the
+file are released (as converge release: never destroyed; absent: true in
+the file destroys, behind the gate). Releases are control requests: a NATS
+user that may not publish them (publisher) is refused before anything is
+published.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if f.file != "" && len(args) > 0 {
 				return errors.New("give a VMID or -f FILE, not both")
 			}
 			if f.file == "" && len(args) != 1 {
 				return errors.New("want exactly one VMID (or -f FILE)")
+			}
+			if (f.prune || f.move) && f.set == "" {
+				return errors.New("--prune and --move need --set NAME")
+			}
+			if f.prune && f.file == "" {
+				return errors.New("--prune needs -f FILE: it releases the set's members missing from the file")
+			}
+			if f.set != "" {
+				return events.ValidSet(f.set)
 			}
 			return nil
 		},
@@ -79,6 +98,9 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 				if u, err := user.Current(); err == nil {
 					pub += ":" + u.Username
 				}
+			}
+			if f.set != "" {
+				return desireSet(cmd, g, b, f, bodies, key, pub)
 			}
 			type out struct {
 				VMID int    `json:"vmid"`
@@ -140,6 +162,9 @@ desired state, a list of them, or {"guests": [...]} from a YAML or JSON file
 	fl.StringVar(&f.pool, "pool", "", "the resource pool the guest belongs to ('' for none)")
 	fl.StringSliceVar(&f.disks, "disk", nil, "KEY=SIZE_GIB[@STORAGE]: grow disk KEY to SIZE_GIB, or add it on STORAGE (repeatable; scsi0=32, scsi1=8@local-lvm)")
 	fl.StringSliceVar(&f.snapshotBefore, "snapshot-before", nil, "take a Proxmox snapshot before these actions: restart, migrate, resize (comma-separated)")
+	fl.StringVar(&f.set, "set", "", "publish the guests as members of this set (a guest belongs to one set at a time)")
+	fl.BoolVar(&f.prune, "prune", false, "with --set and -f: release the set's members missing from the file (never destroyed; needs a NATS user allowed to publish control requests: api or admin)")
+	fl.BoolVar(&f.move, "move", false, "with --set: move guests that another set holds into this one")
 	fl.StringVar(&f.publisher, "publisher", "", "who publishes (default converge-cli:$USER)")
 	fl.StringVar(&f.correlation, "correlation-id", "", "correlation id linking this change to what it causes")
 	fl.StringVar(&f.signKey, "sign-key", "", "sign with this ed25519 private key (PEM, from converge keygen; env CONVERGE_SIGN_KEY)")
