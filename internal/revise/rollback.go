@@ -145,11 +145,10 @@ func RollbackOf(vmid int, to uint64, old *events.Desired, cur Current, obs *even
 				}
 			}
 			switch {
-			case now == w.SizeGiB:
 			case !exact:
 				delete(d.Disks, k)
 				rb.Notes = append(rb.Notes, fmt.Sprintf("disk %s: revision %d had %d GiB, the disk is larger now and not a whole number of GiB: left out (disks never shrink)", k, to, w.SizeGiB))
-			default:
+			case now != w.SizeGiB:
 				w.SizeGiB = now
 				d.Disks[k] = w
 				rb.Notes = append(rb.Notes, fmt.Sprintf("disk %s: revision %d had %d GiB, the disk is %d GiB now: kept at %d GiB (disks never shrink)", k, to, old.Disks[k].SizeGiB, now, now))
