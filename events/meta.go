@@ -16,6 +16,13 @@ const (
 	// results it caused. Set by the publisher or derived from the desired
 	// event's stream sequence.
 	HeaderCorrelationID = "Converge-Correlation-Id"
+	// HeaderRollbackTo marks a desired event published by `converge
+	// rollback`: the desired revision (journal sequence) it restores. Who
+	// asked is HeaderPublisher.
+	HeaderRollbackTo = "Converge-Rollback-To"
+	// HeaderRollbackFrom is, on a rollback, the desired revision in force
+	// when it was asked for (absent when the guest had none).
+	HeaderRollbackFrom = "Converge-Rollback-From"
 )
 
 // Meta is carried in the body of every event converge writes itself.

@@ -1,11 +1,15 @@
 package app_test
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/audit"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
@@ -88,6 +92,25 @@ func TestRollbackRestoresRevision(t *testing.T) {
 		e.Header.Get(revise.HeaderRollbackFrom) != strconv.FormatUint(rev2, 10) ||
 		e.Header.Get(events.HeaderPublisher) != "converge-cli:ops" {
 		t.Fatalf("rollback journalled with headers %v", e.Header)
+	}
+
+	// history lists the revisions by number and shows the rollback.
+	es, err := audit.Timeline(ctx, p.a.Bus().JS, "PVE", events.DefaultCluster, vmid, 0, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var revs []uint64
+	var shown string
+	for _, e := range es {
+		if e.Kind == events.KindDesired {
+			revs = append(revs, e.Seq)
+			if e.Seq == seq {
+				shown = e.Summary
+			}
+		}
+	}
+	if !slices.Equal(revs, []uint64{rev1, rev2, seq}) || !strings.HasPrefix(shown, fmt.Sprintf("rollback to revision %d (from %d)", rev1, rev2)) {
+		t.Fatalf("history's desired revisions %v, the rollback %q", revs, shown)
 	}
 
 	// Rolling back the rollback (to rev2) moves it again: a rollback is a

@@ -244,5 +244,12 @@ func (t *timeline) desired(e *Entry, ev projector.Event) {
 	default:
 		e.Who, e.CorrelationID, e.Desired = v.Publisher, v.CorrelationID, v.Desired
 		e.Summary = DescribeDesired(v.Desired)
+		if to := ev.Header.Get(events.HeaderRollbackTo); to != "" {
+			from := ev.Header.Get(events.HeaderRollbackFrom)
+			if from == "" {
+				from = "none"
+			}
+			e.Summary = fmt.Sprintf("rollback to revision %s (from %s): %s", to, from, e.Summary)
+		}
 	}
 }

@@ -12,14 +12,11 @@ import (
 	"github.com/converge-pve/converge/internal/journal"
 )
 
-// Headers of a rollback's desired event (additive: who asked is the
-// publisher header, as for every desired event).
+// Headers of a rollback's desired event (events.HeaderRollbackTo, …;
+// who asked is the publisher header, as for every desired event).
 const (
-	// HeaderRollbackTo is the revision whose desired state it restores.
-	HeaderRollbackTo = "Converge-Rollback-To"
-	// HeaderRollbackFrom is the revision in force when it was asked for
-	// (absent when the guest had none).
-	HeaderRollbackFrom = "Converge-Rollback-From"
+	HeaderRollbackTo   = events.HeaderRollbackTo
+	HeaderRollbackFrom = events.HeaderRollbackFrom
 )
 
 // Journal reads entries by sequence and the journal's extent.
