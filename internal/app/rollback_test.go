@@ -1,6 +1,8 @@
 package app_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,11 +11,14 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/audit"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pvesim"
 	"github.com/converge-pve/converge/internal/pvesim/pvesimtest"
 	"github.com/converge-pve/converge/internal/revise"
+	"github.com/converge-pve/converge/planner"
+	"github.com/converge-pve/converge/projector"
 )
 
 // rollback publishes the rollback of vmid to revision to, as `converge
@@ -119,5 +124,76 @@ func TestRollbackRestoresRevision(t *testing.T) {
 	p.quiet(t, vmid, back)
 	if g, _ := p.sim.Guest(vmid); g.Node != "pve2" || g.Config["cores"] != "4" {
 		t.Fatalf("rollback to %d: node %s cores %s", rev2, g.Node, g.Config["cores"])
+	}
+}
+
+// With signing required, a rollback is a desired event like any other: an
+// unsigned one is rejected and changes nothing; one signed by the
+// caller's key restores the revision.
+func TestSignedRollback(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	auth := &projector.Auth{Keys: map[string]ed25519.PublicKey{"ops": pub}, Require: true}
+	p := startPipeline(t, pvesim.Options{Nodes: 1}, verifyOff, func(c *app.Config) {
+		c.Planner.Planner.Auth, c.Executor.Auth = auth, auth
+	})
+	const vmid = 611
+	if err := p.sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Node: "pve1", Config: map[string]string{"cores": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	p.pass(t)
+	ctx := pvesimtest.Context(t)
+	publish := func(m events.Message, sign bool) uint64 {
+		t.Helper()
+		if sign {
+			if err := events.SignMessage(&m, priv, "ops", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ack, err := p.a.Bus().Append(ctx, m, journal.Expect{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Seq
+	}
+	desire := func(cores int) uint64 {
+		t.Helper()
+		stopped := events.PowerStopped
+		m, err := events.DesiredMessage(&events.Desired{VMID: vmid, Power: &stopped, Cores: &cores}, events.PublishOptions{Publisher: "ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return publish(m, true)
+	}
+	rev1 := desire(2)
+	p.converge(t, vmid, rev1)
+	rev2 := desire(4)
+	p.converge(t, vmid, rev2)
+	plan := func() events.Message {
+		t.Helper()
+		doc := p.caughtUp(t, vmid, nil)
+		rb, err := revise.PlanRollback(ctx, p.a.Bus(), events.DefaultCluster, vmid, rev1,
+			revise.Current{Desired: doc.View.Desired, Seq: doc.View.DesiredSeq}, doc.View.Observed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := rb.Message(events.DefaultCluster, "ops", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := p.sim.Mutations()
+	unsigned := publish(plan(), false)
+	if doc := p.waitState(t, vmid, unsigned, planner.Rejected, 20*time.Second); doc == nil || !strings.Contains(doc.Status.Reason, "unsigned") {
+		t.Fatalf("an unsigned rollback: %+v", doc)
+	}
+	p.settleIn(t, vmid)
+	if n := p.sim.Mutations() - before; n != 0 {
+		t.Fatalf("an unsigned rollback made %d Proxmox mutations", n)
+	}
+	signed := publish(plan(), true)
+	p.converge(t, vmid, signed)
+	if g, _ := p.sim.Guest(vmid); g.Config["cores"] != "2" {
+		t.Fatalf("after the signed rollback: cores %s, want revision %d's 2", g.Config["cores"], rev1)
 	}
 }
