@@ -51,9 +51,15 @@
 // states; an event that states none is held by the planner to the kind it
 // observes ([Desired.CheckKind]).
 //
+// [Desired.Set] names the set a guest was published in (converge desire
+// --set; [ValidSet]): bookkeeping for pruning a set, it manages nothing in
+// Proxmox.
+//
 // Schema version, publisher identity and correlation id travel in headers
 // ([HeaderSchema], [HeaderPublisher], [HeaderCorrelationID]) because the
-// desired body admits only its documented fields. Events converge writes
+// desired body admits only its documented fields; a rollback's desired
+// event also says which revision it restores and which it replaces
+// ([HeaderRollbackTo], [HeaderRollbackFrom]). Events converge writes
 // itself carry the same facts in [Meta] in the body.
 //
 // # Decoding converge's own events

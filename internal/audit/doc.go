@@ -6,8 +6,8 @@
 // # Timeline
 //
 // [Timeline] returns one guest's history in stream order: desired changes
-// (publisher, correlation id, the fields, or the reason a change was
-// rejected, decided exactly as package projector decides it), the
+// (publisher, correlation id, the fields, a rollback's "rollback to
+// revision N (from M)", or the reason a change was rejected, decided exactly as package projector decides it), the
 // observations that mattered (the first one, then each whose normalised
 // state differs from the previous observation: existence, power, node,
 // lock, kind, template, managed config, pending values; identical polls
