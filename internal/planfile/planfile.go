@@ -12,6 +12,7 @@ package planfile
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -281,4 +282,33 @@ func fieldsOf(d *events.Desired) map[string][]byte {
 		}
 	}
 	return out
+}
+
+// FromViews plans in's entries against the documents r holds (in.Docs and
+// in.ClusterDoc are read from it).
+func FromViews(ctx context.Context, r views.Reader, in Input) (*Result, error) {
+	docs, err := r.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading views: %w", err)
+	}
+	cd, err := r.ClusterDoc(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading views: %w", err)
+	}
+	in.Docs, in.ClusterDoc = docs, cd
+	if in.Cluster == "" {
+		in.Cluster = r.Cluster
+	}
+	return Plan(in)
+}
+
+// Rejected counts the entries the desired contract refuses.
+func (r *Result) Rejected() int {
+	n := 0
+	for _, g := range r.Guests {
+		if g.Desired == "rejected" {
+			n++
+		}
+	}
+	return n
 }
