@@ -117,7 +117,7 @@ func describe(r *planfile.Result) string {
 		fmt.Fprintf(&b, "predict %d %s %s", g.VMID, g.Desired, g.Status.Kind)
 		if len(g.Steps) > 0 {
 			fmt.Fprintf(&b, " %s", actionLine(g.Steps[0].Op, g.Steps[0].Holds, g.Steps[0].Set, g.Steps[0].Delete, g.Steps[0].Revert,
-				g.Steps[0].Resize, g.Steps[0].Migrate, g.Steps[0].Pool))
+				g.Steps[0].Resize, g.Steps[0].Migrate, g.Steps[0].Pool, g.Steps[0].Snapshot))
 		} else {
 			b.WriteString(" none")
 		}
@@ -128,13 +128,16 @@ func describe(r *planfile.Result) string {
 			b.WriteString(" restart")
 		}
 		fmt.Fprintf(&b, ": %s\n", g.Status.Reason)
+		for _, p := range g.Rejected {
+			fmt.Fprintf(&b, "rejected %d %s: %s\n", g.VMID, p.Field, p.Message)
+		}
 	}
 	fmt.Fprintf(&b, "predicted %d action(s), changes=%t\n", r.Actions, r.Changes)
 	return b.String()
 }
 
 // actionLine is what the comparison compares: the op and its parameters.
-func actionLine(op, holds events.Op, set map[string]string, del, rev []string, rs *events.ResizeOp, m *events.MigrateOp, p *events.PoolOp) string {
+func actionLine(op, holds events.Op, set map[string]string, del, rev []string, rs *events.ResizeOp, m *events.MigrateOp, p *events.PoolOp, sn *events.SnapshotOp) string {
 	var b strings.Builder
 	b.WriteString(string(op))
 	if holds != "" {
@@ -157,6 +160,9 @@ func actionLine(op, holds events.Op, set map[string]string, del, rev []string, r
 	}
 	if p != nil {
 		fmt.Fprintf(&b, " pool=%q->%q", p.From, p.To)
+	}
+	if sn != nil {
+		fmt.Fprintf(&b, " before=%s", sn.Before)
 	}
 	return b.String()
 }
@@ -183,7 +189,7 @@ func (h *harness) desireFile(raw []byte, want *planfile.Result) (string, error) 
 	got := map[int][]string{}
 	for _, p := range h.outbox[start:] {
 		a := p.Action
-		got[a.VMID] = append(got[a.VMID], actionLine(a.Op, a.Holds, a.Set, a.Delete, a.Revert, a.Resize, a.Migrate, a.Pool))
+		got[a.VMID] = append(got[a.VMID], actionLine(a.Op, a.Holds, a.Set, a.Delete, a.Revert, a.Resize, a.Migrate, a.Pool, a.Snapshot))
 	}
 	var bad []string
 	for _, g := range want.Guests {
@@ -197,7 +203,7 @@ func (h *harness) desireFile(raw []byte, want *planfile.Result) (string, error) 
 			continue
 		case len(g.Steps) > 0:
 			w := g.Steps[0]
-			line := actionLine(w.Op, w.Holds, w.Set, w.Delete, w.Revert, w.Resize, w.Migrate, w.Pool)
+			line := actionLine(w.Op, w.Holds, w.Set, w.Delete, w.Revert, w.Resize, w.Migrate, w.Pool, w.Snapshot)
 			if len(acts) != 1 || acts[0] != line {
 				bad = append(bad, fmt.Sprintf("%d: predicted %q, got %q", g.VMID, line, acts))
 				continue
