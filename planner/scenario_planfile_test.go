@@ -47,8 +47,52 @@ func TestPlanFileScenarios(t *testing.T) {
 			}
 			return h.desireFile(raw, predicted)
 		})
+		cmds["step"] = scenario.Cmd("fail unless VMID's newest action is step N (0: the first) of the last planfile's plan", "VMID N", func(args []string) (string, error) {
+			return h.stepMatches(predicted, args)
+		})
 		return cmds
 	})
+}
+
+// stepMatches checks a later step of a prediction: once the script has
+// fed the results of the steps before it, the planner's newest action for
+// the guest is the predicted step N.
+func (h *harness) stepMatches(want *planfile.Result, args []string) (string, error) {
+	var vmid, n int
+	if want == nil || len(args) != 2 {
+		return "", fmt.Errorf("want VMID N after planfile")
+	}
+	if _, err := fmt.Sscan(args[0]+" "+args[1], &vmid, &n); err != nil {
+		return "", err
+	}
+	var steps []planner.Step
+	for _, g := range want.Guests {
+		if g.VMID == vmid {
+			steps = g.Steps
+		}
+	}
+	if n >= len(steps) {
+		return "", fmt.Errorf("%d: the plan has %d step(s)", vmid, len(steps))
+	}
+	var a *events.Action
+	for i := len(h.outbox) - 1; i >= 0 && a == nil; i-- {
+		if h.outbox[i].Action.VMID == vmid {
+			a = &h.outbox[i].Action
+		}
+	}
+	if p, ok := h.lastAction[vmid]; a == nil && ok {
+		a = &p.Action
+	}
+	if a == nil {
+		return "", fmt.Errorf("%d: no action handed out", vmid)
+	}
+	w := steps[n]
+	wl := actionLine(w.Op, w.Holds, w.Set, w.Delete, w.Revert, w.Resize, w.Migrate, w.Pool, w.Snapshot)
+	gl := actionLine(a.Op, a.Holds, a.Set, a.Delete, a.Revert, a.Resize, a.Migrate, a.Pool, a.Snapshot)
+	if wl != gl {
+		return "", fmt.Errorf("%d: step %d predicted %q, the planner handed out %q", vmid, n, wl, gl)
+	}
+	return fmt.Sprintf("step %d %d matches %s\n", vmid, n, gl), nil
 }
 
 // fileCmd is a command reading the file its one argument names.
@@ -128,6 +172,9 @@ func describe(r *planfile.Result) string {
 			b.WriteString(" restart")
 		}
 		fmt.Fprintf(&b, ": %s\n", g.Status.Reason)
+		for i, st := range g.Steps[min(1, len(g.Steps)):] {
+			fmt.Fprintf(&b, "then %d %d %s\n", g.VMID, i+1, actionLine(st.Op, st.Holds, st.Set, st.Delete, st.Revert, st.Resize, st.Migrate, st.Pool, st.Snapshot))
+		}
 		for _, p := range g.Rejected {
 			fmt.Fprintf(&b, "rejected %d %s: %s\n", g.VMID, p.Field, p.Message)
 		}
