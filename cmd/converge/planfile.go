@@ -135,8 +135,12 @@ func writePlanText(w io.Writer, r *planfile.Result) {
 		fmt.Fprintf(w, " in %s", r.Policy.RestartWindow)
 	}
 	fmt.Fprintf(w, ", allow-destroy %t, observe-only %t)\n", r.Policy.AllowDestroy, r.Policy.ObserveOnly)
-	fmt.Fprintf(w, "limits: %s (guard: %d within %s, at least %d; node concurrency %d)\n", r.LimitsSource,
-		r.Limits.GuardThreshold(0), r.Limits.GuardWindow, r.Limits.GuardMin, r.Limits.NodeConcurrency)
+	nodes := strconv.Itoa(r.Limits.NodeConcurrency)
+	if r.Limits.NodeConcurrencyUnlimited {
+		nodes = "unlimited"
+	}
+	fmt.Fprintf(w, "limits: %s (mass-change guard: the larger of %g%% of managed guests and %d disrupted within %s; %s task(s) per node)\n",
+		r.LimitsSource, r.Limits.GuardShare*100, r.Limits.GuardMin, r.Limits.GuardWindow, nodes)
 	if len(r.Overridden) > 0 {
 		fmt.Fprintf(w, "OVERRIDDEN by flags (the live planner does not plan so): %s\n", strings.Join(r.Overridden, ", "))
 	}

@@ -127,12 +127,18 @@ func (g *guard) admit(v *projector.View, d planner.Decision) planner.Decision {
 }
 
 // hold is the engine's holdStep: the hold journalled in place of the
-// disruptive step.
+// disruptive step; then, once the hold is journalled, the config write
+// the plan has goes meanwhile (never held), as planner.Plan has it.
 func hold(d planner.Decision, why string) planner.Decision {
 	step := d.Steps[0]
 	reason := why + "; next: " + step.Reason
+	alt, meanwhile := planner.Deferrable(d.Steps)
 	d.Status.Kind, d.Status.Reason, d.Status.RetryAt = planner.Held, reason, time.Time{}
 	d.Steps = []planner.Step{{Op: events.OpHold, Holds: step.Op, Reason: reason}}
+	if meanwhile {
+		alt.Reason = "meanwhile (a config write is never held): " + alt.Reason
+		d.Steps = append(d.Steps, alt)
+	}
 	return d
 }
 
