@@ -68,10 +68,11 @@ func (f *planFileFlags) override(cmd *cobra.Command) func(*planner.Policy, *plan
 	}
 }
 
-// readPlanFile reads FILE ('-': stdin) into its entries, as desire -f
-// reads it; each entry is validated by the plan, which says which ones the
-// desired contract refuses.
-func readPlanFile(path string) ([]planfile.Entry, error) {
+// readPlanFile reads FILE ('-': stdin) into its entries, and what
+// desire -f would say of it (parseDesiredFile's verdict: nil when it would
+// publish it). Each entry is validated by the plan too, which shows which
+// ones the desired contract refuses.
+func readPlanFile(path string) (_ []planfile.Entry, refused, _ error) {
 	var raw []byte
 	var err error
 	if path == "-" {
@@ -80,22 +81,23 @@ func readPlanFile(path string) ([]planfile.Entry, error) {
 		raw, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	_, refused = parseDesiredFile(path, raw)
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not YAML or JSON: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: not YAML or JSON: %w", path, err)
 	}
 	es, err := planfile.Split(js)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return es, nil
+	return es, refused, nil
 }
 
 // runPlanFile is plan -f: read the file, plan it against the views, print.
 func runPlanFile(cmd *cobra.Command, g *globals, f *planFileFlags) error {
-	entries, err := readPlanFile(f.file)
+	entries, refused, err := readPlanFile(f.file)
 	if err != nil {
 		return usageError{err}
 	}
@@ -118,8 +120,9 @@ func runPlanFile(cmd *cobra.Command, g *globals, f *planFileFlags) error {
 	} else {
 		writePlanText(cmd.OutOrStdout(), res)
 	}
-	if n := res.Rejected(); n > 0 {
-		return usageError{fmt.Errorf("%s: %d entr%s would be rejected; desire -f would publish nothing of this file", f.file, n, map[bool]string{true: "y", false: "ies"}[n == 1])}
+	if refused != nil {
+		// As desire -f would refuse the file, naming each problem.
+		return usageError{fmt.Errorf("desire -f would refuse this file: %w", refused)}
 	}
 	if f.detailed && res.Changes {
 		return exitCode{exitChanges, fmt.Errorf("publishing %s would change something (%d action(s) now; --detailed-exitcode: exit %d)", f.file, res.Actions, exitChanges)}

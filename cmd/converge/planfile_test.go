@@ -77,7 +77,7 @@ func TestPlanFileCommand(t *testing.T) {
 		t.Errorf("an override is not labelled:\n%s", out)
 	}
 	bad := writeConfig(t, "- {vmid: 101, cores: 0}\n- {vmid: 101, cores: 2}\n")
-	if out, code := c.cli(t, "plan", "-f", bad); code != exitUsage || !strings.Contains(out, "1 entry would be rejected") || !strings.Contains(out, "now set_config") {
+	if out, code := c.cli(t, "plan", "-f", bad); code != exitUsage || !strings.Contains(out, "desire -f would refuse this file") || !strings.Contains(out, "now set_config") {
 		t.Errorf("a rejected entry: exit %d, want 2 after the plan:\n%s", code, out)
 	}
 	st, err := c.b.Stream(context.Background())
