@@ -208,6 +208,7 @@ func (h *harness) ready() string {
 		}
 		h.outbox = append(h.outbox, p)
 	}
+	h.keepDocs(r.Flush)
 	if f := r.Flush; f != nil && len(f.Docs) > 0 {
 		b.WriteString("docs")
 		for _, d := range f.Docs {

@@ -46,6 +46,11 @@ type harness struct {
 	// scenario_sign_test.go); guests are the vmids it names.
 	journal []projector.Event
 	guests  map[int]bool
+	// docs are the newest documents flushed, per guest, and flushed the
+	// cluster state with them: what the views hold
+	// (scenario_planfile_test.go).
+	docs    map[int]planner.Doc
+	flushed *planner.Flush
 }
 
 var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)

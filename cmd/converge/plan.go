@@ -15,11 +15,30 @@ import (
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
+	var pf planFileFlags
 	cmd := &cobra.Command{
-		Use:   "plan",
-		Short: "Dry run: the actions that would be planned now, and why",
-		Args:  cobra.NoArgs,
+		Use:   "plan [-f FILE [--detailed-exitcode]]",
+		Short: "Dry run: the actions that would be planned now, and why (-f: if FILE were published)",
+		Long: `Without -f: the actions the live planner would plan now, and why.
+
+With -f FILE (read as desire -f reads it): for each guest of the file, how it
+differs from its desired state in force and from Proxmox, the actions that
+would run in order, which need a restart and whether the restart policy and
+window allow it, which the mass-change guard would hold (the whole file as
+one change), which wait for the destroy gate or a node's task slot, and which
+values the desired contract rejects. Nothing is published. It plans with the
+policy and limits the live planner published (and says which); the
+--override-* flags change them, labelled as overrides.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pf.file != "" {
+				return runPlanFile(cmd, g, &pf)
+			}
+			for _, name := range []string{"detailed-exitcode", "override-restart", "override-restart-window", "override-allow-destroy", "override-guard-min"} {
+				if cmd.Flags().Changed(name) {
+					return usageError{fmt.Errorf("--%s needs -f FILE", name)}
+				}
+			}
 			ctx := cmd.Context()
 			b, r, err := openViews(ctx, g, "converge-plan")
 			if err != nil {
@@ -91,6 +110,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	addPlanFileFlags(cmd, &pf)
 	return cmd
 }
 

@@ -37,6 +37,7 @@ const exitCodesHelp = `Exit codes:
   3    wait: timed out (or the watch ended) before every guest converged; rebuild --wait: no planner rewrote the views
   4    wait: a guest is error or rejected
   5    wait: a guest waits for an operator (held, paused, a destroy behind its gate, a restart under restart: never)
+  6    plan -f --detailed-exitcode: publishing the file would change something
   130  interrupted twice (the second Ctrl-C does not wait for the drain)`
 
 // usageError is a bad flag, argument or setting: exit status 2.

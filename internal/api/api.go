@@ -76,6 +76,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/desired/{vmid}", s.guarded(true, s.postDesired))
 	mux.HandleFunc("DELETE /v1/desired/{vmid}", s.guarded(true, s.release))
 	mux.HandleFunc("POST /v1/approve", s.guarded(true, s.approve))
+	// Plans, publishes nothing: read scope (plan.go).
+	mux.HandleFunc("POST /v1/plan", s.guarded(false, s.postPlan))
 	return mux
 }
 

@@ -123,6 +123,7 @@ func New(cfg Config, j Journal, store views.Store, ckpts CheckpointStore, leases
 		return nil, err
 	}
 	l.writer = views.NewWriter(store, pc.Cluster, pc.Name, l.eng.Config().Policy, l.clk, l.log)
+	l.writer.PublishLimits(l.eng.Config().Limits)
 	l.rejects = newRejections(l.log, cfg.Registerer, l.writer)
 	return l, nil
 }

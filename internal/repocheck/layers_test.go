@@ -57,7 +57,10 @@ var layers = []layer{
 	{pkg: "internal/views", imports: []string{"events", "internal/clock", "internal/journal", "planner", "projector"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/control", imports: []string{"events", "internal/journal"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
-	{pkg: "internal/api", imports: []string{"events", "internal/control", "internal/journal", "internal/views"},
+	{pkg: "internal/api", imports: []string{"events", "internal/control", "internal/journal", "internal/planfile", "internal/views"},
+		neverLinks: []string{natsServer, natsClient, goProxmox}},
+	// plan -f and POST /v1/plan: the planner's decisions on the views.
+	{pkg: "internal/planfile", imports: []string{"events", "internal/views", "planner", "projector"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/revise", imports: []string{"events", "internal/control", "internal/journal", "internal/views"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},

@@ -28,9 +28,13 @@ type ClusterDoc struct {
 	Seq   uint64                 `json:"seq"`
 	// Guests is how many guests the planner's fold holds as of Seq: the
 	// documents a complete bucket has.
-	Guests    int             `json:"guests"`
-	Planner   string          `json:"planner"`
-	Policy    *planner.Policy `json:"policy,omitempty"`
+	Guests  int             `json:"guests"`
+	Planner string          `json:"planner"`
+	Policy  *planner.Policy `json:"policy,omitempty"`
+	// Limits are the safety limits it applies (the mass-change guard,
+	// node slots), so that `converge plan -f` holds what it would hold;
+	// nil from a planner too old to publish them.
+	Limits    *planner.Limits `json:"limits,omitempty"`
 	UpdatedAt time.Time       `json:"updated_at"`
 }
 

@@ -27,6 +27,7 @@ type Writer struct {
 	cluster string
 	planner string
 	policy  *planner.Policy
+	limits  *planner.Limits
 	clk     clock.Clock
 	log     zerolog.Logger
 
@@ -49,6 +50,10 @@ func NewWriter(store Store, cluster, plannerName string, policy planner.Policy, 
 	return &Writer{store: store, cluster: cluster, planner: plannerName, policy: &policy, clk: clock.Or(clk), log: log,
 		batches: make(chan *planner.Flush, 1), failed: make(chan int, 4096), done: make(chan struct{}), streak: map[int]int{}}
 }
+
+// PublishLimits has the cluster document carry the limits the planner
+// applies (call it before Start).
+func (w *Writer) PublishLimits(l planner.Limits) { w.limits = &l }
 
 // Start starts writing, on a goroutine of its own; call it once, from the
 // goroutine that will call Close.
@@ -135,10 +140,10 @@ func (w *Writer) run() {
 			}
 			ps = append(ps, pending{id, fut})
 		}
-		cd := ClusterDoc{State: f.State, Seq: f.Seq, Guests: f.Guests, UpdatedAt: f.At, Planner: w.planner, Policy: w.policy}
+		cd := ClusterDoc{State: f.State, Seq: f.Seq, Guests: f.Guests, UpdatedAt: f.At, Planner: w.planner, Policy: w.policy, Limits: w.limits}
 		if b, _, err := encodeBounded(cd, func() any {
 			return ClusterDoc{State: projector.ClusterState{Cluster: f.State.Cluster, HeartbeatAt: f.State.HeartbeatAt, Reachable: f.State.Reachable},
-				Seq: f.Seq, Guests: f.Guests, UpdatedAt: f.At, Planner: cutString(w.planner), Policy: w.policy}
+				Seq: f.Seq, Guests: f.Guests, UpdatedAt: f.At, Planner: cutString(w.planner), Policy: w.policy, Limits: w.limits}
 		}); err == nil {
 			_, _ = w.store.PutAsync(ClusterKey(w.cluster), b)
 		}

@@ -24,6 +24,9 @@ func TestWriterWritesDocumentsAndPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := views.NewWriter(f.r.Store, "pve", "planner@test", pol, clock.Real, zerolog.Nop())
+	lim := planner.DefaultLimits()
+	lim.GuardMin = 7
+	w.PublishLimits(lim)
 	w.Start()
 	d := planner.Decision{Status: planner.Status{Kind: planner.Pending, Reason: "next: start"},
 		Steps: []planner.Step{{Op: events.OpStart, Reason: "desired power running"}}}
@@ -49,5 +52,9 @@ func TestWriterWritesDocumentsAndPolicy(t *testing.T) {
 	}
 	if cd.Seq != 9 || cd.Planner != "planner@test" || cd.Policy == nil || !cd.Policy.ObserveOnly || cd.Policy.ShutdownTimeout != 17*time.Second {
 		t.Fatalf("cluster document %+v (policy %+v)", cd, cd.Policy)
+	}
+	// And the limits it applies (what `converge plan -f` holds with).
+	if cd.Limits == nil || cd.Limits.GuardMin != 7 {
+		t.Fatalf("cluster document limits %+v", cd.Limits)
 	}
 }
