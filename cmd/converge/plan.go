@@ -17,7 +17,7 @@ import (
 func newPlanCmd(g *globals) *cobra.Command {
 	var pf planFileFlags
 	cmd := &cobra.Command{
-		Use:   "plan [-f FILE [--detailed-exitcode]]",
+		Use:   "plan [-f FILE [--set NAME [--prune] [--move]] [--detailed-exitcode] | --rollback VMID --to REVISION|--to-time T]",
 		Short: "Dry run: the actions that would be planned now, and why (-f: if FILE were published)",
 		Long: `Without -f: the actions the live planner would plan now, and why.
 
@@ -28,13 +28,25 @@ window allow it, which the mass-change guard would hold (the whole file as
 one change), which wait for the destroy gate or a node's task slot, and which
 values the desired contract rejects. Nothing is published. It plans with the
 policy and limits the live planner published (and says which); the
---override-* flags change them, labelled as overrides.`,
+--override-* flags change them, labelled as overrides.
+
+With --set NAME the file is planned as desire -f --set NAME would publish
+it (a guest another set holds is refused without --move), and --prune shows
+the set's members missing from the file, which it would release (never
+destroy). --rollback VMID plans the desired state converge rollback would
+publish, with its notes, without publishing it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if pf.file != "" {
+			switch {
+			case pf.file != "" && pf.rollback != 0:
+				return usageError{fmt.Errorf("-f and --rollback: plan one or the other")}
+			case pf.file != "" || pf.rollback != 0:
+				if (pf.prune || pf.move) && pf.set == "" {
+					return usageError{fmt.Errorf("--prune and --move need --set NAME")}
+				}
 				return runPlanFile(cmd, g, &pf)
 			}
-			for _, name := range []string{"detailed-exitcode", "override-restart", "override-restart-window", "override-allow-destroy", "override-guard-min"} {
+			for _, name := range []string{"detailed-exitcode", "override-restart", "override-restart-window", "override-allow-destroy", "override-guard-min", "set", "prune", "move", "to", "to-time"} {
 				if cmd.Flags().Changed(name) {
 					return usageError{fmt.Errorf("--%s needs -f FILE", name)}
 				}
@@ -111,6 +123,7 @@ policy and limits the live planner published (and says which); the
 		},
 	}
 	addPlanFileFlags(cmd, &pf)
+	addPlanReviseFlags(cmd, &pf)
 	return cmd
 }
 

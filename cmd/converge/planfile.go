@@ -31,6 +31,11 @@ type planFileFlags struct {
 	restartWindow string
 	allowDestroy  bool
 	guardMin      int
+	// Sets and rollbacks (planrevise.go).
+	set, toTime string
+	prune, move bool
+	rollback    int
+	to          uint64
 }
 
 func addPlanFileFlags(cmd *cobra.Command, f *planFileFlags) {
@@ -97,9 +102,13 @@ func readPlanFile(path string) (_ []planfile.Entry, refused, _ error) {
 
 // runPlanFile is plan -f: read the file, plan it against the views, print.
 func runPlanFile(cmd *cobra.Command, g *globals, f *planFileFlags) error {
-	entries, refused, err := readPlanFile(f.file)
-	if err != nil {
-		return usageError{err}
+	var entries []planfile.Entry
+	var refused error
+	var err error
+	if f.rollback == 0 {
+		if entries, refused, err = readPlanFile(f.file); err != nil {
+			return usageError{err}
+		}
 	}
 	ctx := cmd.Context()
 	b, r, err := openViews(ctx, g, "converge-plan")
@@ -107,9 +116,27 @@ func runPlanFile(cmd *cobra.Command, g *globals, f *planFileFlags) error {
 		return err
 	}
 	defer b.Close()
-	res, err := planfile.FromViews(ctx, r, planfile.Input{Cluster: g.cluster, Entries: entries, Override: f.override(cmd), Now: time.Now()})
+	var releases []int
+	var notes []string
+	switch {
+	case f.rollback != 0:
+		entries, notes, err = f.rollbackEntry(ctx, g, b, r)
+	case f.set != "":
+		var setRefused error
+		entries, releases, notes, setRefused, err = f.inSet(ctx, r, entries)
+		if refused == nil {
+			refused = setRefused
+		}
+	}
 	if err != nil {
 		return err
+	}
+	res, err := planfile.FromViews(ctx, r, planfile.Input{Cluster: g.cluster, Entries: entries, Releases: releases, Override: f.override(cmd), Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
 	}
 	if g.output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
