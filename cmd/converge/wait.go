@@ -77,6 +77,9 @@ has no desired state or was released, or bad arguments; 1 any other error.`,
 					return nil
 				}
 			}
+			if ws.caughtUp, err = foldedSince(ctx, g, b); err != nil {
+				return err
+			}
 			ch, err := startWait(ctx, g, b, ws)
 			if err != nil {
 				return err
@@ -113,6 +116,27 @@ type waitSet struct {
 	ids  []int
 	want map[int]uint64
 	all  bool
+	// caughtUp reports whether the planner has folded the journal as it
+	// was when wait started (nil: take it as so). A guest is failed or
+	// waits for an operator only by views that recent: one paused, then
+	// resumed just before wait, is still paused in an older view.
+	caughtUp func(context.Context) bool
+}
+
+// foldedSince is a waitSet.caughtUp for the journal's end now.
+func foldedSince(ctx context.Context, g *globals, b *bus.Bus) (func(context.Context) bool, error) {
+	info, err := b.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := viewsReader(ctx, g, b)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) bool {
+		cd, err := r.ClusterDoc(ctx)
+		return err == nil && cd != nil && cd.Seq >= info.LastSeq
+	}, nil
 }
 
 // waitResult is how a wait ended well: the guests converged, and those
@@ -144,6 +168,10 @@ func awaitConverged(ctx context.Context, ws waitSet, ch <-chan *views.GuestDoc, 
 			}
 			return waitResult{}, exitCode{exitNotDone, fmt.Errorf("timed out after %s; not converged: %s", timeout, left(ws, released, state))}
 		case <-settle:
+			if ws.caughtUp != nil && !ws.caughtUp(ctx) {
+				settle = time.After(failSettle) // the views may not show a resume or approval yet
+				continue
+			}
 			if err := stopError(ws.ids, state); err != nil {
 				return waitResult{}, err
 			}
@@ -179,7 +207,7 @@ func awaitConverged(ctx context.Context, ws waitSet, ch <-chan *views.GuestDoc, 
 				settle = time.After(failSettle)
 			}
 		}
-		if settle != nil && count[unseen] == 0 {
+		if settle != nil && count[unseen] == 0 && (ws.caughtUp == nil || ws.caughtUp(ctx)) {
 			// Every guest has been seen: no other failure to wait for.
 			if err := stopError(ws.ids, state); err != nil {
 				return waitResult{}, err

@@ -92,6 +92,8 @@ func TestWaitCommandReleasedAndHeld(t *testing.T) {
 	power := events.Power("stopped")
 	c.put(t, &views.GuestDoc{View: &projector.View{VMID: 102, DesiredSeq: d102, Seq: d102, Desired: &events.Desired{VMID: 102, Power: &power}},
 		Status: planner.Status{Kind: planner.Held, Reason: "mass-change guard: 9 guests already shut down …; shutdown waits for approval (converge approve 102, or --all)"}})
+	// The planner has folded the journal: wait may trust these documents.
+	c.putCluster(t, &views.ClusterDoc{State: projector.ClusterState{Cluster: "pve"}, Seq: rel.Seq + 1000})
 
 	for _, tc := range []struct {
 		args []string

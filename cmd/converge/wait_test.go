@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +184,32 @@ func TestWaitSummarisesManyFailures(t *testing.T) {
 	if codeOf(err) != exitGuestFailed || !strings.Contains(err.Error(), "guest 509 is error") || strings.Contains(err.Error(), "guest 510 ") ||
 		!strings.Contains(err.Error(), "and 20 more in error or rejected") || len(err.Error()) > 4000 {
 		t.Fatalf("exit %d (%d bytes): %v", codeOf(err), len(err.Error()), err)
+	}
+}
+
+// A guest paused and resumed just before wait started may still be
+// paused in the views it reads first: wait does not call it waiting for
+// an operator (exit 5) until the planner has folded the journal as it was
+// when wait started; then the resumed guest converges.
+func TestWaitNotFooledByStaleViews(t *testing.T) {
+	paused := waitDoc(302, planner.Paused, "paused by converge-cli:ops; would: start", "")
+	paused.View.Paused = &projector.Mark{Seq: 6, By: "converge-cli:ops"}
+	ch := make(chan *views.GuestDoc)
+	asked := make(chan struct{})
+	var once sync.Once
+	var caught atomic.Bool
+	ws := revs(302)
+	ws.caughtUp = func(context.Context) bool {
+		once.Do(func() { close(asked) })
+		return caught.Load()
+	}
+	go func() {
+		ch <- paused
+		<-asked // wait asked whether the planner caught up: not yet
+		ch <- waitDoc(302, planner.Converged, "", "")
+		caught.Store(true)
+	}()
+	if _, err := awaitConverged(context.Background(), ws, ch, time.Minute); err != nil {
+		t.Fatalf("exit %d: %v: want converged once the resume is folded", codeOf(err), err)
 	}
 }
