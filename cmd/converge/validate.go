@@ -109,6 +109,10 @@ func finishRoot(root *cobra.Command) {
 func (g *globals) validate(cmd *cobra.Command) error {
 	switch g.output {
 	case "text", "json", "jsonl":
+	case "yaml":
+		if cmd.Annotations[annotYAML] == "" {
+			return fmt.Errorf("-o yaml is for `converge import`; %s prints text or JSON", cmd.CommandPath())
+		}
 	default:
 		return fmt.Errorf("%s must be text, json or jsonl, got %q", flagRef("output")+" / -o", g.output)
 	}
