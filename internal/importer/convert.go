@@ -140,8 +140,10 @@ func (g *Guest) disks(o *events.Observed) {
 			g.note("disks.%s: left out: Proxmox's value %q does not read as a disk", k, dk.Volume)
 		case pend && q == "":
 			g.note("disks.%s: left out: its removal is pending in Proxmox (at the next restart); a desired size would revert that", k)
-		case dk.SizeBytes == 0 || dk.SizeBytes%events.GiB != 0:
-			g.note("disks.%s: left out: its size (%d bytes) is not a whole number of GiB; desired sizes are whole GiB, and converge would grow it to the next one", k, dk.SizeBytes)
+		case dk.SizeBytes == 0:
+			g.note("disks.%s: left out: %q has no size (a bind mount or a device): not a disk converge sizes", k, dk.Volume)
+		case dk.SizeBytes%events.GiB != 0:
+			g.note("disks.%s: left out: its size, %.2f GiB (%d bytes), is not a whole number of GiB; desired sizes are whole GiB, and converge would grow it to the next one", k, float64(dk.SizeBytes)/float64(events.GiB), dk.SizeBytes)
 		default:
 			if g.Desired.Disks == nil {
 				g.Desired.Disks = map[string]events.DiskWant{}

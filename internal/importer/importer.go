@@ -110,8 +110,8 @@ func Import(o *events.Observed, now time.Time) Guest {
 }
 
 // KeepManaged replaces each guest that already has a desired state
-// (current returns it, with its journal sequence; nil for none) by that
-// state, as it is.
+// (current returns it, with its journal sequence; nil for none) other
+// than the imported one by that state, as it is.
 func KeepManaged(res *Result, current func(vmid int) (*events.Desired, uint64, error)) error {
 	for i := range res.Guests {
 		g := &res.Guests[i]
@@ -119,11 +119,20 @@ func KeepManaged(res *Result, current func(vmid int) (*events.Desired, uint64, e
 		if err != nil {
 			return err
 		}
-		if d == nil {
+		if d == nil || sameDesired(d, &g.Desired) {
+			// Managed as Proxmox has it: the import says so as it is,
+			// so importing what was published gives the same file.
 			continue
 		}
 		*g = Guest{Desired: *d, Kept: true}
 		g.note("already managed: its current desired state (journal #%d) is kept as it is; --observed imports what Proxmox shows instead", seq)
 	}
 	return nil
+}
+
+// sameDesired compares two desired states as the journal carries them.
+func sameDesired(a, b *events.Desired) bool {
+	ea, err1 := events.Encode(a)
+	eb, err2 := events.Encode(b)
+	return err1 == nil && err2 == nil && string(ea) == string(eb)
 }

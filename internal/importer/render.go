@@ -64,7 +64,15 @@ func Render(w io.Writer, res *Result, format string, notes io.Writer) error {
 		for _, n := range g.Notes {
 			fmt.Fprintf(&b, "  # %d: %s\n", g.Desired.VMID, comment(n))
 		}
-		for i, line := range strings.Split(strings.TrimRight(string(y), "\n"), "\n") {
+		// vmid first, where a reader looks for it (the encoder sorts keys).
+		id := fmt.Sprintf("vmid: %d", g.Desired.VMID)
+		lines := []string{id}
+		for _, line := range strings.Split(strings.TrimRight(string(y), "\n"), "\n") {
+			if line != id {
+				lines = append(lines, line)
+			}
+		}
+		for i, line := range lines {
 			if i == 0 {
 				b.WriteString("  - ")
 			} else {
