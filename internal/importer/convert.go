@@ -157,4 +157,3 @@ func (g *Guest) disks(o *events.Observed) {
 		}
 	}
 }
-
