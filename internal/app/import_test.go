@@ -110,6 +110,22 @@ func importEstate(t *testing.T, version string, restart events.Restart) {
 	if observed != first {
 		t.Errorf("import --observed after desire differs:\n%s", lineDiff(first, observed))
 	}
+
+	// The count is not vacuous: one stopped guest's cores changed in the
+	// file is one config write, seen by the same measure.
+	changed := strings.Replace(first, "  - vmid: 203\n    cores: 4\n", "  - vmid: 203\n    cores: 5\n", 1)
+	if changed == first {
+		t.Fatal("guest 203 is not in the import as expected")
+	}
+	before = p.sim.Mutations()
+	publishFile(t, p, changed)
+	for range 5 {
+		p.pass(t)
+	}
+	settledAll(t, p)
+	if n := p.sim.Mutations() - before; n != 1 {
+		t.Errorf("one changed value made %d mutations, want 1", n)
+	}
 }
 
 // seedEstate makes the estate: guest i is 200+i on pve(i%3+1).
