@@ -25,7 +25,7 @@ const estateGuests = 120
 
 // TestImportEstateQuiet imports an estate of 120 guests on 3 nodes with
 // the hard cases (QEMU and LXC; HA started, stopped, disabled, ignored;
-// pools; pending changes; disks not a whole number of GiB; container
+// pools; pending cores, memory and NICs; disks not a whole number of GiB; container
 // mount points, one a bind mount; cloud-init; locked guests; templates)
 // on PVE 8 and 9, under both deployment restart policies, publishes the
 // import as `desire -f` would, and shows that five observer passes, once
@@ -51,7 +51,7 @@ func importEstate(t *testing.T, version string, restart events.Restart) {
 		t.Fatalf("imported %d guests, want %d (templates left out); skipped %v", len(res.Guests), estateGuests, res.Skipped)
 	}
 	for _, want := range []string{"not a whole number of GiB", "locked (backup)", "restart: never", "HA state ignored",
-		"power running from HA state started", "power stopped from HA state stopped", "a template (--templates", "disks.mp1: left out"} {
+		"power running from HA state started", "net.net0: pending in Proxmox", "power stopped from HA state stopped", "a template (--templates", "disks.mp1: left out"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("the import says nowhere %q", want)
 		}
@@ -166,6 +166,8 @@ func seedEstate(t *testing.T, sim *pvesim.Sim) {
 			s.Config["nameserver"] = "10.0.0.53"
 			s.Config["searchdomain"] = "example.org"
 			s.Config["sshkeys"] = sshKeys
+		case i%10 == 8:
+			s.Config["hotplug"] = "disk,usb" // no network hotplug: a NIC change waits
 		case i%10 == 7:
 			s.Config["net1"] = fmt.Sprintf("virtio=BC:24:11:00:%02X:01,bridge=vmbr0,rate=12.5,tag=20", i)
 		}
@@ -193,6 +195,9 @@ func seedEstate(t *testing.T, sim *pvesim.Sim) {
 				mustUpdate(t, c, ref, map[string]string{"memory": "4096"})
 			case 6:
 				mustUpdate(t, c, ref, map[string]string{"cores": "8", "memory": "3072", "description": "changed by hand"})
+			case 8:
+				g, _ := sim.Guest(id)
+				mustUpdate(t, c, ref, map[string]string{"net0": strings.Replace(g.Config["net0"], "firewall=1", "firewall=1,tag=30", 1)})
 			}
 		}
 	}

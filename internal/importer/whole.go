@@ -22,6 +22,7 @@ func (g *Guest) nets(o *events.Observed) {
 		}
 		if pend {
 			base = q
+			g.note("net.%s: pending in Proxmox: %q (applies at the next restart): imported as the desired value", k, q)
 		}
 		w := netWant(o.Kind, base)
 		if events.EditNIC(o.Kind, k, base, w) != base {
@@ -114,6 +115,7 @@ func (g *Guest) cloudInit(o *events.Observed) {
 				continue
 			}
 			val[k] = q
+			g.note("cloudinit %s: pending in Proxmox: %q (applies at the next restart): imported as the desired value", k, q)
 		}
 	}
 	if len(val) == 0 {
