@@ -38,11 +38,11 @@ func TestImportIsQuiet(t *testing.T) {
 		"plain VM": {nil, "", func(d *events.Desired) bool {
 			return *d.Power == events.PowerRunning && *d.Node == "pve1" && d.Disks["scsi0"].SizeGiB == 32 && d.CloudInit.IPConfig["ipconfig0"] != ""
 		}},
-		"HA started": {func(o *events.Observed) { o.HA = "started" }, "from HA state started", func(d *events.Desired) bool { return *d.Power == events.PowerRunning && d.Node == nil }},
+		"HA started":                      {func(o *events.Observed) { o.HA = "started" }, "from HA state started", func(d *events.Desired) bool { return *d.Power == events.PowerRunning && d.Node == nil }},
 		"HA stopped, guest still running": {func(o *events.Observed) { o.HA = "stopped" }, "from HA state stopped", func(d *events.Desired) bool { return *d.Power == events.PowerStopped }},
-		"HA disabled": {func(o *events.Observed) { o.HA, o.Status = "disabled", "stopped" }, "", func(d *events.Desired) bool { return *d.Power == events.PowerStopped }},
-		"HA ignored":  {func(o *events.Observed) { o.HA = "ignored" }, "HA state ignored", func(d *events.Desired) bool { return d.Power == nil }},
-		"paused":      {func(o *events.Observed) { o.Status = "paused" }, "power: left out", func(d *events.Desired) bool { return d.Power == nil }},
+		"HA disabled":                     {func(o *events.Observed) { o.HA, o.Status = "disabled", "stopped" }, "", func(d *events.Desired) bool { return *d.Power == events.PowerStopped }},
+		"HA ignored":                      {func(o *events.Observed) { o.HA = "ignored" }, "HA state ignored", func(d *events.Desired) bool { return d.Power == nil }},
+		"paused":                          {func(o *events.Observed) { o.Status = "paused" }, "power: left out", func(d *events.Desired) bool { return d.Power == nil }},
 		"pending cores and NIC": {func(o *events.Observed) {
 			o.Pending = map[string]string{"cores": "4", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr1"}
 		}, "restart: never", func(d *events.Desired) bool {
