@@ -126,6 +126,9 @@ func KeepManaged(res *Result, current func(vmid int) (*events.Desired, uint64, e
 		}
 		*g = Guest{Desired: *d, Kept: true}
 		g.note("already managed: its current desired state (journal #%d) is kept as it is; --observed imports what Proxmox shows instead", seq)
+		if d.Absent {
+			g.note("its current desired state is absent: publishing it keeps the guest's destruction asked for (behind the destroy gate); drop the entry, or import with --observed, to keep the guest")
+		}
 	}
 	return nil
 }
