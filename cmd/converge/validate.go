@@ -111,7 +111,7 @@ func (g *globals) validate(cmd *cobra.Command) error {
 	case "text", "json", "jsonl":
 	case "yaml":
 		if cmd.Annotations[annotYAML] == "" {
-			return fmt.Errorf("-o yaml is for `converge import`; %s prints text or JSON", cmd.CommandPath())
+			return fmt.Errorf("%s must be text, json or jsonl, got \"yaml\" (-o yaml is for `converge import` only)", flagRef("output")+" / -o")
 		}
 	default:
 		return fmt.Errorf("%s must be text, json or jsonl, got %q", flagRef("output")+" / -o", g.output)
