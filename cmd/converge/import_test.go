@@ -88,6 +88,12 @@ func TestImportCLIOutputIsDesireInput(t *testing.T) {
 			t.Errorf("import %s: guests %v, want %v", args, got, want)
 		}
 	}
+	// Without --observed the views say which guests are managed already:
+	// no NATS, no import (a managed guest's desired state is never
+	// overwritten unseen).
+	if _, errOut, err := runSplit(t, "import", "--all", "--nats", "nats://127.0.0.1:1", "--pve-url", sim.URL(), "--pve-token-id", pvesimtest.TokenID); err == nil || !strings.Contains(err.Error(), "--observed") {
+		t.Errorf("import without NATS nor --observed: %v %s", err, errOut)
+	}
 	for _, args := range [][]string{{"import"}, {"import", "abc"}, {"status", "-o", "yaml"}} {
 		if _, _, err := runSplit(t, args...); codeOf(err) != exitUsage {
 			t.Errorf("%v: exit %d (%v), want %d", args, codeOf(err), err, exitUsage)
