@@ -110,6 +110,10 @@ func finishRoot(root *cobra.Command) {
 func (g *globals) validate(cmd *cobra.Command) error {
 	switch g.output {
 	case "text", "json", "jsonl":
+	case "yaml":
+		if cmd.Annotations[annotYAML] == "" {
+			return fmt.Errorf("%s must be text, json or jsonl, got \"yaml\" (-o yaml is for `converge import` only)", flagRef("output")+" / -o")
+		}
 	default:
 		return fmt.Errorf("%s must be text, json or jsonl, got %q", flagRef("output")+" / -o", g.output)
 	}

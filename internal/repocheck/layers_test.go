@@ -74,6 +74,8 @@ var layers = []layer{
 	{pkg: "internal/bus", imports: []string{"events", "internal/journal", "internal/lease"}, neverLinks: []string{natsServer, goProxmox}},
 	{pkg: "internal/natsserver", imports: []string{}, neverLinks: []string{goProxmox}},
 	{pkg: "internal/natsauth", imports: []string{"events", "internal/bus", "internal/journal", "internal/lease"}, neverLinks: []string{goProxmox}},
+	// import reads Proxmox and checks its output with the planner.
+	{pkg: "internal/importer", imports: []string{"events", "internal/pve", "planner", "projector"}, neverLinks: []string{natsServer, natsClient}},
 	{pkg: "internal/audit", imports: []string{"events", "internal/bus", "projector"}, neverLinks: []string{natsServer, goProxmox}},
 	// The Proxmox edge knows nothing of NATS; the simulator nothing of
 	// converge but pacing and Proxmox's API schema (internal/pveschema).
