@@ -274,17 +274,19 @@ func parseDiskFlags(vals []string) (map[string]events.DiskWant, error) {
 
 // readDesiredFile reads and validates every entry of a YAML/JSON file.
 func readDesiredFile(path string) ([]desiredBody, error) {
-	var raw []byte
-	var err error
-	if path == "-" {
-		raw, err = readAll(os.Stdin)
-	} else {
-		raw, err = os.ReadFile(path)
-	}
+	raw, err := readFileArg(path)
 	if err != nil {
 		return nil, err
 	}
 	return parseDesiredFile(path, raw)
+}
+
+// readFileArg reads a -f FILE argument ('-': standard input).
+func readFileArg(path string) ([]byte, error) {
+	if path == "-" {
+		return readAll(os.Stdin)
+	}
+	return os.ReadFile(path)
 }
 
 // parseDesiredFile validates every entry of a YAML/JSON document; path

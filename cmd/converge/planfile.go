@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -78,13 +77,7 @@ func (f *planFileFlags) override(cmd *cobra.Command) func(*planner.Policy, *plan
 // publish it). Each entry is validated by the plan too, which shows which
 // ones the desired contract refuses.
 func readPlanFile(path string) (_ []planfile.Entry, refused, _ error) {
-	var raw []byte
-	var err error
-	if path == "-" {
-		raw, err = readAll(os.Stdin)
-	} else {
-		raw, err = os.ReadFile(path)
-	}
+	raw, err := readFileArg(path)
 	if err != nil {
 		return nil, nil, err
 	}
