@@ -72,10 +72,15 @@ func FromObserved(o *events.Observed) Guest {
 	}
 	ob := first(value("onboot", events.FormatBool(o.Config.OnBoot))) == "1"
 	d.OnBoot = &ob
-	if o.HA == "" {
+	switch own := ownNode(o); {
+	case o.HA == "":
 		node := o.Node
 		d.Node = &node
-	} else {
+	case own != "":
+		// Left out, converge would delete its own rule (ha.go).
+		d.Node = &own
+		g.note("node: %s, as converge's HA node-affinity rule %s places the guest (it runs on %s)", own, o.HAPlacement.Rule, o.Node)
+	default:
 		g.note("node: left out (the guest runs on %s): HA places it, and a desired node would make converge write an HA node-affinity rule", o.Node)
 	}
 	pool := o.Pool

@@ -58,6 +58,10 @@ func Read(ctx context.Context, px Proxmox, sel Selection, now time.Time) (*Resul
 	if err != nil {
 		return nil, fmt.Errorf("read the inventory: %w", err)
 	}
+	ha, err := placements(ctx, px, inv)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{}
 	listed := map[int]bool{}
 	for i := range inv {
@@ -75,6 +79,9 @@ func Read(ctx context.Context, px Proxmox, sel Selection, now time.Time) (*Resul
 			return nil, fmt.Errorf("read guest %d's config: %w", r.VMID, err)
 		}
 		o := Observe(r, cfg, now)
+		if r.HAState != "" {
+			o.HAPlacement = ha[r.VMID]
+		}
 		res.Guests = append(res.Guests, Import(o, now))
 	}
 	for _, id := range sel.VMIDs {

@@ -141,3 +141,28 @@ func TestKeepManagedAndRender(t *testing.T) {
 		t.Errorf("YAML:\n%s", out.String())
 	}
 }
+
+// An HA guest converge placed by its own node-affinity rule is imported
+// with that rule's node: without it, publishing the import would make
+// converge delete its rule (a mutation). Another HA guest's node is left
+// out: a desired node would make converge write a rule.
+func TestImportKeepsOwnHARuleNode(t *testing.T) {
+	o := vm(func(o *events.Observed) {
+		o.HA = "started"
+		o.HAPlacement = &events.HAPlacement{Rule: events.HARuleName(101), Nodes: []string{"pve2"}}
+	})
+	g := Import(o, now)
+	if g.Desired.Node == nil || *g.Desired.Node != "pve2" {
+		t.Fatalf("node %v: want pve2, converge's rule's", g.Desired.Node)
+	}
+	for _, s := range plan(&g.Desired, o, now) {
+		t.Errorf("publishing the import plans %s: %s", s.Op, s.Reason)
+	}
+	other := vm(func(o *events.Observed) {
+		o.HA = "started"
+		o.HAPlacement = &events.HAPlacement{Rule: "prod", Nodes: []string{"pve1", "pve2"}}
+	})
+	if g := Import(other, now); g.Desired.Node != nil {
+		t.Errorf("node %v for a guest an operator's rule places: want none", *g.Desired.Node)
+	}
+}

@@ -1,0 +1,79 @@
+package importer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// HA placement on import. Under PVE 9's HA rules a guest converge placed
+// carries converge's own node-affinity rule (events.HARuleName): a
+// desired state without its node would make converge delete that rule.
+// So import reads how HA places the guests, as the observer does, and
+// keeps the node of converge's own rule; any other HA guest's node is
+// left out (a desired node would make converge write a rule).
+
+// HAReader reads how the cluster's HA stack places guests (*pve.Client).
+type HAReader interface {
+	HAMode(ctx context.Context) (string, error)
+	HARules(ctx context.Context) ([]pve.HARule, error)
+	HAResources(ctx context.Context) ([]pve.HAResource, error)
+}
+
+var _ HAReader = (*pve.Client)(nil)
+
+// placements are the HA guests' placements by vmid, as the observer
+// journals them; nil when the inventory lists no HA guest or px cannot
+// read them. A failed read fails the import: without it, a guest converge
+// placed would be imported without its node.
+func placements(ctx context.Context, px Proxmox, inv []pve.Resource) (map[int]*events.HAPlacement, error) {
+	hr, ok := px.(HAReader)
+	if !ok || !hasHA(inv) {
+		return nil, nil
+	}
+	mode, err := hr.HAMode(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read how HA places guests (needs Sys.Audit on /): %w", err)
+	}
+	out := map[int]*events.HAPlacement{}
+	if mode == events.HAGroups {
+		for i := range inv {
+			if inv[i].HAState != "" {
+				out[inv[i].VMID] = &events.HAPlacement{Groups: true}
+			}
+		}
+		return out, nil
+	}
+	rules, err := hr.HARules(ctx)
+	var res []pve.HAResource
+	if err == nil {
+		res, err = hr.HAResources(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the HA rules (needs Sys.Audit on /): %w", err)
+	}
+	return pve.HAPlacements(rules, res), nil
+}
+
+func hasHA(inv []pve.Resource) bool {
+	for i := range inv {
+		if inv[i].HAState != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ownNode is the node converge's own rule places guest o on, "" when no
+// rule of converge's places it on one node.
+func ownNode(o *events.Observed) string {
+	p := o.HAPlacement
+	if !p.Owned(o.VMID) || p.Inactive != "" || len(p.Nodes) != 1 {
+		return ""
+	}
+	name, _, _ := strings.Cut(p.Nodes[0], ":")
+	return name
+}
