@@ -307,15 +307,6 @@ func (e *Executor) snapshotBefore(ctx context.Context, a events.Action, lasts gu
 	return "", nil
 }
 
-// HAReader reads how the cluster's HA stack places guests, its rules and
-// resources (*pve.Client). Optional: without it an HA guest's placement
-// is carried from the basis.
-type HAReader interface {
-	HAMode(ctx context.Context) (string, error)
-	HARules(ctx context.Context) ([]pve.HARule, error)
-	HAResources(ctx context.Context) ([]pve.HAResource, error)
-}
-
 // readPlacement replaces the HA placement carried from the basis by the
 // one Proxmox has now: the rules may have changed since the basis was
 // read (an operator, converge's own rule), or the cluster finished its
@@ -323,33 +314,24 @@ type HAReader interface {
 // journalled after the observer's newer snapshot would otherwise roll
 // the fold back. Under rules (as the basis saw it) the rules and
 // resources are read; otherwise the groups endpoint first says which. A
-// failed read keeps the carried one.
+// failed read keeps the carried one. The Proxmox port reads placements
+// optionally (pve.PlacementReader): without, the basis's is carried.
 func (j *job) readPlacement(ctx context.Context, o *events.Observed) {
-	hr, ok := j.e.px.(HAReader)
+	hr, ok := j.e.px.(pve.PlacementReader)
 	if !ok || o == nil || !o.Exists || o.HA == "" {
 		return
 	}
-	if p := o.HAPlacement; p == nil || p.Groups {
-		mode, err := hr.HAMode(ctx)
-		switch {
-		case err != nil:
-			j.log.Debug().Err(err).Msg("HA mode not read back; placement carried from the basis")
-			return
-		case mode == events.HAGroups:
-			o.HAPlacement = &events.HAPlacement{Groups: true}
-			return
-		}
+	mode := ""
+	if p := o.HAPlacement; p != nil && !p.Groups {
+		mode = events.HARules
 	}
-	rules, err := hr.HARules(ctx)
-	var res []pve.HAResource
-	if err == nil {
-		res, err = hr.HAResources(ctx)
-	}
-	if err != nil {
+	mode, placements, err := pve.ReadPlacements(ctx, hr, mode)
+	switch {
+	case err != nil:
 		j.log.Debug().Err(err).Msg("HA placement not read back; carried from the basis")
-		return
-	}
-	if p := pve.HAPlacements(rules, res)[o.VMID]; p != nil {
-		o.HAPlacement = p
+	case mode == events.HAGroups:
+		o.HAPlacement = &events.HAPlacement{Groups: true}
+	case placements[o.VMID] != nil:
+		o.HAPlacement = placements[o.VMID]
 	}
 }

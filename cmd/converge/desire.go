@@ -17,6 +17,7 @@ import (
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
+	"github.com/converge-pve/converge/internal/planfile"
 )
 
 type desireFlags struct {
@@ -296,40 +297,18 @@ func parseDesiredFile(path string, raw []byte) ([]desiredBody, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: not YAML or JSON: %w", path, err)
 	}
-	var entries []json.RawMessage
-	switch t := bytes.TrimSpace(js); {
-	case len(t) > 0 && t[0] == '[':
-		err = json.Unmarshal(t, &entries)
-	case len(t) > 0 && t[0] == '{':
-		var wrap struct {
-			Guests []json.RawMessage `json:"guests"`
-		}
-		if json.Unmarshal(t, &wrap) == nil && wrap.Guests != nil {
-			entries = wrap.Guests
-		} else {
-			entries = []json.RawMessage{t}
-		}
-	default:
-		err = errors.New("want an object, a list, or {guests: [...]}")
-	}
+	entries, err := planfile.Split(js)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(entries) == 0 {
-		return nil, fmt.Errorf("%s: no desired states", path)
 	}
 	var out []desiredBody
 	var problems []string
 	for i, e := range entries {
-		var head struct {
-			VMID int `json:"vmid"`
-		}
-		_ = json.Unmarshal(e, &head)
-		if _, err := events.DecodeDesired(e, head.VMID); err != nil {
-			problems = append(problems, fmt.Sprintf("entry %d (vmid %d): %v", i+1, head.VMID, err))
+		if _, err := events.DecodeDesired(e.Body, e.VMID); err != nil {
+			problems = append(problems, fmt.Sprintf("entry %d (vmid %d): %v", i+1, e.VMID, err))
 			continue
 		}
-		out = append(out, desiredBody{head.VMID, e})
+		out = append(out, desiredBody{e.VMID, e.Body})
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%s: nothing published:\n  %s", path, strings.Join(problems, "\n  "))

@@ -60,7 +60,6 @@ type Proxmox interface {
 	observer.Proxmox
 	observer.HAReader
 	executor.Proxmox
-	executor.HAReader
 }
 
 // Config is everything one converge process runs with. Start from

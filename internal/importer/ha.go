@@ -16,55 +16,28 @@ import (
 // keeps the node of converge's own rule; any other HA guest's node is
 // left out (a desired node would make converge write a rule).
 
-// HAReader reads how the cluster's HA stack places guests (*pve.Client).
-type HAReader interface {
-	HAMode(ctx context.Context) (string, error)
-	HARules(ctx context.Context) ([]pve.HARule, error)
-	HAResources(ctx context.Context) ([]pve.HAResource, error)
-}
-
-var _ HAReader = (*pve.Client)(nil)
-
 // placements are the HA guests' placements by vmid, as the observer
 // journals them; nil when the inventory lists no HA guest or px cannot
 // read them. A failed read fails the import: without it, a guest converge
 // placed would be imported without its node.
 func placements(ctx context.Context, px Proxmox, inv []pve.Resource) (map[int]*events.HAPlacement, error) {
-	hr, ok := px.(HAReader)
-	if !ok || !hasHA(inv) {
+	hr, ok := px.(pve.PlacementReader)
+	if !ok || !pve.HasHA(inv) {
 		return nil, nil
 	}
-	mode, err := hr.HAMode(ctx)
+	mode, out, err := pve.ReadPlacements(ctx, hr, "")
 	if err != nil {
 		return nil, fmt.Errorf("read how HA places guests (needs Sys.Audit on /): %w", err)
 	}
-	out := map[int]*events.HAPlacement{}
 	if mode == events.HAGroups {
+		out = map[int]*events.HAPlacement{}
 		for i := range inv {
 			if inv[i].HAState != "" {
 				out[inv[i].VMID] = &events.HAPlacement{Groups: true}
 			}
 		}
-		return out, nil
 	}
-	rules, err := hr.HARules(ctx)
-	var res []pve.HAResource
-	if err == nil {
-		res, err = hr.HAResources(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the HA rules (needs Sys.Audit on /): %w", err)
-	}
-	return pve.HAPlacements(rules, res), nil
-}
-
-func hasHA(inv []pve.Resource) bool {
-	for i := range inv {
-		if inv[i].HAState != "" {
-			return true
-		}
-	}
-	return false
+	return out, nil
 }
 
 // ownNode is the node converge's own rule places guest o on, "" when no

@@ -2,7 +2,6 @@ package observer
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"
@@ -24,9 +23,7 @@ import (
 // facts, and HA guests carry no placement (unknown: converge moves none).
 type HAReader interface {
 	ClusterFacts(ctx context.Context) (events.PVEFacts, error)
-	HAMode(ctx context.Context) (string, error)
-	HARules(ctx context.Context) ([]pve.HARule, error)
-	HAResources(ctx context.Context) ([]pve.HAResource, error)
+	pve.PlacementReader
 }
 
 var _ HAReader = (*pve.Client)(nil)
@@ -74,7 +71,7 @@ func (o *Observer) readCluster(ctx context.Context, inv []pve.Resource) {
 		}
 		facts, o.ha.next, o.ha.resync = f, o.pass+factsEvery, false
 	}
-	if facts.HA == events.HAGroups && hasHA(inv) {
+	if facts.HA == events.HAGroups && pve.HasHA(inv) {
 		// A cluster finishing its upgrade moves its groups to rules at
 		// once: with HA guests to place, the mode is read every pass
 		// (one call), so that converge stops asking HA to migrate them
@@ -91,51 +88,18 @@ func (o *Observer) readCluster(ctx context.Context, inv []pve.Resource) {
 		o.ha.placements = nil // placements read under rules only
 	}
 	o.ha.facts = facts
-	var ha []pve.HAResource
-	for i := range inv {
-		r := &inv[i]
-		if r.HAState == "" {
-			continue
-		}
-		typ := "vm"
-		if r.Kind == pve.KindLXC {
-			typ = "ct"
-		}
-		ha = append(ha, pve.HAResource{SID: typ + ":" + strconv.Itoa(r.VMID), Type: typ, VMID: r.VMID, State: r.HAState})
-	}
-	if len(ha) == 0 {
+	if !pve.HasHA(inv) {
 		o.ha.placements = map[int]*events.HAPlacement{}
 		return
 	}
-	rules, err := hr.HARules(ctx)
-	var res []pve.HAResource
-	if err == nil {
-		res, err = hr.HAResources(ctx) // failback
-	}
+	_, placements, err := pve.ReadPlacements(ctx, hr, events.HARules)
 	if err != nil {
 		// Guests read now, or put under HA since the last read, carry no
 		// placement (unknown): converge moves none of them meanwhile.
 		o.log.Warn().Err(err).Msg("HA rules not read; keeping the last placements")
 		return
 	}
-	noFailback := map[int]bool{}
-	for _, r := range res {
-		noFailback[r.VMID] = r.NoFailback
-	}
-	for i := range ha {
-		ha[i].NoFailback = noFailback[ha[i].VMID]
-	}
-	o.ha.placements = pve.HAPlacements(rules, ha)
-}
-
-// hasHA reports whether the inventory lists an HA-managed guest.
-func hasHA(inv []pve.Resource) bool {
-	for i := range inv {
-		if inv[i].HAState != "" {
-			return true
-		}
-	}
-	return false
+	o.ha.placements = placements
 }
 
 // groupsPlacement is every HA guest's placement under HA groups.

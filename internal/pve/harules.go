@@ -231,3 +231,48 @@ func haRuleMessage(err error, what string) bool {
 	var pe *Error
 	return err != nil && errors.As(err, &pe) && strings.Contains(pe.Message, what)
 }
+
+// PlacementReader reads how the cluster's HA stack places guests
+// (*Client is one).
+type PlacementReader interface {
+	HAMode(ctx context.Context) (string, error)
+	HARules(ctx context.Context) ([]HARule, error)
+	HAResources(ctx context.Context) ([]HAResource, error)
+}
+
+var _ PlacementReader = (*Client)(nil)
+
+// ReadPlacements reads the HA mode (unless mode already gives it) and,
+// under HA rules, every HA guest's placement (HAPlacements of the rules
+// and resources, failback included); under HA groups the placements are
+// nil: each HA guest's is events.HAPlacement{Groups: true}.
+func ReadPlacements(ctx context.Context, r PlacementReader, mode string) (string, map[int]*events.HAPlacement, error) {
+	if mode == "" {
+		var err error
+		if mode, err = r.HAMode(ctx); err != nil {
+			return "", nil, err
+		}
+	}
+	if mode != events.HARules {
+		return mode, nil, nil
+	}
+	rules, err := r.HARules(ctx)
+	if err != nil {
+		return mode, nil, err
+	}
+	res, err := r.HAResources(ctx)
+	if err != nil {
+		return mode, nil, err
+	}
+	return mode, HAPlacements(rules, res), nil
+}
+
+// HasHA reports whether the inventory lists an HA-managed guest.
+func HasHA(inv []Resource) bool {
+	for i := range inv {
+		if inv[i].HAState != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -32,20 +32,16 @@ func (s *Sim) haMotionInfo(sid string) ([]string, map[string][]map[string]any) {
 	return dependent, blocking
 }
 
-// ctMigratePrecondition is GET /nodes/{node}/lxc/{vmid}/migrate, from
-// pve-container 6 (PVE 9; src/PVE/API2/LXC.pm migrate_vm_precondition):
-// running, allowed-nodes, not-allowed-nodes (only blocking HA resources)
-// and an HA resource's dependent-ha-resources.
-func (s *Sim) ctMigratePrecondition(q *req, g *guest) (any, error) {
-	if g.lock() != "" {
-		return nil, fail500("%s", lockedErr(g))
-	}
-	var dependent []string
+// migrateTargets are a guest's migration targets as both preconditions
+// answer them: the other nodes, those holding a blocking HA resource not
+// allowed, and an HA resource's dependent-ha-resources (PVE 9:
+// get_resource_motion_info). Caller holds s.mu.
+func (s *Sim) migrateTargets(g *guest) (allowed []string, notAllowed map[string]any, dependent []string) {
 	var blocking map[string][]map[string]any
 	if r := s.haOf(g); r != nil && r.requested() != "ignored" {
 		dependent, blocking = s.haMotionInfo(r.sid)
 	}
-	allowed, notAllowed := []string{}, map[string]any{}
+	allowed, notAllowed = []string{}, map[string]any{}
 	for _, n := range s.nodes {
 		switch {
 		case n.name == g.node:
@@ -55,6 +51,18 @@ func (s *Sim) ctMigratePrecondition(q *req, g *guest) (any, error) {
 			allowed = append(allowed, n.name)
 		}
 	}
+	return allowed, notAllowed, dependent
+}
+
+// ctMigratePrecondition is GET /nodes/{node}/lxc/{vmid}/migrate, from
+// pve-container 6 (PVE 9; src/PVE/API2/LXC.pm migrate_vm_precondition):
+// running, allowed-nodes, not-allowed-nodes (only blocking HA resources)
+// and an HA resource's dependent-ha-resources.
+func (s *Sim) ctMigratePrecondition(q *req, g *guest) (any, error) {
+	if g.lock() != "" {
+		return nil, fail500("%s", lockedErr(g))
+	}
+	allowed, notAllowed, dependent := s.migrateTargets(g)
 	res := map[string]any{"running": boolInt(g.running()), "allowed-nodes": allowed, "not-allowed-nodes": notAllowed}
 	if dependent != nil {
 		res["dependent-ha-resources"] = dependent

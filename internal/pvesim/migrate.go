@@ -338,22 +338,7 @@ func (s *Sim) migratePrecondition(q *req, g *guest) (any, error) {
 	// qemu-server 9 (API2/Qemu.pm migrate_vm_precondition): an HA
 	// resource's dependent-ha-resources, and a node with blocking HA
 	// resources (get_resource_motion_info) is not allowed.
-	var dependent []string
-	var blocking map[string][]map[string]any
-	r := s.haOf(g)
-	if r != nil && r.requested() != "ignored" {
-		dependent, blocking = s.haMotionInfo(r.sid)
-	}
-	allowed, notAllowed := []string{}, map[string]any{}
-	for _, n := range s.nodes {
-		switch {
-		case n.name == g.node:
-		case len(blocking[n.name]) > 0:
-			notAllowed[n.name] = map[string]any{"blocking-ha-resources": blocking[n.name]}
-		default:
-			allowed = append(allowed, n.name)
-		}
-	}
+	allowed, notAllowed, dependent := s.migrateTargets(g)
 	disks := []map[string]any{}
 	for _, k := range localVolumes(g) {
 		size, _ := optionSize(g.conf[k])
