@@ -165,6 +165,39 @@ func IsTransient(err error) bool {
 	return false
 }
 
+// apiAttempt bounds one JetStream API request made under a caller's
+// longer deadline: a request a cluster drops while it fails over (its
+// stream leader not yet known where the request lands, nats-server#4519)
+// gets no answer at all, and would otherwise hold the caller, such as
+// `converge wait --timeout 2m`, until its whole deadline.
+const apiAttempt = 5 * time.Second
+
+// attempts runs fn, each time with at most each (apiAttempt), again after a
+// transient failure (IsTransient) until it succeeds, fails otherwise or
+// ctx ends; retrying, if set, hears of each failure retried. fn must be
+// a request with nothing left running when it returns (its context ends
+// then).
+func attempts(ctx context.Context, each time.Duration, fn func(context.Context) error, retrying func(err error, delay time.Duration)) error {
+	delay := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, each)
+		err := fn(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !IsTransient(err) {
+			return err
+		}
+		if retrying != nil {
+			retrying(err, delay)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
 // provisioning is what Provision's attempts share.
 type provisioning struct {
 	// target is the journal sequence the keep stream must have copied
@@ -276,29 +309,20 @@ func (b *Bus) Stream(ctx context.Context) (jetstream.Stream, error) {
 // through transient failures (a NATS cluster electing leaders after a
 // crash) until ctx ends: a role starting then waits instead of exiting.
 func (b *Bus) WaitStream(ctx context.Context) (jetstream.Stream, *jetstream.StreamInfo, error) {
-	delay := 250 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, provisionAttempt)
-		s, err := b.Stream(actx)
-		var info *jetstream.StreamInfo
-		if err == nil {
+	var s jetstream.Stream
+	var info *jetstream.StreamInfo
+	err := attempts(ctx, provisionAttempt, func(actx context.Context) (err error) {
+		if s, err = b.Stream(actx); err == nil {
 			info, err = s.Info(actx)
 		}
-		cancel()
-		if err == nil {
-			return s, info, nil
-		}
-		if !IsTransient(err) || ctx.Err() != nil {
-			return nil, nil, err
-		}
+		return err
+	}, func(err error, delay time.Duration) {
 		b.log.Warn().Err(err).Dur("retry_in", delay).Msg("journal stream unavailable; retrying")
-		select {
-		case <-ctx.Done():
-			return nil, nil, err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return s, info, nil
 }
 
 // Views returns the views bucket.

@@ -49,7 +49,11 @@ func (s *ViewStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if s.kv != nil {
 		return s.kv, nil
 	}
-	kv, err := s.b.JS.KeyValue(ctx, s.b.cfg.Bucket)
+	var kv jetstream.KeyValue
+	err := attempts(ctx, apiAttempt, func(ctx context.Context) (err error) {
+		kv, err = s.b.JS.KeyValue(ctx, s.b.cfg.Bucket)
+		return err
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +80,11 @@ func (s *ViewStore) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := kv.Get(ctx, key)
+	var e jetstream.KeyValueEntry
+	err = attempts(ctx, apiAttempt, func(ctx context.Context) (err error) {
+		e, err = kv.Get(ctx, key)
+		return err
+	}, nil)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}
@@ -152,7 +160,11 @@ func (s *ViewStore) PutAsync(key string, value []byte) (journal.Future, error) {
 
 // Created is when the bucket was created; ok is false when it is missing.
 func (s *ViewStore) Created(ctx context.Context) (at time.Time, ok bool, err error) {
-	st, err := s.b.JS.Stream(ctx, "KV_"+s.b.cfg.Bucket)
+	var st jetstream.Stream
+	err = attempts(ctx, apiAttempt, func(ctx context.Context) (err error) {
+		st, err = s.b.JS.Stream(ctx, "KV_"+s.b.cfg.Bucket)
+		return err
+	}, nil)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_ = s.gone(err)
 		return time.Time{}, false, nil
