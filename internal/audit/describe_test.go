@@ -20,3 +20,20 @@ func TestDescribeDesiredWholeGuest(t *testing.T) {
 		t.Fatalf("DescribeDesired:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A control entry says why when the operator did, quoted: the journal
+// holds anyone's text.
+func TestDescribeControlReason(t *testing.T) {
+	c := events.Control{Command: events.CommandPause, All: true}
+	if got, want := describeControl(&c), "paused (all guests): converge does not act until resumed"; got != want {
+		t.Errorf("without a reason: %q, want %q", got, want)
+	}
+	c.Reason = `swap "disk" on pve2`
+	if got, want := describeControl(&c), `paused (all guests): converge does not act until resumed; reason: "swap \"disk\" on pve2"`; got != want {
+		t.Errorf("with a reason: %q, want %q", got, want)
+	}
+	c = events.Control{Command: events.CommandApprove, VMIDs: []int{101}, Reason: "line\nforged"}
+	if got := describeControl(&c); got != `approved (this guest): held shutdowns, stops, reboots, migrations and destroys may proceed; reason: "line\nforged"` {
+		t.Errorf("an unvalidated reason is shown escaped: %q", got)
+	}
+}
