@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/converge-pve/converge/events"
@@ -35,5 +36,44 @@ func TestDescribeControlReason(t *testing.T) {
 	c = events.Control{Command: events.CommandApprove, VMIDs: []int{101}, Reason: "line\nforged"}
 	if got := describeControl(&c); got != `approved (this guest): held shutdowns, stops, reboots, migrations and destroys may proceed; reason: "line\nforged"` {
 		t.Errorf("an unvalidated reason is shown escaped: %q", got)
+	}
+}
+
+// Page walks a timeline newest first: each page's next is the following
+// page's before, and the last page says 0.
+func TestPage(t *testing.T) {
+	var es []Entry
+	for _, s := range []uint64{3, 5, 8, 9, 12} {
+		es = append(es, Entry{Seq: s})
+	}
+	seqs := func(p []Entry) []uint64 {
+		var out []uint64
+		for _, e := range p {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		before uint64
+		limit  int
+		want   []uint64
+		next   uint64
+	}{
+		{0, 2, []uint64{12, 9}, 9},
+		{9, 2, []uint64{8, 5}, 5},
+		{5, 2, []uint64{3}, 0},
+		{0, 5, []uint64{12, 9, 8, 5, 3}, 0},
+		{0, 50, []uint64{12, 9, 8, 5, 3}, 0},
+		{10, 1, []uint64{9}, 9},
+		{3, 2, nil, 0},
+		{100, 2, []uint64{12, 9}, 9},
+	} {
+		p, next := Page(es, tc.before, tc.limit)
+		if !slices.Equal(seqs(p), tc.want) || next != tc.next || p == nil {
+			t.Errorf("before %d limit %d: %v next %d, want %v next %d", tc.before, tc.limit, seqs(p), next, tc.want, tc.next)
+		}
+	}
+	if p, next := Page(nil, 0, 50); p == nil || len(p) != 0 || next != 0 {
+		t.Errorf("empty timeline: %v %d", p, next)
 	}
 }
