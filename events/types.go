@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // GuestConfig is the managed part of a guest's config, normalised so that
@@ -327,17 +329,24 @@ type Control struct {
 	// guest (not for release).
 	VMIDs []int `json:"vmids,omitempty"`
 	All   bool  `json:"all,omitempty"`
+	// Reason is the operator's word on why (optional): shown in history
+	// and the console's timeline, never acted on.
+	Reason string `json:"reason,omitempty"`
 }
 
 // maxControlVMIDs bounds one request: a longer list is several requests.
 const maxControlVMIDs = 10000
+
+// MaxControlReason bounds a request's reason in bytes: a sentence or two,
+// not a document.
+const MaxControlReason = 1024
 
 // Validate checks a control request before it is published and when it
 // is folded: an invalid one changes nothing.
 func (c *Control) Validate() error {
 	switch c.Command {
 	case CommandResync:
-		return nil
+		return checkReason(c.Command, c.Reason)
 	case CommandPause, CommandResume, CommandApprove, CommandRelease:
 	default:
 		return fmt.Errorf("unknown control command %q", c.Command)
@@ -355,6 +364,24 @@ func (c *Control) Validate() error {
 	for _, id := range c.VMIDs {
 		if id < MinVMID || id > MaxVMID {
 			return fmt.Errorf("%s: vmid %d is not within %d..%d", c.Command, id, MinVMID, MaxVMID)
+		}
+	}
+	return checkReason(c.Command, c.Reason)
+}
+
+// checkReason refuses a reason a one-line audit trail cannot show as
+// given: too long, not UTF-8, or with control characters (a newline would
+// forge a line of `converge history`, an escape sequence a terminal's).
+func checkReason(command, r string) error {
+	switch {
+	case len(r) > MaxControlReason:
+		return fmt.Errorf("%s: reason: at most %d bytes, got %d", command, MaxControlReason, len(r))
+	case !utf8.ValidString(r):
+		return fmt.Errorf("%s: reason: not valid UTF-8", command)
+	}
+	for i, c := range r {
+		if unicode.IsControl(c) {
+			return fmt.Errorf("%s: reason: control character %U at byte %d (one line of text, no newlines or tabs)", command, c, i)
 		}
 	}
 	return nil

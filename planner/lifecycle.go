@@ -69,9 +69,9 @@ func destroySteps(v *projector.View, p Policy) ([]Step, Decision) {
 	case o.Protected:
 		return nil, decide(Blocked, "desired absent, but guest %d has Proxmox protection on: converge never destroys a protected guest (turn protection off in Proxmox to let it)", v.VMID)
 	case !approved && !o.Owned():
-		return nil, decide(Blocked, "desired absent: guest %d was not created by converge, so only `converge approve %d` lets converge destroy it", v.VMID, v.VMID)
+		return nil, awaitsDestroy(decide(Blocked, "desired absent: guest %d was not created by converge, so only `converge approve %d` lets converge destroy it", v.VMID, v.VMID))
 	case !approved && !p.AllowDestroy:
-		return nil, decide(Blocked, "desired absent: the destroy gate is closed (run the planner and executors with --allow-destroy, or `converge approve %d` for this guest)", v.VMID)
+		return nil, awaitsDestroy(decide(Blocked, "desired absent: the destroy gate is closed (run the planner and executors with --allow-destroy, or `converge approve %d` for this guest)", v.VMID))
 	}
 	var steps []Step
 	if o.HA != "" {
@@ -85,6 +85,13 @@ func destroySteps(v *projector.View, p Policy) ([]Step, Decision) {
 	steps = append(steps, Step{Op: events.OpDestroy,
 		Reason: fmt.Sprintf("desired absent: destroy guest %d with its disks (purge)", v.VMID)})
 	return steps, Decision{}
+}
+
+// awaitsDestroy marks a decision the destroy gate blocks and an approval
+// would open (not a protected guest's: no approval lifts that).
+func awaitsDestroy(d Decision) Decision {
+	d.Status.Awaits = AwaitsDestroy
+	return d
 }
 
 // checkExisting stops the plan of an existing guest that converge cannot

@@ -301,7 +301,7 @@ func (e *Engine) guardFull(used, threshold int, op events.Op, vmid int) string {
 func holdStep(d Decision, why string) Decision {
 	step := d.Steps[0]
 	reason := why + "; next: " + step.Reason
-	d.Status.Kind, d.Status.Reason, d.Status.RetryAt = Held, reason, time.Time{}
+	d.Status.Kind, d.Status.Reason, d.Status.RetryAt, d.Status.Awaits = Held, reason, time.Time{}, AwaitsGuard
 	d.Steps = []Step{{Op: events.OpHold, Holds: step.Op, Reason: reason}}
 	return d
 }
@@ -311,7 +311,7 @@ func holdStep(d Decision, why string) Decision {
 // config write the plan has (never held) does.
 func heldDecision(d Decision, reason string) Decision {
 	alt, ok := Deferrable(d.Steps)
-	d.Status.Kind, d.Status.Reason, d.Status.RetryAt = Held, reason, time.Time{}
+	d.Status.Kind, d.Status.Reason, d.Status.RetryAt, d.Status.Awaits = Held, reason, time.Time{}, AwaitsGuard
 	d.Steps = nil
 	if ok {
 		d.Status.Reason += "; meanwhile " + alt.Reason

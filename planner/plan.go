@@ -31,7 +31,8 @@ func Plan(v *projector.View, c projector.ClusterState, p Policy, now time.Time) 
 		if why == "" {
 			why = string(d.Status.Kind)
 		}
-		d.Status.Kind = Paused
+		// Not awaiting an approval while paused: resuming comes first.
+		d.Status.Kind, d.Status.Awaits = Paused, ""
 		d.Status.Reason = fmt.Sprintf("paused by %s at %s (journal #%d; converge resume to act again); %s",
 			m.By, m.At.Format(time.RFC3339), m.Seq, strings.TrimPrefix(why, "next: "))
 		d.Status.RetryAt = time.Time{}

@@ -45,7 +45,23 @@ type Status struct {
 	// Limit names the limit a pending guest waits for ("node",
 	// "storage", "create_rate", "max_guests"), for metrics.
 	Limit string `json:"limit,omitempty"`
+	// Awaits names the approval (`converge approve`) the guest waits
+	// for, if any: a typed field, so that a console need not parse
+	// Reason to offer it.
+	Awaits Approval `json:"awaits_approval,omitempty"`
 }
+
+// Approval is what an operator's approval would release.
+type Approval string
+
+// Approvals a guest may wait for.
+const (
+	// AwaitsGuard: the mass-change guard holds a disruptive step (Held).
+	AwaitsGuard Approval = "guard"
+	// AwaitsDestroy: desired absent, the destroy gate is closed for the
+	// guest (Blocked); `converge approve VMID` opens it for this guest.
+	AwaitsDestroy Approval = "destroy"
+)
 
 // Step is one planned action, before the service gives it an id.
 type Step struct {

@@ -28,6 +28,7 @@ func operator() string {
 // operator requests for guests (or all of them), folded by every planner.
 func newOperateCmd(g *globals, command, short, long string, allowAll bool) *cobra.Command {
 	var all bool
+	var reason string
 	use := command + " VMID..."
 	if allowAll {
 		use = command + " VMID...|--all"
@@ -37,7 +38,7 @@ func newOperateCmd(g *globals, command, short, long string, allowAll bool) *cobr
 		Short: short,
 		Long:  long,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := events.Control{Meta: events.NewMeta(operator(), "", time.Now()), Command: command, All: all}
+			c := events.Control{Meta: events.NewMeta(operator(), "", time.Now()), Command: command, All: all, Reason: reason}
 			for _, a := range args {
 				id, err := strconv.Atoi(a)
 				if err != nil {
@@ -58,7 +59,8 @@ func newOperateCmd(g *globals, command, short, long string, allowAll bool) *cobr
 				return err
 			}
 			if g.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"seq": seq, "command": command, "vmids": c.VMIDs, "all": all, "by": c.Publisher})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"seq": seq, "command": command, "vmids": c.VMIDs, "all": all, "by": c.Publisher,
+					"reason": c.Reason})
 			}
 			what := "all guests"
 			if !all {
@@ -75,6 +77,7 @@ func newOperateCmd(g *globals, command, short, long string, allowAll bool) *cobr
 	if allowAll {
 		cmd.Flags().BoolVar(&all, "all", false, "every guest")
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, in one line (at most 1024 bytes): journalled, shown by history")
 	return cmd
 }
 

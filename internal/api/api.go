@@ -41,8 +41,21 @@ type Server struct {
 	Guard Guard
 	// Sign, if set, is applied to a desired message posted over HTTP
 	// before it is journalled (a server-side signature).
-	Sign   func(m *events.Message) error
-	Logger zerolog.Logger
+	Sign func(m *events.Message) error
+	// Timeline, if set, reads one guest's timeline from the journal
+	// (internal/audit, wired by internal/app: this package links no NATS
+	// client): newest first, at most limit entries older than before (0:
+	// from the newest); nextBefore is the oldest entry's sequence when
+	// older ones exist, else 0. Without it the timeline answers 503.
+	Timeline func(ctx context.Context, vmid int, before uint64, limit int) (entries any, nextBefore uint64, err error)
+	// MaxStreams bounds the open GET /v1/stream answers (0: 64), so that
+	// streams cannot take every connection; PingEvery is how often a
+	// stream says it is alive (0: 15 s).
+	MaxStreams int
+	PingEvery  time.Duration
+	Logger     zerolog.Logger
+
+	live liveStreams // stream.go
 }
 
 // Check is the outcome of one readiness check.
@@ -75,7 +88,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/guests/{vmid}", s.guarded(false, s.getGuest))
 	mux.HandleFunc("POST /v1/desired/{vmid}", s.guarded(true, s.postDesired))
 	mux.HandleFunc("DELETE /v1/desired/{vmid}", s.guarded(true, s.release))
-	mux.HandleFunc("POST /v1/approve", s.guarded(true, s.approve))
+	// Operators' requests (operate.go), journalled with who and why.
+	for _, c := range []string{events.CommandApprove, events.CommandPause, events.CommandResume, events.CommandRelease} {
+		mux.HandleFunc("POST /v1/"+c, s.guarded(true, s.operator(c)))
+	}
+	// The console's reads: who am I, a guest's timeline (timeline.go), live updates (stream.go).
+	mux.HandleFunc("GET /v1/whoami", s.guarded(false, s.whoami))
+	mux.HandleFunc("GET /v1/guests/{vmid}/timeline", s.guarded(false, s.timeline))
+	mux.HandleFunc("GET /v1/stream", s.guarded(false, s.stream))
 	// Plans, publishes nothing: read scope (plan.go).
 	mux.HandleFunc("POST /v1/plan", s.guarded(false, s.postPlan))
 	return mux

@@ -3,6 +3,25 @@
 // the process answers), /readyz, GET /v1/guests, GET /v1/guests/{vmid}, and
 // POST /v1/desired/{vmid} for services that do not speak NATS.
 //
+// Operators' requests (operate.go): POST /v1/approve, /v1/pause,
+// /v1/resume and /v1/release take {"vmids": […]} or {"all": true} and an
+// optional "reason", refuse unknown fields and whatever
+// events.Control.Validate refuses (400, nothing published), and answer 202
+// with what was journalled under the token's name.
+//
+// The operator console's reads: GET /v1/whoami (the token's journalled
+// name and scope: the console's sign-in), GET /v1/guests/{vmid}/timeline
+// (a guest's history from the journal, newest first, paged; read through
+// Server.Timeline, which internal/app wires to internal/audit, since this
+// package links no NATS client), and GET /v1/stream (stream.go): NDJSON,
+// a hello line, every guest's summary, "synced", then each change the
+// views watch sees, and a ping every 15 s. A stream is exempt from the
+// server's WriteTimeout (each line has its own 30 s deadline, so a reader
+// that stops reading is dropped), at most Server.MaxStreams (64) are open
+// at once (503 beyond), and [Server.EndStreams], registered with
+// http.Server.RegisterOnShutdown, ends them so that Shutdown does not
+// wait on them.
+//
 // /readyz answers 200 when every check of Server.Checks passes and 503
 // otherwise; the body ([Readiness]) lists every check, and its reason sums
 // up the failing ones ("journal: the journal refuses writes: …"). The

@@ -25,28 +25,32 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, who caller) {
 		Command: events.CommandRelease, VMIDs: []int{vmid}})
 }
 
-// approveBody is POST /v1/approve's body.
-type approveBody struct {
-	VMIDs []int `json:"vmids"`
-	All   bool  `json:"all"`
+// operateBody is the body of POST /v1/approve, pause, resume and release.
+type operateBody struct {
+	VMIDs  []int  `json:"vmids"`
+	All    bool   `json:"all"`
+	Reason string `json:"reason"`
 }
 
-// approve is POST /v1/approve: releases the actions the mass-change guard
-// holds for the guests named (or all), journalled with who approved.
-func (s *Server) approve(w http.ResponseWriter, r *http.Request, who caller) {
-	var b approveBody
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		problem(w, http.StatusBadRequest, `want {"vmids": [101, …]} or {"all": true}: `+err.Error(), nil)
-		return
+// operator is POST /v1/<command>: an operator's request for the guests
+// named (or all), journalled with who asked and why, validated exactly as
+// the CLI's (events.Control.Validate: release refuses all).
+func (s *Server) operator(command string) func(w http.ResponseWriter, r *http.Request, who caller) {
+	return func(w http.ResponseWriter, r *http.Request, who caller) {
+		var b operateBody
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil {
+			problem(w, http.StatusBadRequest, `want {"vmids": [101, …]} or {"all": true}, and optionally "reason": `+err.Error()+"; nothing was published", nil)
+			return
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			problem(w, http.StatusBadRequest, "want one JSON object; nothing was published", nil)
+			return
+		}
+		s.operate(w, r, events.Control{Meta: events.NewMeta(s.publisher(who), r.Header.Get("X-Correlation-Id"), time.Now()),
+			Command: command, VMIDs: b.VMIDs, All: b.All, Reason: b.Reason})
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		problem(w, http.StatusBadRequest, "want one JSON object", nil)
-		return
-	}
-	s.operate(w, r, events.Control{Meta: events.NewMeta(s.publisher(who), r.Header.Get("X-Correlation-Id"), time.Now()),
-		Command: events.CommandApprove, VMIDs: b.VMIDs, All: b.All})
 }
 
 func (s *Server) operate(w http.ResponseWriter, r *http.Request, c events.Control) {
@@ -62,6 +66,7 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request, c events.Contro
 		return
 	}
 	s.Logger.Info().Str("command", c.Command).Ints("vmids", c.VMIDs).Bool("all", c.All).Uint64("seq", seq).
-		Str("by", c.Publisher).Msg("operator request accepted over HTTP")
-	writeJSON(w, http.StatusAccepted, map[string]any{"command": c.Command, "vmids": c.VMIDs, "all": c.All, "cluster": s.Cluster, "seq": seq, "by": c.Publisher})
+		Str("by", c.Publisher).Str("reason", c.Reason).Msg("operator request accepted over HTTP")
+	writeJSON(w, http.StatusAccepted, map[string]any{"command": c.Command, "vmids": c.VMIDs, "all": c.All, "cluster": s.Cluster,
+		"seq": seq, "by": c.Publisher, "reason": c.Reason})
 }

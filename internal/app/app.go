@@ -265,7 +265,7 @@ func (a *App) buildHTTP() error {
 		a.log.Warn().Str("addr", a.cfg.HTTP).Msg(warn)
 	}
 	a.rd = a.newReadiness()
-	a.http = a.cfg.HTTPAuth.Limits.Server((&api.Server{
+	srv := &api.Server{
 		Cluster: a.cfg.Cluster, Views: views.Reader{Store: store, Cluster: a.cfg.Cluster}, Journal: a.b,
 		Gatherer: a.reg, Logger: a.log.With().Str("role", "http").Logger(),
 		Checks: a.rd.checks,
@@ -275,9 +275,14 @@ func (a *App) buildHTTP() error {
 			}
 			return a.obs.VerifyPeriod()
 		},
-		Guard: a.cfg.HTTPAuth.Guard,
-		Sign:  a.cfg.HTTPSign,
-	}).Handler())
+		Guard:    a.cfg.HTTPAuth.Guard,
+		Sign:     a.cfg.HTTPSign,
+		Timeline: a.timeline,
+	}
+	a.http = a.cfg.HTTPAuth.Limits.Server(srv.Handler())
+	// Streams never end by themselves: Shutdown would wait its whole
+	// timeout on each open one.
+	a.http.RegisterOnShutdown(srv.EndStreams)
 	ln, err := net.Listen("tcp", a.cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", a.cfg.HTTP, err)

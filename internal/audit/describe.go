@@ -206,8 +206,16 @@ func (s *obsState) diff(n *obsState) []string {
 	return out
 }
 
-// describeControl says what an operator asked for the guest.
+// describeControl says what an operator asked for the guest, and why
+// when they said (quoted: a journalled reason is anyone's text).
 func describeControl(c *events.Control) string {
+	if c.Reason == "" {
+		return describeCommand(c)
+	}
+	return describeCommand(c) + "; reason: " + strconv.Quote(c.Reason)
+}
+
+func describeCommand(c *events.Control) string {
 	scope := "this guest"
 	if c.All {
 		scope = "all guests"

@@ -116,8 +116,9 @@ func (s *ViewStore) Keys(ctx context.Context, filter string) ([]string, error) {
 }
 
 // Watch calls fn with the current values of the keys matching filter, then
-// with each put, until ctx ends; deletions and purges are left out. done
-// is closed once fn is called no more.
+// with "" and nil (caught up), then with each put, until ctx ends;
+// deletions and purges are left out. done is closed once fn is called no
+// more.
 func (s *ViewStore) Watch(ctx context.Context, filter string, fn func(key string, value []byte)) (<-chan struct{}, error) {
 	kv, err := s.bucket(ctx)
 	if err != nil {
@@ -139,7 +140,10 @@ func (s *ViewStore) Watch(ctx context.Context, filter string, fn func(key string
 				if !ok {
 					return
 				}
-				if e != nil && e.Operation() == jetstream.KeyValuePut {
+				switch {
+				case e == nil: // the watcher's mark: the current values are given
+					fn("", nil)
+				case e.Operation() == jetstream.KeyValuePut:
 					fn(e.Key(), e.Value())
 				}
 			}

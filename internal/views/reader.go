@@ -79,14 +79,32 @@ func (r Reader) List(ctx context.Context) ([]GuestDoc, error) {
 // Watch streams guest documents as the planner updates them (the current
 // ones first), for `converge wait`. Undecodable documents are skipped.
 func (r Reader) Watch(ctx context.Context) (<-chan *GuestDoc, error) {
+	return r.watch(ctx, false)
+}
+
+// Follow is Watch that also says when the current documents are all
+// given: one nil document on the channel, then the updates. The HTTP
+// stream sends its "synced" line there.
+func (r Reader) Follow(ctx context.Context) (<-chan *GuestDoc, error) {
+	return r.watch(ctx, true)
+}
+
+func (r Reader) watch(ctx context.Context, mark bool) (<-chan *GuestDoc, error) {
 	out := make(chan *GuestDoc, 64)
 	done, err := r.Store.Watch(ctx, r.Cluster+".*", func(key string, value []byte) {
-		if !guestKey(key) {
+		var d *GuestDoc
+		switch {
+		case key == "" && value == nil:
+			if !mark {
+				return
+			}
+		case !guestKey(key):
 			return
-		}
-		d, err := decode(value)
-		if err != nil {
-			return
+		default:
+			var err error
+			if d, err = decode(value); err != nil {
+				return
+			}
 		}
 		select {
 		case out <- d:

@@ -16,8 +16,9 @@ type Store interface {
 	// Keys lists the keys matching a subject filter.
 	Keys(ctx context.Context, filter string) ([]string, error)
 	// Watch calls fn, on a goroutine of its own, with the current values
-	// of the keys matching filter and then with each put, until ctx ends;
-	// done is closed once fn is called no more.
+	// of the keys matching filter, then once with key "" and a nil value
+	// (the current values are all given), then with each put, until ctx
+	// ends; done is closed once fn is called no more.
 	Watch(ctx context.Context, filter string, fn func(key string, value []byte)) (done <-chan struct{}, err error)
 	// PutAsync writes a key without waiting.
 	PutAsync(key string, value []byte) (journal.Future, error)

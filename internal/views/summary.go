@@ -9,14 +9,17 @@ import (
 
 // Summary is a guest's status as the CLI and the HTTP API show it.
 type Summary struct {
-	VMID      int                `json:"vmid"`
-	Cluster   string             `json:"cluster"`
-	State     planner.StatusKind `json:"state"`
-	Reason    string             `json:"reason,omitempty"`
-	Drift     []string           `json:"drift,omitempty"`
-	Desired   *events.Desired    `json:"desired,omitempty"`
-	Revision  uint64             `json:"desired_revision,omitempty"`
-	Publisher string             `json:"publisher,omitempty"`
+	VMID    int                `json:"vmid"`
+	Cluster string             `json:"cluster"`
+	State   planner.StatusKind `json:"state"`
+	Reason  string             `json:"reason,omitempty"`
+	// AwaitsApproval is the approval the guest waits for ("guard",
+	// "destroy"), omitted when none: the console lists them in one place.
+	AwaitsApproval planner.Approval `json:"awaits_approval,omitempty"`
+	Drift          []string         `json:"drift,omitempty"`
+	Desired        *events.Desired  `json:"desired,omitempty"`
+	Revision       uint64           `json:"desired_revision,omitempty"`
+	Publisher      string           `json:"publisher,omitempty"`
 	// SignedBy is the trusted key that signed the desired state (signed
 	// mode); without it, Publisher is the publisher's unverified claim
 	// unless it names a token ("token:…", authenticated by the HTTP API).
@@ -68,7 +71,11 @@ func Summarise(d *GuestDoc) Summary {
 	v := d.View
 	s := Summary{VMID: v.VMID, Cluster: v.Cluster, State: d.Status.Kind, Reason: d.Status.Reason, Drift: d.Status.Drift,
 		Desired: v.Desired, Revision: v.DesiredSeq, Publisher: v.Publisher, SignedBy: v.SignedBy, Next: d.Next, LastError: v.LastError,
-		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt, Addresses: addressesOf(v)}
+		RetryAt: d.Status.RetryAt, DesiredAt: v.DesiredAt, UpdatedAt: d.UpdatedAt, Addresses: addressesOf(v),
+		AwaitsApproval: d.Status.Awaits}
+	if s.State == planner.Held && s.AwaitsApproval == "" {
+		s.AwaitsApproval = planner.AwaitsGuard // a document an older planner wrote
+	}
 	if o := v.Observed; o != nil {
 		s.Observed = &ObservedSummary{Exists: o.Exists, Node: o.Node, Kind: o.Kind, Status: o.Status, Lock: o.Lock,
 			HA: o.HA, HARule: haRule(o), Pool: o.Pool, Config: o.Config, Pending: o.Pending, ReadAt: o.ReadAt}

@@ -129,3 +129,26 @@ func TestSummariseUnobservedUnmanaged(t *testing.T) {
 		}
 	}
 }
+
+// awaits_approval carries the planner's typed status: "guard" for a held
+// guest (also from a document written before the field existed),
+// "destroy" for one behind the closed destroy gate, omitted otherwise.
+func TestSummariseAwaitsApproval(t *testing.T) {
+	v := &projector.View{VMID: 101, Cluster: "pve"}
+	for _, tc := range []struct {
+		status planner.Status
+		want   string
+	}{
+		{planner.Status{Kind: planner.Held, Reason: "mass-change guard: …", Awaits: planner.AwaitsGuard}, `"awaits_approval":"guard"`},
+		{planner.Status{Kind: planner.Held, Reason: "mass-change guard: …"}, `"awaits_approval":"guard"`},
+		{planner.Status{Kind: planner.Blocked, Reason: "desired absent: the destroy gate is closed …", Awaits: planner.AwaitsDestroy}, `"awaits_approval":"destroy"`},
+		{planner.Status{Kind: planner.Blocked, Reason: "desired absent, but guest 101 has Proxmox protection on …"}, ""},
+		{planner.Status{Kind: planner.Converged}, ""},
+	} {
+		s := views.Summarise(&views.GuestDoc{View: v, Status: tc.status})
+		b, _ := json.Marshal(s)
+		if got := strings.Contains(string(b), `"awaits_approval"`); tc.want == "" && got || tc.want != "" && !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s: %s, want %q", tc.status.Kind, b, tc.want)
+		}
+	}
+}

@@ -243,3 +243,52 @@ func TestDocumentsWithoutView(t *testing.T) {
 		}()
 	}
 }
+
+// Follow marks the end of the current documents with one nil, then
+// streams updates; on an empty bucket the mark comes at once.
+func TestFollowMarksCaughtUp(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	next := func(ch <-chan *views.GuestDoc) *views.GuestDoc {
+		t.Helper()
+		select {
+		case d, ok := <-ch:
+			if !ok {
+				t.Fatal("follow channel closed early")
+			}
+			return d
+		case <-f.ctx.Done():
+			t.Fatal("nothing from Follow")
+		}
+		return nil
+	}
+	empty, err := f.r.Follow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := next(empty); d != nil {
+		t.Fatalf("empty bucket: %+v before the mark", d.View)
+	}
+	f.put(t, views.GuestKey("pve", 101), doc("pve", 101, planner.Pending, "first"))
+	f.put(t, views.GuestKey("pve", 102), doc("pve", 102, planner.Converged, ""))
+	if d := next(empty); d == nil || d.View.VMID != 101 {
+		t.Fatalf("update after the mark: %+v", d)
+	}
+	ch, err := f.r.Follow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{101, 102} {
+		if d := next(ch); d == nil || d.View.VMID != want {
+			t.Fatalf("current document %d: %+v", want, d)
+		}
+	}
+	if d := next(ch); d != nil {
+		t.Fatalf("no mark after the current documents: %+v", d.View)
+	}
+	f.put(t, views.GuestKey("pve", 101), doc("pve", 101, planner.Converged, "second"))
+	if d := next(ch); d == nil || d.Status.Reason != "second" {
+		t.Fatalf("update: %+v", d)
+	}
+}
