@@ -120,6 +120,20 @@ func quoteV1(s string) (jsontext.Value, error) {
 	return append(b, '"'), nil
 }
 
+// DecodeStrict unmarshals a request body a caller sent (an operator's
+// request over HTTP): exactly one JSON value, member names matched
+// exactly, and unknown or duplicate members and invalid UTF-8 refused,
+// where the json v1 decoder would replace bad bytes with U+FFFD and
+// journal what the caller never sent.
+func DecodeStrict[T any](body []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(body, &v, strictOptions); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
 // Decode unmarshals one of converge's own event bodies (actions, results,
 // observations, heartbeats, control requests) into the values
 // encoding/json gives. Unknown members are ignored, so that an event of a

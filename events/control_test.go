@@ -11,7 +11,7 @@ import (
 // A reason is one line of text of at most 1 KiB: anything else is refused
 // before it is published (and ignored if folded).
 func TestControlReason(t *testing.T) {
-	ok := []string{"", "maintenance window CHG-1234", "ärger über den Knoten – ok", strings.Repeat("x", events.MaxControlReason)}
+	ok := []string{"", "maintenance window CHG-1234", "ärger über den Knoten – ok", "no\u00a0break space", strings.Repeat("x", events.MaxControlReason)}
 	for _, r := range ok {
 		c := events.Control{Command: events.CommandApprove, VMIDs: []int{101}, Reason: r}
 		if err := c.Validate(); err != nil {
@@ -21,10 +21,18 @@ func TestControlReason(t *testing.T) {
 	for r, want := range map[string]string{
 		strings.Repeat("x", events.MaxControlReason+1): "at most 1024 bytes",
 		"bad \xff utf8":     "not valid UTF-8",
-		"two\nlines":        "control character U+000A",
-		"tab\there":         "control character U+0009",
-		"esc \x1b[31mred":   "control character U+001B",
-		"c1 \u0085 newline": "control character U+0085",
+		"two\nlines":        "character U+000A at byte 3 is not text",
+		"tab\there":         "character U+0009",
+		"esc \x1b[31mred":   "character U+001B",
+		"c1 \u0085 newline": "character U+0085",
+		// Format characters and separators: found by review (accepted
+		// before, and shown raw in the server's log and the answer).
+		"rtl \u202e txet": "character U+202E",
+		"isolate \u2066x": "character U+2066",
+		"zero\u200bwidth": "character U+200B",
+		"bom \ufeff":      "character U+FEFF",
+		"line\u2028sep":   "character U+2028",
+		"para\u2029sep":   "character U+2029",
 	} {
 		for _, cmd := range []string{events.CommandApprove, events.CommandResync} {
 			c := events.Control{Command: cmd, All: true, Reason: r}

@@ -370,8 +370,11 @@ func (c *Control) Validate() error {
 }
 
 // checkReason refuses a reason a one-line audit trail cannot show as
-// given: too long, not UTF-8, or with control characters (a newline would
-// forge a line of `converge history`, an escape sequence a terminal's).
+// given: too long, not UTF-8, or with a character that is not graphic
+// text or a space: controls (a newline would forge a line of `converge
+// history`, an escape sequence a terminal's), format characters (U+202E
+// reverses what a log or page shows after it; zero-width ones hide text)
+// and line or paragraph separators.
 func checkReason(command, r string) error {
 	switch {
 	case len(r) > MaxControlReason:
@@ -380,8 +383,8 @@ func checkReason(command, r string) error {
 		return fmt.Errorf("%s: reason: not valid UTF-8", command)
 	}
 	for i, c := range r {
-		if unicode.IsControl(c) {
-			return fmt.Errorf("%s: reason: control character %U at byte %d (one line of text, no newlines or tabs)", command, c, i)
+		if !unicode.IsGraphic(c) {
+			return fmt.Errorf("%s: reason: character %U at byte %d is not text (one line of text: no newlines, tabs, control or format characters)", command, c, i)
 		}
 	}
 	return nil

@@ -53,7 +53,10 @@ type Server struct {
 	// stream says it is alive (0: 15 s).
 	MaxStreams int
 	PingEvery  time.Duration
-	Logger     zerolog.Logger
+	// MaxStreamAge ends a stream after this long (0: 10 minutes); the
+	// console reconnects.
+	MaxStreamAge time.Duration
+	Logger       zerolog.Logger
 
 	live liveStreams // stream.go
 }

@@ -2,12 +2,9 @@ package api
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"time"
-
-	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/control"
@@ -37,15 +34,16 @@ type operateBody struct {
 // the CLI's (events.Control.Validate: release refuses all).
 func (s *Server) operator(command string) func(w http.ResponseWriter, r *http.Request, who caller) {
 	return func(w http.ResponseWriter, r *http.Request, who caller) {
-		var b operateBody
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&b); err != nil {
-			problem(w, http.StatusBadRequest, `want {"vmids": [101, …]} or {"all": true}, and optionally "reason": `+err.Error()+"; nothing was published", nil)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			problem(w, http.StatusRequestEntityTooLarge, "body too large or unreadable: "+err.Error()+"; nothing was published", nil)
 			return
 		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			problem(w, http.StatusBadRequest, "want one JSON object; nothing was published", nil)
+		// Strict: one object, exact names, no unknown or duplicate
+		// members, and invalid UTF-8 refused rather than replaced.
+		b, err := events.DecodeStrict[operateBody](body)
+		if err != nil {
+			problem(w, http.StatusBadRequest, `want one object {"vmids": [101, …]} or {"all": true}, and optionally "reason": `+err.Error()+"; nothing was published", nil)
 			return
 		}
 		s.operate(w, r, events.Control{Meta: events.NewMeta(s.publisher(who), r.Header.Get("X-Correlation-Id"), time.Now()),

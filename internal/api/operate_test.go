@@ -117,10 +117,17 @@ func TestOperatorRequests(t *testing.T) {
 	before := f.msgs(t)
 	for _, bad := range []struct{ path, body, says string }{
 		{"/v1/release", `{"all":true}`, "--all is not accepted"},
-		{"/v1/pause", `{"vmids":[101],"why":"x"}`, "unknown field"},
-		{"/v1/resume", `{"vmids":[101],"reason":"two\nlines"}`, "reason: control character"},
+		{"/v1/pause", `{"vmids":[101],"why":"x"}`, "unknown"},
+		// Found by review: the v1 decoder replaced bad bytes with U+FFFD
+		// and matched names without case; both were journalled.
+		{"/v1/pause", "{\"vmids\":[101],\"reason\":\"bad \xff\"}", "invalid UTF-8"},
+		{"/v1/pause", `{"vmids":[101],"reason":"\ud800"}`, "invalid"},
+		{"/v1/pause", `{"vmids":[101],"REASON":"case","reason":"dup"}`, "unknown"},
+		{"/v1/pause", `{"vmids":[101],"reason":"a","reason":"b"}`, "duplicate"},
+		{"/v1/approve", `{"vmids":[101],"reason":"rtl \u202e"}`, "character U+202E"},
+		{"/v1/resume", `{"vmids":[101],"reason":"two\nlines"}`, "reason: character U+000A"},
 		{"/v1/approve", `{"vmids":[101],"reason":"` + strings.Repeat("x", 1025) + `"}`, "reason: at most 1024 bytes"},
-		{"/v1/pause", `{"vmids":[101]} {"all":true}`, "want one JSON object"},
+		{"/v1/pause", `{"vmids":[101]} {"all":true}`, "want one object"},
 		{"/v1/pause", `{}`, "name at least one guest"},
 	} {
 		r := f.do(t, "POST", bad.path, []byte(bad.body))

@@ -209,6 +209,12 @@ func (s *obsState) diff(n *obsState) []string {
 // describeControl says what an operator asked for the guest, and why
 // when they said (quoted: a journalled reason is anyone's text).
 func describeControl(c *events.Control) string {
+	// A request the planner refuses to fold (one published past the CLI
+	// and the API, or by another client) changed nothing: say so rather
+	// than what it asked for.
+	if err := c.Validate(); err != nil {
+		return "ignored " + strconv.Quote(c.Command) + " request: " + strconv.Quote(err.Error())
+	}
 	if c.Reason == "" {
 		return describeCommand(c)
 	}

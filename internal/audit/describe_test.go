@@ -33,9 +33,12 @@ func TestDescribeControlReason(t *testing.T) {
 	if got, want := describeControl(&c), `paused (all guests): converge does not act until resumed; reason: "swap \"disk\" on pve2"`; got != want {
 		t.Errorf("with a reason: %q, want %q", got, want)
 	}
+	// One the planner does not fold (published past the CLI and the API)
+	// is shown as ignored, its reason escaped (found by review: it read
+	// "approved").
 	c = events.Control{Command: events.CommandApprove, VMIDs: []int{101}, Reason: "line\nforged"}
-	if got := describeControl(&c); got != `approved (this guest): held shutdowns, stops, reboots, migrations and destroys may proceed; reason: "line\nforged"` {
-		t.Errorf("an unvalidated reason is shown escaped: %q", got)
+	if got := describeControl(&c); got != `ignored "approve" request: "approve: reason: character U+000A at byte 4 is not text (one line of text: no newlines, tabs, control or format characters)"` {
+		t.Errorf("an invalid request: %q", got)
 	}
 }
 

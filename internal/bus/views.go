@@ -45,11 +45,13 @@ func (b *Bus) ViewStore() (*ViewStore, error) {
 // gone (dropped by converge rebuild, and created again).
 func (s *ViewStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kv != nil {
-		return s.kv, nil
+	kv := s.kv
+	s.mu.Unlock()
+	if kv != nil {
+		return kv, nil
 	}
-	var kv jetstream.KeyValue
+	// Looked up without the lock: a caller without a deadline (a stream)
+	// retrying through an outage must not hold up the others.
 	err := attempts(ctx, apiAttempt, func(ctx context.Context) (err error) {
 		kv, err = s.b.JS.KeyValue(ctx, s.b.cfg.Bucket)
 		return err
@@ -57,8 +59,12 @@ func (s *ViewStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.kv = kv
-	return kv, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv == nil {
+		s.kv = kv
+	}
+	return s.kv, nil
 }
 
 // gone forgets the handle when err says the bucket is no more.
@@ -131,7 +137,15 @@ func (s *ViewStore) Watch(ctx context.Context, filter string, fn func(key string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer func() { _ = w.Stop() }()
+		defer func() {
+			_ = w.Stop()
+			// nats.go's delivery blocks on a full Updates channel, holding
+			// its goroutine and what it buffered until someone reads: drain
+			// until it closes it, or every stream that ended early (a
+			// console closed before it caught up) would leak one.
+			for range w.Updates() {
+			}
+		}()
 		for {
 			select {
 			case <-ctx.Done():
