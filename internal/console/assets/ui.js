@@ -42,6 +42,7 @@ export function fmtTime(iso) {
 // live update does not take the focus from a row it did not touch.
 export function reconcile(parent, items, keyOf, sigOf, render) {
   const cache = parent._rows || (parent._rows = new Map());
+  const was = [...parent.children].findIndex((c) => c.contains(document.activeElement));
   const keep = new Map();
   items.forEach((item, i) => {
     const key = keyOf(item), sig = sigOf(item);
@@ -62,6 +63,13 @@ export function reconcile(parent, items, keyOf, sigOf, render) {
   });
   for (const [key, row] of cache) if (!keep.has(key)) row.el.remove();
   parent._rows = keep;
+  if (was >= 0 && !parent.contains(document.activeElement)) {
+    // The focused row is gone (approved, say): the keyboard goes on from
+    // the row that took its place, or from the page.
+    const near = parent.children[Math.min(was, parent.children.length - 1)];
+    const to = near && near.querySelector('a, button:not([hidden])');
+    (to || document.getElementById('main')).focus();
+  }
 }
 
 let noticeTimer;
