@@ -208,7 +208,9 @@ func (p *tab) shoot(name string) {
 }
 
 // jsq quotes s for a JavaScript string.
-func jsq(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'" }
+func jsq(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
+}
 
 // script runs JavaScript in the page for its effect.
 func script(js string) chromedp.Action[chromedp.Void] {

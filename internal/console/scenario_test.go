@@ -28,7 +28,9 @@ type target struct {
 // Rows of the guests table, and a JS expression over the row of vmid.
 const rows = `document.querySelectorAll('#guest-rows tr')`
 
-func rowOf(vmid int) string { return fmt.Sprintf(`document.querySelector('#guest-rows tr[data-vmid="%d"]')`, vmid) }
+func rowOf(vmid int) string {
+	return fmt.Sprintf(`document.querySelector('#guest-rows tr[data-vmid="%d"]')`, vmid)
+}
 
 // scenario is issue 40's walk through the console: sign-in, the guests
 // and a filter, a live change, a guest's page and timeline, an approval
@@ -171,7 +173,6 @@ func scenario(t *testing.T, tg target) {
 		k.wait("the guest no longer held", fmt.Sprintf(`!document.querySelector('#held-rows li[data-vmid="%d"]')`, vmid))
 	})
 }
-
 
 // The console's script against the fake /v1 (fake_test.go): the whole
 // scenario, without a converge.
