@@ -70,8 +70,9 @@ func chromium(t *testing.T) context.Context {
 
 // tab is one browser tab (its own sessionStorage: its own sign-in).
 type tab struct {
-	t   *testing.T
-	ctx context.Context
+	t     *testing.T
+	ctx   context.Context
+	shots bool // shoot writes screenshots
 }
 
 func openTab(t *testing.T, width, height int64) *tab {
@@ -111,12 +112,13 @@ func (p *tab) shown() string {
 }
 
 // wait waits until the expression is true in the page (polled at each
-// animation frame, or each DOM change), up to 30 s.
+// animation frame; one that throws, on an element not there yet, is
+// false), up to 30 s.
 func (p *tab) wait(what, js string) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 35*time.Second)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`!!(`+js+`)`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { try { return !!(`+js+`) } catch { return false } })()`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		p.t.Fatalf("waiting for %s: %v\npage:\n%s", what, err, p.shown())
 	}
 }
@@ -181,17 +183,23 @@ func (p *tab) scheme(s string) {
 // shootEnv, when set, makes the browser tests write docs/console/*.png.
 const shootEnv = "CONVERGE_CONSOLE_SCREENSHOTS"
 
-// shoot writes the viewport as docs/console/NAME-light.png and
-// NAME-dark.png, when CONVERGE_CONSOLE_SCREENSHOTS=1.
-func (p *tab) shoot(name string) {
+// shoot writes the viewport (the whole page when full) as
+// docs/console/NAME-light.png and NAME-dark.png, when
+// CONVERGE_CONSOLE_SCREENSHOTS=1.
+func (p *tab) shoot(name string, full bool) {
 	p.t.Helper()
-	if os.Getenv(shootEnv) != "1" {
+	if !p.shots || os.Getenv(shootEnv) != "1" {
 		return
 	}
+	p.do("scroll to the top", script(`window.scrollTo(0, 0)`))
 	for _, s := range []string{"light", "dark"} {
 		p.scheme(s)
 		ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		shot := chromedp.CaptureScreenshot()
+		if full {
+			shot = chromedp.FullScreenshot(100) // 100: PNG
+		}
+		png, err := chromedp.Run(ctx, shot)
 		cancel()
 		if err != nil {
 			p.t.Fatalf("screenshot %s: %v", name, err)

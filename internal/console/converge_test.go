@@ -115,7 +115,7 @@ func TestConsoleAgainstConverge(t *testing.T) {
 	desire(t, running[0], `{"vmid":`+strconv.Itoa(running[0])+`,"power":"stopped"}`)
 	stopped(t, running[0])
 	next := 0
-	scenario(t, target{url: base, write: write, read: read, guests: len(inv), desire: desire, stopped: stopped,
+	scenario(t, target{url: base, write: write, read: read, guests: len(inv), desire: desire, stopped: stopped, shots: true,
 		hold: func(t *testing.T) int {
 			t.Helper()
 			next++

@@ -23,6 +23,9 @@ type target struct {
 	hold func(t *testing.T) int
 	// stopped waits until the server has the guest converged and stopped.
 	stopped func(t *testing.T, vmid int)
+	// shots: this walk writes docs/console's screenshots (when
+	// CONVERGE_CONSOLE_SCREENSHOTS=1): the real converge's, not the fake's.
+	shots bool
 }
 
 // Rows of the guests table, and a JS expression over the row of vmid.
@@ -37,6 +40,7 @@ func rowOf(vmid int) string {
 // with a reason, a read token refused, and the keyboard alone on a phone.
 func scenario(t *testing.T, tg target) {
 	w := openTab(t, 1280, 900)
+	w.shots = tg.shots
 	var live int
 	// Each step builds on the one before: the first failure ends the walk.
 	step := func(name string, f func(t *testing.T)) {
@@ -48,7 +52,7 @@ func scenario(t *testing.T, tg target) {
 	step("sign-in", func(t *testing.T) {
 		w.t = t
 		w.do("open the console", chromedp.Navigate(tg.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#token`)))
-		w.shoot("sign-in")
+		w.shoot("sign-in", false)
 		w.do("a wrong token", chromedp.SendKeys(chromedp.CSS(`#token`), "not-a-token-at-all"+kb.Enter))
 		w.wait("the refusal", `document.getElementById('signin-error').textContent === 'token refused'`)
 		w.signIn(tg.url, tg.write)
@@ -71,7 +75,7 @@ func scenario(t *testing.T, tg target) {
 		if n := w.num(rows + `.length - [...` + rows + `].filter(r => r.querySelector('.state').textContent.trim()).length`); n != 0 {
 			t.Errorf("%d rows without their state as text", n)
 		}
-		w.shoot("guests")
+		w.shoot("guests", false)
 		// A node filter narrows the table to that node's guests.
 		node := w.str(`document.querySelector('#f-node').options[1].value`)
 		w.do("filter by node", script(`(s => { s.value = `+jsq(node)+`; s.dispatchEvent(new Event('change')) })(document.querySelector('#f-node'))`))
@@ -102,17 +106,21 @@ func scenario(t *testing.T, tg target) {
 		w.wait("desired and observed", `document.querySelector('table.compare tr[data-field="tags"]')`)
 		w.wait("the timeline", `document.querySelectorAll('ol.timeline > li').length > 0`)
 		w.wait("who published it", `document.querySelector('ol.timeline').textContent.includes('published by token:')`)
-		w.shoot("guest")
 	})
 
 	var held int
 	step("approve", func(t *testing.T) {
 		w.t = t
 		held = tg.hold(t)
+		// Its page: the stop held, power marked as differing.
+		w.do("the held guest's page", chromedp.Navigate(fmt.Sprintf("%s/#/guest/%d", tg.url, held)))
+		w.wait("power marked as differing", `document.querySelector('tr.differs[data-field="power"] .mark').textContent.includes('differs')`)
+		w.wait("its timeline", `document.querySelectorAll('ol.timeline > li').length > 0`)
+		w.shoot("guest", true)
 		w.do("the approvals page", chromedp.Navigate(tg.url+"/#/approvals"))
 		btn := fmt.Sprintf(`#held-rows li[data-vmid="%d"] button[data-command="approve"]`, held)
 		w.wait("the held guest", `document.querySelector('`+btn+`')`)
-		w.shoot("approvals")
+		w.shoot("approvals", false)
 		w.do("approve", chromedp.Click(chromedp.CSS(btn)), chromedp.WaitVisible(chromedp.CSS(`#confirm-reason`)))
 		w.do("give a reason", chromedp.SendKeys(chromedp.CSS(`#confirm-reason`), "planned maintenance (console test)"+kb.Enter))
 		w.wait("the answer", `document.getElementById('notice').textContent.includes('accepted: journal sequence')`)
@@ -146,6 +154,7 @@ func scenario(t *testing.T, tg target) {
 
 	step("keyboard-375", func(t *testing.T) {
 		k := openTab(t, 375, 812)
+		k.shots = tg.shots
 		vmid := tg.hold(t)
 		k.do("open the console", chromedp.Navigate(tg.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#token`)))
 		k.wait("the token field focused", `document.activeElement.id === 'token'`)
@@ -153,6 +162,7 @@ func scenario(t *testing.T, tg target) {
 		k.wait("signed in", fmt.Sprintf(`%s.length === %d`, rows, tg.guests))
 		noScroll := `document.documentElement.scrollWidth <= document.documentElement.clientWidth`
 		k.wait("no horizontal scroll on the guests page", noScroll)
+		k.shoot("guests-375", false)
 		k.tabTo("the Approvals link", `el.dataset.nav === 'approvals'`)
 		k.keys(kb.Enter)
 		btn := fmt.Sprintf(`el.dataset.focusId === 'approve-%d'`, vmid)

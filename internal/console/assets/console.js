@@ -168,7 +168,10 @@ function route(initial) {
     if (a.dataset.nav === current) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  if (!initial) main.focus();
+  if (!initial) {
+    window.scrollTo(0, 0);
+    main.focus();
+  }
 }
 
 async function start() {

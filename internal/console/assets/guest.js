@@ -5,7 +5,8 @@
 import { h, stateBadge, fmtTime, awaits, guestName } from './ui.js';
 import { timeline } from './timeline.js';
 
-const show = (v) => (v === undefined || v === null || v === '' ? '' : Array.isArray(v) ? v.join(', ') : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const show = (v) => (v === undefined || v === null || v === '' ? '' : Array.isArray(v) ? v.join(', ')
+  : typeof v === 'object' ? Object.entries(v).map(([k, x]) => `${k}: ${typeof x === 'object' ? JSON.stringify(x) : x}`).join('\n') : String(v));
 
 // The fields compared: label (as the planner's drift names it), desired
 // value, observed value. An absent desired value is not managed.
@@ -44,7 +45,8 @@ function compare(g) {
       const diff = differs(g, label, want, have);
       return h('tr', { class: diff ? 'differs' : '', 'data-field': label },
         h('th', { scope: 'row', text: label }),
-        h('td', { class: 'mono', text: show(want) || (want === undefined ? '(not managed)' : '') }),
+        want === undefined ? h('td', { class: 'muted' }, '—', h('span', { class: 'sr', text: 'not managed' }))
+          : h('td', { class: 'mono', text: show(want) }),
         h('td', { class: 'mono', text: show(have) }),
         h('td', { class: 'mark', text: diff ? '≠ differs' : '' }));
     })));
@@ -67,7 +69,7 @@ function lastAction(g) {
   const a = g.last_action;
   if (!a) return h('p', { class: 'muted', text: 'No action yet.' });
   return h('dl', { class: 'facts' },
-    fact('Operation', a.op), fact('Why', a.reason), fact('Result', a.result || 'running'),
+    fact('Operation', a.op), fact('Why', a.reason), fact('Result', a.result || (a.op === 'hold' ? 'held: waits for approval' : 'running')),
     fact('Proxmox task', a.upid ? h('code', { text: a.upid }) : ''), fact('Error', a.error || ''),
     fact('Warnings', a.warnings ? String(a.warnings) : ''), fact('At', fmtTime(a.at)));
 }
@@ -86,7 +88,7 @@ function actions(g, ctx) {
     onclick: () => ctx.act(command, [g.vmid]),
   }, label);
   const waits = awaits(g);
-  return h('div', { class: 'buttons', role: 'group', 'aria-label': 'Requests' },
+  return h('div', { class: 'buttons actions', role: 'group', 'aria-label': 'Requests' },
     btn('approve', waits === 'destroy' ? 'Approve destroy…' : 'Approve…', waits !== ''),
     btn('pause', 'Pause…', g.state !== 'paused'),
     btn('resume', 'Resume…', g.state === 'paused'),
@@ -122,6 +124,7 @@ export function mount(main, ctx, vmid) {
     body.replaceChildren(
       h('div', { class: 'sides' },
         h('section', { 'aria-labelledby': 'cmp-h' }, h('h2', { id: 'cmp-h', text: 'Desired and observed' }), compare(g),
+          h('p', { class: 'muted', text: '— : not in the desired state (converge leaves it as it is).' }),
           g.drift && g.drift.length ? h('ul', { 'aria-label': 'Drift' }, g.drift.map((d) => h('li', { text: d }))) : '',
           h('p', { class: 'muted', text: g.observed ? `Observed ${fmtTime(g.observed.read_at)}` : 'Not observed yet.' })),
         h('section', { 'aria-labelledby': 'prov-h' }, h('h2', { id: 'prov-h', text: 'Desired state' }), provenance(g),

@@ -49,9 +49,9 @@ export function reconcile(parent, items, keyOf, sigOf, render) {
     let row = cache.get(key);
     if (!row || row.sig !== sig) {
       const el = render(item);
-      if (row && row.el.contains(document.activeElement)) {
+      if (row) {
         // Keep the keyboard where it was: the same control in the new row.
-        const id = document.activeElement.dataset.focusId;
+        const id = row.el.contains(document.activeElement) && document.activeElement.dataset.focusId;
         row.el.replaceWith(el);
         const again = id && el.querySelector(`[data-focus-id="${CSS.escape(id)}"]`);
         if (again) again.focus();
@@ -98,9 +98,12 @@ export function ask({ title, text, ok }) {
   document.getElementById('confirm-ok').textContent = ok;
   reason.value = '';
   return new Promise((resolve) => {
+    let finished = false;
     const done = (value) => {
+      if (finished) return;
+      finished = true;
       form.removeEventListener('submit', onSubmit);
-      dlg.removeEventListener('close', onClose);
+      dlg.removeEventListener('cancel', onCancel);
       cancel.removeEventListener('click', onCancel);
       if (dlg.open) dlg.close();
       const again = back && back.isConnected ? back
@@ -110,11 +113,12 @@ export function ask({ title, text, ok }) {
       resolve(value);
     };
     const onSubmit = (e) => { e.preventDefault(); done(reason.value.trim()); };
-    const onClose = () => done(null); // Escape closes the dialog
-    const onCancel = () => done(null);
+    // Escape: "cancel" comes at once, "close" only later (a task), by when
+    // the dialog may be open again for the next question.
+    const onCancel = (e) => { e.preventDefault(); done(null); };
     const cancel = document.getElementById('confirm-cancel');
     form.addEventListener('submit', onSubmit);
-    dlg.addEventListener('close', onClose);
+    dlg.addEventListener('cancel', onCancel);
     cancel.addEventListener('click', onCancel);
     dlg.showModal();
     reason.focus();
