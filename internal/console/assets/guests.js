@@ -85,9 +85,10 @@ export function mount(main, ctx) {
         onclick() { filters.state = filters.state === c.s ? '' : c.s; update(); },
       }, stateBadge(c.s), ` ${c.n}`)));
     const rows = all.filter((g) => matches(g, filters));
-    shown.textContent = ctx.state.synced || all.length
+    const says = ctx.state.synced || all.length
       ? (rows.length === all.length ? `${all.length} guests` : `showing ${rows.length} of ${all.length} guests`)
       : 'loading…';
+    if (shown.textContent !== says) shown.textContent = says; // a live region: said only when it changes
     reconcile(tbody, rows, (g) => g.vmid, (g) => JSON.stringify(g), row);
     empty.textContent = all.length && !rows.length ? 'No guest matches the filters.' : '';
   }
