@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.3
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/klauspost/compress v1.20.3
 	github.com/luthermonson/go-proxmox v0.8.1

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/console"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/views"
 )
@@ -101,6 +102,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/stream", s.guarded(false, s.stream))
 	// Plans, publishes nothing: read scope (plan.go).
 	mux.HandleFunc("POST /v1/plan", s.guarded(false, s.postPlan))
+	// The operator console: public pages, all data from /v1 (docs/console.md).
+	ui := console.Handler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET /assets/", ui)
 	return mux
 }
 

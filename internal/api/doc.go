@@ -43,4 +43,8 @@
 // "token:<name>", never a header the caller chose. /healthz, /readyz and
 // /metrics stay open. [Limits] bounds what a slow or numerous client can
 // hold (timeouts, header size, open connections).
+//
+// / and /assets/ serve the operator console (internal/console,
+// docs/console.md): public pages without data, which call /v1 like any
+// other client.
 package api

@@ -57,8 +57,10 @@ var layers = []layer{
 	{pkg: "internal/views", imports: []string{"events", "internal/clock", "internal/journal", "planner", "projector"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},
 	{pkg: "internal/control", imports: []string{"events", "internal/journal"}, neverLinks: []string{natsServer, natsClient, goProxmox}},
-	{pkg: "internal/api", imports: []string{"events", "internal/control", "internal/journal", "internal/planfile", "internal/views"},
+	{pkg: "internal/api", imports: []string{"events", "internal/console", "internal/control", "internal/journal", "internal/planfile", "internal/views"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},
+	// The operator console's pages: data from /v1 alone, in the browser.
+	{pkg: "internal/console", imports: []string{}, stdlibOnly: true},
 	// plan -f and POST /v1/plan: the planner's decisions on the views.
 	{pkg: "internal/planfile", imports: []string{"events", "internal/views", "planner", "projector"},
 		neverLinks: []string{natsServer, natsClient, goProxmox}},
