@@ -8,8 +8,10 @@ import (
 )
 
 // timeline is api.Server.Timeline: one guest's timeline as `converge
-// history` reads it (desired events judged with the planner's trust, so
-// that signed revisions show who signed), a page of it newest first.
+// history` reads it, a page of it newest first. Desired events are judged
+// with this process's --trusted-keys and --require-signed (the settings
+// its planner would use; `converge api` must share them with the
+// planners, docs/signing.md), so that signed revisions show who signed.
 //
 // It reads the guest's whole timeline for every page, then cuts the page
 // (audit.Page): acceptable for the histories guests have today (a few
