@@ -213,13 +213,16 @@ func (g *Guard) hostAllowed(host string) bool {
 }
 
 // sameOrigin: a browser's Origin is scheme://host[:port]; the request's
-// own origin has its Host.
+// own origin has its Host. A plain-HTTP request may also come from
+// https:// with the same Host: a TLS-terminating proxy in front (the
+// console's page was served over HTTPS by it; refused before, every write
+// of the console failed behind one). The reverse is refused: a page on
+// plain HTTP is no origin of a server that speaks TLS itself.
 func sameOrigin(origin string, r *http.Request) bool {
-	scheme := "http://"
 	if r.TLS != nil {
-		scheme = "https://"
+		return strings.EqualFold(origin, "https://"+r.Host)
 	}
-	return strings.EqualFold(origin, scheme+r.Host)
+	return strings.EqualFold(origin, "http://"+r.Host) || strings.EqualFold(origin, "https://"+r.Host)
 }
 
 // guarded wraps a /v1 handler with the guard; who is the caller's name.

@@ -65,6 +65,9 @@ func TestGuardRefuses(t *testing.T) {
 	for _, hdr := range [][]string{
 		{"Authorization", "Bearer " + viewerToken},
 		{"Origin", "http://127.0.0.1:8080"},
+		// Behind a TLS-terminating proxy the page's origin is https
+		// (found by review: every console write was refused there).
+		{"Origin", "https://127.0.0.1:8080"},
 		{"Host", "localhost:8080"},
 		{"Host", "[::1]:8080"},
 		{"Host", "192.0.2.7"},
