@@ -55,6 +55,9 @@ func newFake(t *testing.T, n int, tokens map[string][2]string) *fake {
 			Observed: &views.ObservedSummary{Exists: true, Node: fmt.Sprintf("pve%d", i%3+1), Kind: kind, Status: status,
 				Config: events.GuestConfig{Name: fmt.Sprintf("demo-%d", vmid), Tags: []string{[]string{"web", "db", "batch"}[i%3]}, Cores: 2, MemoryMiB: 2048}, ReadAt: at},
 			UpdatedAt: at}}
+		if kind == events.QEMU { // as long as Proxmox's NIC strings get
+			g.Observed.Config.Net = map[string]string{"net0": fmt.Sprintf("virtio=BC:24:11:00:%02X:%02X,bridge=vmbr0,firewall=1,mtu=9000,queues=4,tag=100", i/256, i%256)}
+		}
 		f.guests[vmid] = g
 		f.journal(vmid, audit.Entry{Kind: events.KindObserved, Who: "observer", Summary: "observed " + status + " on " + g.Observed.Node})
 	}
@@ -83,6 +86,7 @@ func newFake(t *testing.T, n int, tokens map[string][2]string) *fake {
 			delete(f.subs, c)
 		}
 		f.mu.Unlock()
+		f.srv.CloseClientConnections() // a failed test's tab may hold a stream still
 		f.srv.Close()
 	})
 	return f
@@ -155,6 +159,7 @@ func (f *fake) hold(vmid int) {
 		g.Desired, g.Publisher, g.State, g.AwaitsApproval = &events.Desired{VMID: vmid, Power: &power}, "token:ops", planner.Held, "guard"
 		g.Reason = fmt.Sprintf("mass-change guard: shutdown waits for approval (converge approve %d, or --all)", vmid)
 		g.Next = []planner.Step{{Op: events.OpHold, Holds: events.OpShutdown, Reason: g.Reason}}
+		g.Drift = []string{"power: want stopped, have running"}
 		g.Revision = f.journal(vmid, audit.Entry{Kind: events.KindDesired, Who: "token:ops", Summary: "desired power stopped", Desired: g.Desired})
 	})
 }
@@ -245,6 +250,9 @@ func (f *fake) desired(w http.ResponseWriter, r *http.Request, who [2]string) {
 		if d.Tags != nil {
 			g.Observed.Config.Tags = *d.Tags
 		}
+		if d.Description != nil {
+			g.Observed.Config.Description = *d.Description
+		}
 	})
 	writeJSON(w, 202, map[string]any{"vmid": vmid, "seq": seq})
 }
@@ -265,7 +273,7 @@ func (f *fake) operate(w http.ResponseWriter, r *http.Request, who [2]string, co
 				Summary: fmt.Sprintf("%s by token:%s: %s", command, who[0], b.Reason)})
 			switch command {
 			case "approve":
-				g.State, g.Reason, g.AwaitsApproval, g.Next = planner.Converged, "", "", nil
+				g.State, g.Reason, g.AwaitsApproval, g.Next, g.Drift = planner.Converged, "", "", nil, nil
 				g.Observed.Status = "stopped"
 				g.Last = &views.ActionSummary{ID: "a1", Op: events.OpShutdown, Reason: "power: want stopped", Result: events.ResultSucceeded,
 					UPID: fmt.Sprintf("UPID:%s:0001:shutdown:%d:root@pam:", g.Observed.Node, vmid)}

@@ -108,6 +108,23 @@ func scenario(t *testing.T, tg target) {
 		w.wait("who published it", `document.querySelector('ol.timeline').textContent.includes('published by token:')`)
 	})
 
+	// A long unbroken value (a URL in the description, a NIC string)
+	// wraps: the page does not widen, and the Observed column and the
+	// drift stay on the screen, wide or narrow.
+	step("long-values", func(t *testing.T) {
+		w.t = t
+		const url = "https://wiki.example.com/display/OPS/Runbooks+for+the+web+tier+and+its+load+balancers"
+		tg.desire(t, live, fmt.Sprintf(`{"vmid":%d,"tags":["console-live"],"description":"Runbook: %s"}`, live, url))
+		w.wait("the description", `document.querySelector('table.compare tr[data-field="description"]').textContent.includes('load+balancers')`)
+		inView := `document.documentElement.scrollWidth <= document.documentElement.clientWidth &&
+			[...document.querySelectorAll('table.compare th, table.compare td')].every(e => e.getBoundingClientRect().right <= document.documentElement.clientWidth + 1)`
+		for _, width := range []int64{1280, 375} {
+			w.do(fmt.Sprintf("%d px wide", width), chromedp.EmulateViewport(width, 900))
+			w.wait(fmt.Sprintf("every column within %d px", width), inView)
+		}
+		w.do("1280 px again", chromedp.EmulateViewport(1280, 900))
+	})
+
 	var held int
 	step("approve", func(t *testing.T) {
 		w.t = t
@@ -115,6 +132,11 @@ func scenario(t *testing.T, tg target) {
 		// Its page: the stop held, power marked as differing.
 		w.do("the held guest's page", chromedp.Navigate(fmt.Sprintf("%s/#/guest/%d", tg.url, held)))
 		w.wait("power marked as differing", `document.querySelector('tr.differs[data-field="power"] .mark').textContent.includes('differs')`)
+		for _, width := range []int64{1280, 375} {
+			w.do(fmt.Sprintf("%d px wide", width), chromedp.EmulateViewport(width, 900))
+			w.wait(fmt.Sprintf("the drift within %d px", width), `(r => r.right <= document.documentElement.clientWidth + 1 && r.width > 0)(document.querySelector('tr.differs[data-field="power"] .mark').getBoundingClientRect())`)
+		}
+		w.do("1280 px again", chromedp.EmulateViewport(1280, 900))
 		w.wait("its timeline", `document.querySelectorAll('ol.timeline > li').length > 0`)
 		w.shoot("guest", true)
 		w.do("the approvals page", chromedp.Navigate(tg.url+"/#/approvals"))

@@ -8,6 +8,24 @@ export class ApiError extends Error {
   }
 }
 
+// Every request but the stream gives up after TIMEOUT ms. Over plain
+// HTTP/1.1 a browser opens at most six connections to a server, and each
+// console tab's stream holds one: a request that finds none free waits,
+// and would wait silently.
+const TIMEOUT = 15000;
+const STALLED = `no answer from the server in ${TIMEOUT / 1000} s. If several console tabs are open over plain HTTP, ` +
+  'their live streams may hold every connection the browser allows to the server (six): close some, or serve the console over HTTPS (HTTP/2 has no such limit)';
+
+// failed words a fetch that got no answer.
+function failed(e) {
+  return e && (e.name === 'TimeoutError' || e.name === 'AbortError') ? STALLED : 'the server does not answer: ' + (e && e.message);
+}
+
+// problem is the server's error: its JSON "error", its text, or the status.
+function problem(res, doc, text) {
+  return (doc && doc.error) || text.trim() || res.statusText;
+}
+
 export class Api {
   // token() is the current token; unauthorized() is called on a 401 (the
   // token was revoked or the server restarted with other tokens).
@@ -23,22 +41,21 @@ export class Api {
   }
 
   async request(method, path, body) {
-    let res;
+    let res, text;
     try {
       res = await fetch(path, {
-        method, headers: this.headers(body !== undefined), cache: 'no-store',
-        credentials: 'omit', body: body === undefined ? undefined : JSON.stringify(body),
+        method, headers: this.headers(body !== undefined), cache: 'no-store', credentials: 'omit',
+        body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(TIMEOUT),
       });
+      text = await res.text();
     } catch (e) {
-      throw new ApiError(0, 'the server does not answer: ' + e.message);
+      throw new ApiError(0, failed(e));
     }
-    const text = await res.text();
     let doc = null;
     try { doc = text ? JSON.parse(text) : null; } catch { /* not JSON: the text is the message */ }
     if (!res.ok) {
       if (res.status === 401) this.unauthorized();
-      const msg = (doc && doc.error) || text.trim() || res.statusText;
-      throw new ApiError(res.status, `${res.status}: ${msg}`);
+      throw new ApiError(res.status, `${res.status}: ${problem(res, doc, text)}`);
     }
     return doc;
   }
@@ -50,37 +67,66 @@ export class Api {
 // whoami asks who token is, without the Api's 401 handling: sign-in says
 // "token refused" itself.
 export async function whoami(token) {
-  const res = await fetch('/v1/whoami', { headers: { Authorization: 'Bearer ' + token, Accept: 'application/json' }, cache: 'no-store', credentials: 'omit' });
+  let res, text;
+  try {
+    res = await fetch('/v1/whoami', { headers: { Authorization: 'Bearer ' + token, Accept: 'application/json' }, cache: 'no-store', credentials: 'omit', signal: AbortSignal.timeout(TIMEOUT) });
+    text = await res.text();
+  } catch (e) {
+    throw new ApiError(0, failed(e));
+  }
   if (res.status === 401) throw new ApiError(401, 'token refused');
-  if (!res.ok) throw new ApiError(res.status, `${res.status}: ${(await res.text()).trim() || res.statusText}`);
-  return res.json();
+  let doc = null;
+  try { doc = JSON.parse(text); } catch { /* not JSON */ }
+  if (!res.ok) throw new ApiError(res.status, `${res.status}: ${problem(res, doc, text)}`);
+  if (!doc) throw new ApiError(res.status, 'the server\'s answer is not JSON');
+  return doc;
 }
 
 // openStream reads GET /v1/stream (one JSON object a line) and hands each
-// to onLine; onState hears 'connecting', 'live' and 'offline'. When the
-// stream ends or fails it reconnects after a backoff that doubles up to
-// 30 s and starts again at 1 s once a connection says hello.
+// to onLine; onState hears 'connecting', 'live', 'offline' and
+// 'refused' (with the server's words). A stream the server ended cleanly
+// after it had followed the guests for a while (the server ends each after
+// 10 minutes) is reopened at once, saying nothing. Otherwise, when the
+// stream ends, fails or is refused, it reconnects after a backoff that
+// doubles up to 30 s and starts again at 1 s once a connection says hello.
+// close() aborts it (a hidden tab gives its connection back).
 export function openStream(api, onLine, onState) {
   const ctl = new AbortController();
   let closed = false;
   let delay = 1000;
   let timer;
+  let quiet = false; // reconnecting at once after a clean end: no state change
   const run = async () => {
     while (!closed) {
-      onState('connecting');
+      if (!quiet) onState('connecting');
+      let followed = false; // a line came after "synced": the stream was live, not flapping
+      let synced = false;
+      let refused = '';
       try {
         const res = await fetch('/v1/stream', { headers: api.headers(false), cache: 'no-store', credentials: 'omit', signal: ctl.signal });
         if (res.status === 401) { api.unauthorized(); return; }
-        if (!res.ok || !res.body) throw new Error(`${res.status}`);
+        if (!res.ok || !res.body) {
+          const text = await res.text();
+          let doc = null;
+          try { doc = JSON.parse(text); } catch { /* not JSON */ }
+          refused = `${res.status}: ${problem(res, doc, text)}`;
+          throw new Error(refused);
+        }
         await readLines(res.body.getReader(), (line) => {
-          if (line.type === 'hello') { delay = 1000; onState('live'); }
+          if (line.type === 'hello') { delay = 1000; quiet = false; onState('live'); }
+          if (synced) followed = true;
+          if (line.type === 'synced') synced = true;
           onLine(line);
         });
+        if (closed) return;
+        if (followed) { quiet = true; continue; } // a clean end: again at once
       } catch (e) {
         if (closed) return;
       }
       if (closed) return;
-      onState('offline');
+      quiet = false;
+      if (refused) onState('refused', refused);
+      else onState('offline');
       await new Promise((r) => { timer = setTimeout(r, delay); });
       delay = Math.min(delay * 2, 30000);
     }

@@ -2,7 +2,7 @@
 // summaries, the hash router (#/, #/guest/VMID, #/approvals) and the
 // operator's requests. The token lives in memory and sessionStorage only.
 import { Api, openStream, whoami } from './api.js';
-import { h, notify, ask, awaits } from './ui.js';
+import { h, notify, ask, closeDialog, awaits, guestName } from './ui.js';
 import * as guestsPage from './guests.js';
 import * as guestPage from './guest.js';
 import * as approvalsPage from './approvals.js';
@@ -24,24 +24,46 @@ const COMMANDS = {
   release: { label: 'Release', what: 'hands the guest back: unmanaged until a new desired state' },
 };
 
+// what names what a request acts on: the guest, and for an approval what
+// it releases now (the destroy, or the held step and why it is held). The
+// server approves what waits when the request arrives; the dialog says
+// what waits as it is shown.
+function what(command, g, vmid) {
+  const name = g && guestName(g) ? ` (${guestName(g)})` : '';
+  const guest = `guest ${vmid}${name}`;
+  if (command !== 'approve' || !g) return { short: guest, why: '' };
+  const waits = awaits(g);
+  if (waits === 'destroy') return { short: `the destroy of ${guest}`, why: g.reason || '' };
+  if (waits === 'guard') {
+    const step = (g.next || []).find((s) => s.op === 'hold');
+    const held = step && step.holds ? `held ${step.holds}` : 'held action';
+    return { short: `the ${held} of ${guest}`, why: (step && step.reason) || g.reason || '' };
+  }
+  return { short: `${guest} (nothing waits for approval now)`, why: '' };
+}
+
 const ctx = {
   state, api,
   canWrite: () => state.who && state.who.scope === 'write',
-  // act asks for a reason and posts the request; the answer (its journal
-  // sequence) or the error is shown.
+  // act asks for a reason and posts the request; the dialog shows it
+  // being sent, and the answer (its journal sequence) or the error is
+  // shown. A reason the server refuses (400) stays in the dialog.
   async act(command, vmids) {
     const c = COMMANDS[command];
+    const items = vmids.map((v) => what(command, state.guests.get(v), v));
     const which = vmids.length === 1 ? `guest ${vmids[0]}` : `${vmids.length} guests (${vmids.join(', ')})`;
-    const reason = await ask({ title: `${c.label} ${which}`, text: `${c.label} ${c.what}. The request is journalled with your token's name.`, ok: c.label });
-    if (reason === null) return;
-    const body = { vmids };
-    if (reason) body.reason = reason;
-    try {
-      const r = await api.post('/v1/' + command, body);
-      notify(`${c.label} of ${which} accepted: journal sequence ${r && r.seq}`);
-    } catch (e) {
-      notify(`${c.label} of ${which} refused: ${e.message}`, true);
-    }
+    const title = items.length === 1 ? `${c.label} ${items[0].short}` : `${c.label} ${items.length} guests`;
+    const lines = items.length === 1 ? (items[0].why ? [items[0].why] : []) : items.map((i) => i.short + (i.why ? `: ${i.why}` : ''));
+    await ask({
+      title, text: `${c.label} ${c.what}. The request is journalled with your token's name.`, items: lines, ok: c.label,
+      async send(reason) {
+        const body = { vmids };
+        if (reason) body.reason = reason;
+        const r = await api.post('/v1/' + command, body);
+        notify(`${c.label} of ${which} accepted: journal sequence ${r && r.seq}`);
+      },
+      failed(e) { notify(`${c.label} of ${which} refused: ${e.message}`, true); },
+    });
   },
 };
 
@@ -83,10 +105,28 @@ function onLine(line) {
   schedule();
 }
 
-function onStreamState(s) {
+function onStreamState(s, why) {
   const live = document.getElementById('live');
-  live.textContent = { connecting: 'connecting…', live: 'live', offline: 'offline, reconnecting' }[s];
-  live.className = 'live ' + (s === 'live' ? 'on' : s === 'offline' ? 'off' : '');
+  live.textContent = {
+    connecting: 'connecting…', live: 'live', offline: 'offline, reconnecting',
+    refused: `stream refused: ${why}; retrying`, hidden: 'paused while the tab is hidden',
+  }[s];
+  live.className = 'live ' + (s === 'live' ? 'on' : s === 'offline' || s === 'refused' ? 'off' : '');
+}
+
+// A hidden tab closes its stream and reopens it when shown again (a full
+// resync: hello, every guest, synced). Over plain HTTP/1.1 a browser
+// opens at most six connections to a server: six tabs' streams would
+// hold them all, and every other request of every tab would wait.
+function onVisibility() {
+  if (!state.who) return;
+  if (document.visibilityState === 'hidden') {
+    if (stream) stream.close();
+    stream = null;
+    onStreamState('hidden');
+  } else if (!stream) {
+    stream = openStream(api, onLine, onStreamState);
+  }
 }
 
 function signedIn(token, who) {
@@ -99,11 +139,13 @@ function signedIn(token, who) {
   document.getElementById('nav').hidden = false;
   document.getElementById('signout').hidden = false;
   document.body.dataset.scope = who.scope;
-  stream = openStream(api, onLine, onStreamState);
+  if (document.visibilityState === 'hidden') onStreamState('hidden');
+  else stream = openStream(api, onLine, onStreamState);
   route(true);
 }
 
 function signOut(message) {
+  closeDialog(); // not left open over the sign-in page
   state.token = '';
   state.who = null;
   state.guests = new Map();
@@ -178,6 +220,7 @@ async function start() {
   document.getElementById('signout').addEventListener('click', () => signOut(''));
   document.getElementById('skip').addEventListener('click', (e) => { e.preventDefault(); main.focus(); });
   window.addEventListener('hashchange', () => route(false));
+  document.addEventListener('visibilitychange', onVisibility);
   const token = sessionStorage.getItem(KEY);
   if (!token) return showSignIn('');
   try {

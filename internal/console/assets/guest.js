@@ -30,25 +30,37 @@ function fields(g) {
   ];
 }
 
-function differs(g, label, want, have) {
-  const drift = g.drift || [];
-  if (drift.some((s) => s.startsWith(label + ':') || s.startsWith(label + ' '))) return true;
-  if (want === undefined || want === null || typeof want === 'object' && !Array.isArray(want)) return false;
-  return show(want) !== show(have);
+// driftRow is the row a drift entry of the planner is about: its field,
+// up to the first ':' or '.' ("disks.scsi0: want 20 GiB, have 10 GiB" is
+// the disks row), or the row of the planner's few other wordings.
+function driftRow(entry) {
+  if (entry.startsWith('guest exists')) return 'power'; // "guest exists: want absent"
+  if (entry.startsWith('desired pool')) return 'pool'; // "desired pool "a", guest is in "b""
+  return entry.match(/^[^:.]*/)[0].trim();
 }
 
+// compare shows desired and observed side by side. Which rows differ is
+// the planner's drift alone (it normalises tags, descriptions, disks and
+// NICs as it plans): the console never disagrees with it, and each marked
+// row says the drift in the planner's words.
 function compare(g) {
-  const rows = fields(g).filter(([, want, have]) => show(want) !== '' || show(have) !== '');
+  const drift = new Map();
+  for (const d of g.drift || []) {
+    const row = driftRow(d);
+    drift.set(row, [...(drift.get(row) || []), d]);
+  }
+  const rows = fields(g).filter(([label, want, have]) => show(want) !== '' || show(have) !== '' || drift.has(label));
   return h('table', { class: 'compare', 'aria-label': 'Desired and observed' },
-    h('thead', {}, h('tr', {}, ['Field', 'Desired', 'Observed', ''].map((c, i) => h('th', { scope: 'col', text: c, 'aria-label': i === 3 ? 'Difference' : undefined })))),
+    h('colgroup', {}, h('col', { class: 'c-field' }), h('col'), h('col'), h('col', { class: 'c-mark' })),
+    h('thead', {}, h('tr', {}, ['Field', 'Desired', 'Observed', 'Drift'].map((c) => h('th', { scope: 'col', text: c })))),
     h('tbody', {}, rows.map(([label, want, have]) => {
-      const diff = differs(g, label, want, have);
-      return h('tr', { class: diff ? 'differs' : '', 'data-field': label },
+      const says = drift.get(label) || [];
+      return h('tr', { class: says.length ? 'differs' : '', 'data-field': label },
         h('th', { scope: 'row', text: label }),
-        want === undefined ? h('td', { class: 'muted' }, '—', h('span', { class: 'sr', text: 'not managed' }))
-          : h('td', { class: 'mono', text: show(want) }),
-        h('td', { class: 'mono', text: show(have) }),
-        h('td', { class: 'mark', text: diff ? '≠ differs' : '' }));
+        want === undefined ? h('td', { class: 'muted', 'data-label': 'Desired' }, '—', h('span', { class: 'sr', text: 'not managed' }))
+          : h('td', { class: 'mono', 'data-label': 'Desired', text: show(want) }),
+        h('td', { class: 'mono', 'data-label': 'Observed', text: show(have) }),
+        h('td', { class: 'mark' }, says.length ? [h('strong', { text: '≠ differs' }), ...says.map((d) => h('div', { class: 'drift mono', text: d }))] : ''));
     })));
 }
 
@@ -113,19 +125,25 @@ export function mount(main, ctx, vmid) {
     const heldFocus = document.activeElement && head.contains(document.activeElement) ? document.activeElement.dataset.focusId : '';
     head.replaceChildren(
       h('h1', {}, `Guest ${vmid}`, guestName(g) ? ` · ${guestName(g)}` : ''),
-      h('p', {}, stateBadge(g.state), ' ', g.reason || ''),
+      // The status line: where the keyboard goes when the control it was
+      // on goes (Approve, once approved).
+      h('p', { id: 'guest-status', tabIndex: -1, 'data-focus-fallback': true }, stateBadge(g.state), ' ', g.reason || ''),
       waits ? h('p', { class: 'error', text: waits === 'guard' ? 'Held by the mass-change guard: waits for approval.' : 'Destroy gated: waits for approval.' }) : '',
       ctx.canWrite() ? '' : h('p', { class: 'muted', text: 'Read-only token: approve, pause, resume and release are not offered.' }),
       actions(g, ctx)); // hidden for a read token (the server refuses its writes anyway)
     if (heldFocus) {
       const again = head.querySelector(`[data-focus-id="${CSS.escape(heldFocus)}"]`);
       if (again && !again.hidden) again.focus();
+      else head.querySelector('#guest-status').focus();
     }
+    // Drift of no row above (cloud-init, say) is listed under the table.
+    const labels = new Set(fields(g).map(([label]) => label));
+    const elsewhere = (g.drift || []).filter((d) => !labels.has(driftRow(d)));
     body.replaceChildren(
       h('div', { class: 'sides' },
         h('section', { 'aria-labelledby': 'cmp-h' }, h('h2', { id: 'cmp-h', text: 'Desired and observed' }), compare(g),
           h('p', { class: 'muted', text: '— : not in the desired state (converge leaves it as it is).' }),
-          g.drift && g.drift.length ? h('ul', { 'aria-label': 'Drift' }, g.drift.map((d) => h('li', { text: d }))) : '',
+          elsewhere.length ? h('ul', { 'aria-label': 'Other drift' }, elsewhere.map((d) => h('li', { text: d }))) : '',
           h('p', { class: 'muted', text: g.observed ? `Observed ${fmtTime(g.observed.read_at)}` : 'Not observed yet.' })),
         h('section', { 'aria-labelledby': 'prov-h' }, h('h2', { id: 'prov-h', text: 'Desired state' }), provenance(g),
           h('h2', { text: 'Last action' }), lastAction(g),

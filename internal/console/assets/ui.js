@@ -84,39 +84,114 @@ export function notify(msg, bad = false) {
   if (!bad) noticeTimer = setTimeout(() => { n.textContent = ''; }, 8000);
 }
 
-// ask opens the confirm dialog and resolves to the reason typed, or null
-// when cancelled (Cancel, Escape). Enter in the reason confirms. Focus
-// returns to the control that opened it, or to the page when that is gone.
-export function ask({ title, text, ok }) {
+// The server takes a reason of at most this many bytes of UTF-8.
+const REASON_BYTES = 1024;
+let closing = null; // ends the open dialog, if any
+
+// closeDialog closes the confirm dialog if it is open, as if cancelled
+// (signing out does: it is not left over the sign-in page).
+export function closeDialog() {
+  if (closing) closing();
+}
+
+// refocus puts the keyboard back where it was: on el if it is still
+// there and shown, else on the control of the same name (data-focus-id)
+// re-rendered since, else on the row that took its place in the list it
+// was in, else on the page's fallback ([data-focus-fallback], the guest
+// page's status line) or the page.
+function refocus(el, focusId, list, index) {
+  const shown = (x) => x && x.isConnected && !x.closest('[hidden]') && x.getClientRects().length > 0;
+  let to = shown(el) && el !== document.body ? el : null;
+  if (!to && focusId) to = document.querySelector(`[data-focus-id="${CSS.escape(focusId)}"]`);
+  if (!shown(to) && list && list.isConnected && list.children.length) {
+    const near = list.children[Math.min(index, list.children.length - 1)];
+    to = near.querySelector('a, button:not([hidden])');
+  }
+  if (!shown(to)) to = document.querySelector('#main [data-focus-fallback]') || document.getElementById('main');
+  to.focus();
+}
+
+// ask opens the confirm dialog: title, text, items (lines listed under
+// the text), ok (the button's label). send(reason) makes the request: the
+// dialog stays open, its button reading "Sending…", until it answers.
+// A refusal of the request itself (400: the reason, say) is shown in the
+// dialog with the reason kept, to be corrected; any other error closes
+// the dialog and goes to failed(error). Cancel and Escape close it
+// (not while sending). Focus returns to the control that opened it, or
+// near it when that is gone.
+export function ask({ title, text, items = [], ok, send, failed }) {
   const dlg = document.getElementById('confirm');
   const form = document.getElementById('confirm-form');
   const reason = document.getElementById('confirm-reason');
+  const okBtn = document.getElementById('confirm-ok');
+  const cancel = document.getElementById('confirm-cancel');
+  const err = document.getElementById('confirm-error');
+  if (closing) closing();
   const back = document.activeElement;
   const backId = back && back.dataset ? back.dataset.focusId : undefined;
+  const list = back && back.closest && back.closest('.rows, tbody');
+  const index = list ? [...list.children].findIndex((c) => c.contains(back)) : -1;
   document.getElementById('confirm-title').textContent = title;
   document.getElementById('confirm-text').textContent = text;
-  document.getElementById('confirm-ok').textContent = ok;
+  document.getElementById('confirm-items').replaceChildren(...items.map((i) => h('li', { text: i })));
+  okBtn.textContent = ok;
   reason.value = '';
+  err.textContent = '';
   return new Promise((resolve) => {
     let finished = false;
+    let sending = false;
+    const busy = (on) => {
+      sending = on;
+      okBtn.disabled = cancel.disabled = on;
+      reason.readOnly = on;
+      okBtn.textContent = on ? 'Sending…' : ok;
+      form.setAttribute('aria-busy', on ? 'true' : 'false');
+    };
     const done = (value) => {
       if (finished) return;
       finished = true;
+      closing = null;
+      busy(false);
       form.removeEventListener('submit', onSubmit);
       dlg.removeEventListener('cancel', onCancel);
       cancel.removeEventListener('click', onCancel);
       if (dlg.open) dlg.close();
-      const again = back && back.isConnected ? back
-        : backId && document.querySelector(`[data-focus-id="${CSS.escape(backId)}"]`);
-      if (again && again !== document.body) again.focus();
-      else document.getElementById('main').focus();
+      refocus(back, backId, list, index);
       resolve(value);
     };
-    const onSubmit = (e) => { e.preventDefault(); done(reason.value.trim()); };
+    const onSubmit = async (e) => {
+      e.preventDefault();
+      if (sending) return;
+      const text = reason.value.trim();
+      const bytes = new TextEncoder().encode(text).length;
+      if (bytes > REASON_BYTES) {
+        err.textContent = `The reason is ${bytes} bytes of UTF-8; the server takes at most ${REASON_BYTES}. Shorten it.`;
+        reason.focus();
+        return;
+      }
+      err.textContent = '';
+      if (!send) return done(text);
+      busy(true);
+      try {
+        await send(text);
+      } catch (x) {
+        if (finished) return; // signed out meanwhile
+        busy(false);
+        if (x.status === 400) {
+          err.textContent = `${x.message}. Correct the reason and confirm again, or cancel.`;
+          reason.focus();
+          return;
+        }
+        done(null);
+        if (failed) failed(x);
+        return;
+      }
+      done(text);
+    };
     // Escape: "cancel" comes at once, "close" only later (a task), by when
     // the dialog may be open again for the next question.
-    const onCancel = (e) => { e.preventDefault(); done(null); };
-    const cancel = document.getElementById('confirm-cancel');
+    const onCancel = (e) => { e.preventDefault(); if (!sending) done(null); };
+    closing = () => done(null);
     form.addEventListener('submit', onSubmit);
     dlg.addEventListener('cancel', onCancel);
     cancel.addEventListener('click', onCancel);
