@@ -17,6 +17,7 @@ import (
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/notify"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
@@ -32,6 +33,7 @@ type upFlags struct {
 	natsListen      string
 	natsConfig      string
 	simToken        string
+	notifyConfig    string
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -58,6 +60,7 @@ credentials.`,
 	fl.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "where the embedded NATS server listens, for other processes and the nats CLI")
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
+	fl.StringVar(&f.notifyConfig, notifyConfigFlag, "", "also run the notifier with these routes (YAML; docs/notifications.md)")
 	g.check(cmd, f.validate)
 	g.warnDeprecated(cmd, &f.deprecated)
 	return cmd
@@ -110,6 +113,14 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return err
 	}
+	var notifyRoutes []string
+	if f.notifyConfig != "" {
+		nc, err := notify.Load(f.notifyConfig)
+		if err != nil {
+			return usageError{fmt.Errorf("--%s: %w", notifyConfigFlag, err)}
+		}
+		cfg.Notify, notifyRoutes = &nc, nc.Names()
+	}
 	data, err := filepath.Abs(g.data)
 	if err != nil {
 		return err
@@ -153,7 +164,8 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			if err != nil {
 				return fmt.Errorf("--data %s: NATS credentials: %w", dir, err)
 			}
-			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket, Clusters: []string{g.cluster}})
+			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket, Clusters: []string{g.cluster},
+				NotifyRoutes: notifyRoutes})
 			cfg.Bus.User, cfg.Bus.Password = string(natsauth.Admin), creds[natsauth.Admin]
 			log.Info().Str("file", filepath.Join(dir, natsauth.CredentialsFile)).Bool("created", created).
 				Msg("embedded NATS requires authentication: one user per role; converge commands run here (or with --data) use the admin credentials")
