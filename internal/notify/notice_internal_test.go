@@ -106,3 +106,16 @@ func TestConfig(t *testing.T) {
 		}
 	}
 }
+
+// The Slack body is {"text": …} with the key; the generic one the notice.
+func TestBodies(t *testing.T) {
+	n := Notice{Key: "pve/1/error/2", Trigger: TriggerError, Text: "guest 1 entered error"}
+	b, err := body(FormatSlack, n)
+	if err != nil || string(b) != `{"text":"guest 1 entered error\nkey: pve/1/error/2"}` {
+		t.Fatalf("slack: %s %v", b, err)
+	}
+	b, err = body(FormatJSON, n)
+	if err != nil || !strings.Contains(string(b), `"key":"pve/1/error/2"`) || !strings.Contains(string(b), `"trigger":"error"`) {
+		t.Fatalf("json: %s %v", b, err)
+	}
+}

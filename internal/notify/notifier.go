@@ -157,17 +157,24 @@ func (n *Notifier) consumer(ctx context.Context, stream, route, filter string) (
 }
 
 func (n *Notifier) addRoute(ctx context.Context, router *message.Router, r *Route) error {
-	vc, err := n.consumer(ctx, "KV_"+n.opts.ViewsBucket, r.Name, "$KV."+n.opts.ViewsBucket+"."+n.cluster+".>")
+	bindViews := func(ctx context.Context) (jetstream.Consumer, error) {
+		return n.consumer(ctx, "KV_"+n.opts.ViewsBucket, r.Name, "$KV."+n.opts.ViewsBucket+"."+n.cluster+".>")
+	}
+	bindEvents := func(ctx context.Context) (jetstream.Consumer, error) {
+		return n.consumer(ctx, "KV_"+Bucket, r.Name, eventsFilter(n.cluster))
+	}
+	vc, err := bindViews(ctx)
 	if err != nil {
 		return err
 	}
-	ec, err := n.consumer(ctx, "KV_"+Bucket, r.Name, eventsFilter(n.cluster))
+	ec, err := bindEvents(ctx)
 	if err != nil {
 		return err
 	}
 	rt := &route{n: n, r: r, since: vc.CachedInfo().Created, records: map[string]*guestRecord{}}
 	log := n.log.With().Str("route", r.Name).Logger()
-	sub := newSubscriber(n.heartbeat(), log, source{name: srcViews, cons: vc}, source{name: srcEvents, cons: ec})
+	sub := newSubscriber(n.heartbeat(), log, source{name: srcViews, cons: vc, bind: bindViews},
+		source{name: srcEvents, cons: ec, bind: bindEvents})
 	h := router.AddConsumerHandler(r.Name, r.Name, sub, rt.handle)
 	// Only a receiver's failure is parked, and only while running: a
 	// delivery cut short by shutdown, or the bus failing, is nacked and

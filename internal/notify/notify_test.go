@@ -100,7 +100,8 @@ func config(t *testing.T, yaml string) notify.Config {
 	return c
 }
 
-func start(t *testing.T, b *bus.Bus, c notify.Config, reg *prometheus.Registry) {
+// start runs a notifier until the test ends or stop is called.
+func start(t *testing.T, b *bus.Bus, c notify.Config, reg *prometheus.Registry) (stop func()) {
 	t.Helper()
 	n, err := notify.New(notify.Options{Config: c, Cluster: "pve", ViewsBucket: bus.DefaultBucket, JS: b.JS,
 		Registerer: reg, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), AckWait: 5 * time.Second})
@@ -110,12 +111,17 @@ func start(t *testing.T, b *bus.Bus, c notify.Config, reg *prometheus.Registry) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("notifier: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("notifier: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func counter(reg *prometheus.Registry, name, route string) float64 {

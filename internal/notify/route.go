@@ -93,12 +93,18 @@ func (rt *route) view(m *message.Message) error {
 	}
 	m.Metadata.Set(mdRecordKey, rkey)
 	m.Metadata.Set(mdRecord, string(rec))
+	ctx := m.Context()
 	if nt != nil && rt.r.wants(nt.Trigger) {
 		if err := rt.send(m, *nt); err != nil {
 			return err
 		}
+		// Delivered: recorded even if the notifier is stopping, so that
+		// a graceful restart does not send it again.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
 	}
-	return rt.keep(m.Context(), rkey, next)
+	return rt.keep(ctx, rkey, next)
 }
 
 // send delivers one notice (an attempt: the Retry middleware repeats the

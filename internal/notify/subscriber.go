@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -28,9 +29,12 @@ const (
 )
 
 // source is one durable consumer a route reads: pre-created, bound here.
+// bind creates it again when it is found gone (the views bucket dropped
+// and created again by converge rebuild, a consumer deleted by hand).
 type source struct {
 	name string
 	cons jetstream.Consumer
+	bind func(context.Context) (jetstream.Consumer, error)
 }
 
 // subscriber is a watermill Subscriber over a route's durable JetStream
@@ -91,17 +95,33 @@ func (s *subscriber) stopped(ctx context.Context) bool {
 // fetchWait bounds one pull, so that Close is noticed; nakDelay is when
 // a nacked message comes again.
 const (
-	fetchWait = time.Second
-	nakDelay  = time.Second
+	fetchWait  = time.Second
+	nakDelay   = time.Second
+	checkEvery = 3 * time.Second
 )
 
 func (s *subscriber) run(ctx context.Context, src source, out chan<- *message.Message) {
+	checked := time.Now()
 	for !s.stopped(ctx) {
 		jm, err := src.cons.Next(jetstream.FetchMaxWait(fetchWait))
-		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			continue
-		}
 		if err != nil {
+			idle := errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded)
+			// A pull from a deleted consumer has nobody to answer it (no
+			// responders, or a timeout): ask whether it is still there, on
+			// a failure at once, while idle now and then.
+			if !idle || time.Since(checked) >= checkEvery {
+				checked = time.Now()
+				if _, ierr := src.cons.Info(ctx); (gone(err) || gone(ierr)) && src.bind != nil {
+					if c, berr := src.bind(ctx); berr == nil {
+						s.log.Warn().Str("source", src.name).Msg("notify: consumer gone; created again (the route reads the stream again, its records keep it from repeating itself)")
+						src.cons = c
+						continue
+					}
+				}
+			}
+			if idle {
+				continue
+			}
 			// The server or the consumer is away (a restart, a leader
 			// election): try again shortly.
 			s.log.Debug().Err(err).Str("source", src.name).Msg("fetch failed; retrying")
@@ -114,6 +134,29 @@ func (s *subscriber) run(ctx context.Context, src source, out chan<- *message.Me
 		}
 		s.hand(ctx, src, jm, out)
 	}
+}
+
+// closeWait is how long a stopping subscriber waits for the message the
+// router holds to be settled.
+const closeWait = 5 * time.Second
+
+func (s *subscriber) settle(jm jetstream.Msg, wm *message.Message) {
+	select {
+	case <-wm.Acked():
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = jm.DoubleAck(ctx)
+	case <-wm.Nacked():
+		_ = jm.Nak()
+	case <-time.After(closeWait):
+		_ = jm.Nak()
+	}
+}
+
+// gone reports an error saying the consumer or its stream is no more.
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // hand gives one message to the router and settles it with the server as
@@ -160,7 +203,10 @@ func (s *subscriber) hand(ctx context.Context, src source, jm jetstream.Msg, out
 		case <-tick.C:
 			_ = jm.InProgress()
 		case <-s.closing:
-			_ = jm.Nak()
+			// The router is stopping: a handler past its delivery still
+			// records it and acks; give it a moment before handing the
+			// message back.
+			s.settle(jm, wm)
 			return
 		}
 	}
