@@ -75,6 +75,16 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		return err
 	}
 	f.logDeprecated(log)
+	// The notifier's file first: a mistake in it starts nothing.
+	var nc *notify.Config
+	var notifyRoutes []string
+	if f.notifyConfig != "" {
+		c, err := notify.Load(f.notifyConfig)
+		if err != nil {
+			return usageError{fmt.Errorf("--%s: %w", notifyConfigFlag, err)}
+		}
+		nc = &c
+	}
 	var simCreds *simCredentials
 	if !f.sim && f.pve.URL == "" {
 		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / CONVERGE_PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
@@ -113,13 +123,8 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	if err != nil {
 		return err
 	}
-	var notifyRoutes []string
-	if f.notifyConfig != "" {
-		nc, err := notify.Load(f.notifyConfig)
-		if err != nil {
-			return usageError{fmt.Errorf("--%s: %w", notifyConfigFlag, err)}
-		}
-		cfg.Notify, notifyRoutes = &nc, nc.Names()
+	if nc != nil {
+		cfg.Notify, notifyRoutes = nc, nc.Names()
 	}
 	data, err := filepath.Abs(g.data)
 	if err != nil {
