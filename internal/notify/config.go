@@ -266,6 +266,10 @@ func (r *Route) complete() error {
 	if (r.Throttle.Count > 0) != (r.Throttle.Per > 0) {
 		return errors.New("throttle: give count and per together")
 	}
+	// The wait for a delivery's turn is part of its attempt.
+	if r.Throttle.Count > 0 && time.Duration(r.Throttle.Per)/time.Duration(r.Throttle.Count) >= time.Duration(r.Timeout) {
+		return errors.New("throttle: per/count must be shorter than timeout (the wait for a turn is part of an attempt)")
+	}
 	return nil
 }
 

@@ -97,6 +97,7 @@ func TestConfig(t *testing.T) {
 		"routes:\n- name: a\n  url: http://x\n  triggers: [nope]\n",
 		"routes:\n- name: a\n  url: http://x\n  unknown: 1\n",
 		"routes:\n- name: a\n  url: http://x\n  headers: {X: {env: NOT_SET_ANYWHERE}}\n",
+		"routes:\n- name: a\n  url: http://x\n  throttle: {count: 1, per: 1m}\n",
 	} {
 		_, err := Parse([]byte(bad))
 		if err == nil {

@@ -185,13 +185,14 @@ func (n *Notifier) addRoute(ctx context.Context, router *message.Router, r *Rout
 	if err != nil {
 		return err
 	}
-	mws := []message.HandlerMiddleware{poison}
 	if r.Throttle.Count > 0 {
-		mws = append(mws, middleware.NewThrottle(r.Throttle.Count, time.Duration(r.Throttle.Per)).Middleware)
+		// Around the deliveries alone (route.send), not the handler: most
+		// documents a route reads notify nobody and must not wait.
+		rt.throttle = middleware.NewThrottle(r.Throttle.Count, time.Duration(r.Throttle.Per))
 	}
-	mws = append(mws, middleware.Retry{MaxRetries: r.Retry.Max, InitialInterval: time.Duration(r.Retry.Initial),
+	mws := []message.HandlerMiddleware{poison, middleware.Retry{MaxRetries: r.Retry.Max, InitialInterval: time.Duration(r.Retry.Initial),
 		MaxInterval: time.Duration(r.Retry.MaxInterval), Multiplier: r.Retry.Multiplier, RandomizationFactor: 0.2,
-		ResetContextOnRetry: true}.Middleware, middleware.Timeout(time.Duration(r.Timeout)))
+		ResetContextOnRetry: true}.Middleware, middleware.Timeout(time.Duration(r.Timeout))}
 	// The first is outermost: parked after the retries, each attempt with
 	// its own timeout.
 	h.AddMiddleware(mws...)

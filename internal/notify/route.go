@@ -29,6 +29,8 @@ type route struct {
 	n     *Notifier
 	r     *Route
 	since time.Time // its views consumer's creation
+	// throttle, if set, paces its deliveries (watermill's Throttle).
+	throttle *middleware.Throttle
 
 	mu      sync.Mutex
 	records map[string]*guestRecord // cache of its g.* keys
@@ -115,7 +117,13 @@ func (rt *route) send(m *message.Message, nt Notice) error {
 		return err
 	}
 	m.Metadata.Set(mdNotice, string(b))
-	if err := deliver(m.Context(), rt.n.client, rt.r, nt); err != nil {
+	post := func(m *message.Message) ([]*message.Message, error) {
+		return nil, deliver(m.Context(), rt.n.client, rt.r, nt)
+	}
+	if rt.throttle != nil {
+		post = rt.throttle.Middleware(post)
+	}
+	if _, err := post(m); err != nil {
 		rt.n.failed.WithLabelValues(rt.r.Name).Inc()
 		rt.n.log.Debug().Err(err).Str("route", rt.r.Name).Str("key", nt.Key).Msg("notify: delivery failed")
 		return err
