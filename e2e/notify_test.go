@@ -149,6 +149,7 @@ func TestNotifyAcrossKills(t *testing.T) {
 	defer hook.Close()
 	cfg := writeFile(t, "notify.yaml", fmt.Sprintf(`
 poll: 500ms
+condition_grace: 1s
 routes:
 - name: ops
   url: %s

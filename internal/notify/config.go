@@ -140,16 +140,20 @@ type Config struct {
 	// ObserverSilent is how long without a heartbeat makes the observer
 	// "not ready" (default: three of its intervals, as the planner judges).
 	ObserverSilent Duration `json:"observer_silent,omitempty"`
+	// ConditionGrace is how long a readiness condition must hold before
+	// it is told (default 10s; negative: at once).
+	ConditionGrace Duration `json:"condition_grace,omitempty"`
 	Routes         []Route  `json:"routes"`
 }
 
 // Defaults of a route or the notifier left unset.
 const (
-	DefaultPoll        = 3 * time.Second
-	DefaultTimeout     = 10 * time.Second
-	DefaultRetries     = 5
-	DefaultInitial     = time.Second
-	DefaultMaxInterval = 30 * time.Second
+	DefaultPoll           = 3 * time.Second
+	DefaultConditionGrace = 10 * time.Second
+	DefaultTimeout        = 10 * time.Second
+	DefaultRetries        = 5
+	DefaultInitial        = time.Second
+	DefaultMaxInterval    = 30 * time.Second
 )
 
 var routeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
@@ -185,6 +189,12 @@ func Parse(raw []byte) (Config, error) {
 func (c *Config) complete() error {
 	if c.Poll <= 0 {
 		c.Poll = Duration(DefaultPoll)
+	}
+	switch {
+	case c.ConditionGrace == 0:
+		c.ConditionGrace = Duration(DefaultConditionGrace)
+	case c.ConditionGrace < 0:
+		c.ConditionGrace = 0
 	}
 	if len(c.Routes) == 0 {
 		return errors.New("no routes")

@@ -52,7 +52,7 @@ func TestPollNotices(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	prev := pollRecord{Executors: map[string][]int{"x": {1, 3}, "y": {2}}}
 	cur := leaseState{executors: map[string][]int{"z": {}}, planners: 1, left: map[string]bool{"y": true}, now: now}
-	ns, next := pollNotices("pve", prev, cur, 0)
+	ns, next := pollNotices("pve", prev, cur, 0, 0)
 	var keys []string
 	for _, n := range ns {
 		keys = append(keys, n.Key)
@@ -62,19 +62,45 @@ func TestPollNotices(t *testing.T) {
 		t.Fatalf("keys %q, want %q", got, want)
 	}
 	cur = leaseState{executors: map[string][]int{}, planners: 1, left: map[string]bool{}, now: now}
-	ns, next = pollNotices("pve", next, cur, 0)
+	ns, next = pollNotices("pve", next, cur, 0, 0)
 	if len(ns) != 2 || ns[0].Key != "pve/executor/z/lost" || ns[1].Key != "pve/role/no-executor/1" {
 		t.Fatalf("notices %+v", ns)
 	}
-	if ns, next = pollNotices("pve", next, cur, 0); len(ns) != 0 {
+	if ns, next = pollNotices("pve", next, cur, 0, 0); len(ns) != 0 {
 		t.Fatalf("a condition still in force notified again: %+v", ns)
 	}
 	cur.executors = map[string][]int{"w": {}}
-	_, next = pollNotices("pve", next, cur, 0)
+	_, next = pollNotices("pve", next, cur, 0, 0)
 	cur.executors = map[string][]int{}
 	cur.left = map[string]bool{"w": true}
-	if ns, _ = pollNotices("pve", next, cur, 0); len(ns) != 1 || ns[0].Key != "pve/role/no-executor/2" {
+	if ns, _ = pollNotices("pve", next, cur, 0, 0); len(ns) != 1 || ns[0].Key != "pve/role/no-executor/2" {
 		t.Fatalf("second entry: %+v", ns)
+	}
+
+	// With a grace, a condition is told once it held that long, and one
+	// that ended before is never told.
+	const grace = 10 * time.Second
+	rec := pollRecord{}
+	at := func(d time.Duration, planners int) []Notice {
+		ns, r := pollNotices("pve", rec, leaseState{executors: map[string][]int{"e": {}}, planners: planners, now: now.Add(d)}, 0, grace)
+		rec = r
+		return ns
+	}
+	if ns := at(0, 0); len(ns) != 0 {
+		t.Fatalf("told at once: %+v", ns)
+	}
+	if ns := at(5*time.Second, 1); len(ns) != 0 {
+		t.Fatalf("a condition that ended was told: %+v", ns)
+	}
+	at(6*time.Second, 0)
+	if ns := at(15*time.Second, 0); len(ns) != 0 {
+		t.Fatalf("told before its grace: %+v", ns)
+	}
+	if ns := at(16*time.Second, 0); len(ns) != 1 || ns[0].Key != "pve/role/no-planner/1" {
+		t.Fatalf("after its grace: %+v", ns)
+	}
+	if ns := at(30*time.Second, 0); len(ns) != 0 {
+		t.Fatalf("told twice: %+v", ns)
 	}
 }
 

@@ -38,6 +38,8 @@ type pollRecord struct {
 	// each was entered (the notices' keys count them).
 	Active  []string       `json:"active,omitempty"`
 	Entered map[string]int `json:"entered,omitempty"`
+	// Pending are conditions in force for less than the grace, since when.
+	Pending map[string]time.Time `json:"pending,omitempty"`
 }
 
 // leaseState is one read of the leases bucket and the cluster document.
@@ -54,9 +56,11 @@ type leaseState struct {
 
 // pollNotices compares a read with the previous record: the notices to
 // send and the record to keep. silent is how long without a heartbeat
-// makes the observer silent (0: 3 of its intervals, at least 15s).
-func pollNotices(cluster string, prev pollRecord, cur leaseState, silent time.Duration) ([]Notice, pollRecord) {
-	next := pollRecord{Executors: cur.executors, Entered: map[string]int{}}
+// makes the observer silent (0: 3 of its intervals, at least 15s); a
+// condition is entered once it held for grace (roles starting beside the
+// notifier are not "not ready").
+func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace time.Duration) ([]Notice, pollRecord) {
+	next := pollRecord{Executors: cur.executors, Entered: map[string]int{}, Pending: map[string]time.Time{}}
 	for k, v := range prev.Entered {
 		next.Entered[k] = v
 	}
@@ -103,13 +107,22 @@ func pollNotices(cluster string, prev pollRecord, cur leaseState, silent time.Du
 	}
 	for _, c := range active {
 		if slices.Contains(prev.Active, c) {
+			next.Active = append(next.Active, c)
 			continue
 		}
+		since, ok := prev.Pending[c]
+		if !ok {
+			since = cur.now
+		}
+		if cur.now.Sub(since) < grace {
+			next.Pending[c] = since
+			continue
+		}
+		next.Active = append(next.Active, c)
 		next.Entered[c]++
 		out = append(out, Notice{Key: cluster + "/role/" + c + "/" + strconv.Itoa(next.Entered[c]), Trigger: TriggerRoleNotReady,
 			Cluster: cluster, Condition: c, At: at, Text: fmt.Sprintf("converge (%s) not ready: %s", cluster, condText(c))})
 	}
-	next.Active = active
 	return out, next
 }
 
@@ -163,7 +176,7 @@ func (p poller) once(ctx context.Context) error {
 	if err := p.leftGracefully(ctx, &cur, prev); err != nil {
 		return err
 	}
-	notices, next := pollNotices(n.cluster, prev, cur, time.Duration(n.cfg.ObserverSilent))
+	notices, next := pollNotices(n.cluster, prev, cur, time.Duration(n.cfg.ObserverSilent), time.Duration(n.cfg.ConditionGrace))
 	for _, nt := range notices {
 		b, err := json.Marshal(nt)
 		if err != nil {

@@ -22,6 +22,7 @@ func TestRestartNeitherMissesNorRepeats(t *testing.T) {
 	b := bustest.New(t)
 	rcv := newReceiver(t, nil)
 	c := config(t, fmt.Sprintf(`
+condition_grace: -1s # conditions told at once
 routes:
 - name: r
   url: %s
