@@ -31,7 +31,8 @@
 //     its notice was delivered (a 2xx) or parked; a notifier killed
 //     before that delivers it again. Every copy of a notice carries the
 //     same key, derived from its cause (cluster, guest or member, trigger,
-//     desired revision, action id, or how often a condition was entered),
+//     desired revision, action id, the rejected event's sequence, or how
+//     often a condition was entered),
 //     in the body and as the Idempotency-Key and X-Converge-Key headers.
 //   - One watermill Router handler per route, with its own consumers
 //     (its own positions), Retry with backoff (each attempt with its own

@@ -46,11 +46,15 @@ type guestRecord struct {
 	Trigger Trigger `json:"trigger,omitempty"`
 	// Converged is the newest desired revision reached.
 	Converged uint64 `json:"converged,omitempty"`
+	// Rejected is the journal sequence of the rejected desired event last
+	// told: each rejected event is told once.
+	Rejected uint64 `json:"rejected,omitempty"`
 }
 
 // stateTrigger is the state trigger a guest's summary is in, and the
-// cause its key names beyond the revision.
-func stateTrigger(s views.Summary) (Trigger, string) {
+// cause its key names beyond the revision (rejected: the rejected event's
+// sequence, given as rejected).
+func stateTrigger(s views.Summary, rejected uint64) (Trigger, string) {
 	action := ""
 	if s.Last != nil {
 		action = s.Last.ID
@@ -59,7 +63,7 @@ func stateTrigger(s views.Summary) (Trigger, string) {
 	case s.State == planner.Error:
 		return TriggerError, action
 	case s.State == planner.Rejected:
-		return TriggerRejected, ""
+		return TriggerRejected, strconv.FormatUint(rejected, 10)
 	case s.AwaitsApproval == planner.AwaitsGuard:
 		return TriggerHeld, action
 	case s.AwaitsApproval == planner.AwaitsDestroy:
@@ -72,20 +76,25 @@ func stateTrigger(s views.Summary) (Trigger, string) {
 // what the route recorded of it before (nil: never seen) and since when
 // the route exists: the notice (nil for none) and the record to keep.
 //
-//   - error, rejected, held, destroy-gated: on entering the state (the
-//     previous document was in another); a guest first seen in one is
+//   - error, held, destroy-gated: on entering the state (the previous
+//     document was in another); rejected: each rejected desired event
+//     (rejected is its journal sequence); a guest first seen in one is
 //     notified too (it is a standing problem);
 //   - converged: when a desired revision other than the one last reached
 //     is reached; a guest first seen converged only if its desired state
 //     was published after the route was created (else it is the baseline,
 //     not a change).
-func guestNotice(prev *guestRecord, s views.Summary, since time.Time) (*Notice, guestRecord) {
+func guestNotice(prev *guestRecord, s views.Summary, rejected uint64, since time.Time) (*Notice, guestRecord) {
 	var next guestRecord
 	if prev != nil {
 		next = *prev
 	}
-	t, cause := stateTrigger(s)
+	t, cause := stateTrigger(s, rejected)
 	next.Trigger = t
+	newRejection := t == TriggerRejected && (prev == nil || prev.Rejected != rejected)
+	if t == TriggerRejected {
+		next.Rejected = rejected
+	}
 	base := Notice{Cluster: s.Cluster, VMID: s.VMID, State: string(s.State), Reason: s.Reason, Revision: s.Revision,
 		AwaitsApproval: string(s.AwaitsApproval), At: s.UpdatedAt.UTC()}
 	if s.Last != nil {
@@ -104,13 +113,16 @@ func guestNotice(prev *guestRecord, s views.Summary, since time.Time) (*Notice, 
 		n.Text = fmt.Sprintf("guest %d (%s) converged: desired revision %d reached", s.VMID, s.Cluster, s.Revision)
 		return &n, next
 	}
-	if t == "" || (prev != nil && prev.Trigger == t) {
+	if t == "" || (prev != nil && prev.Trigger == t && !newRejection) {
 		return nil, next
 	}
 	n := base
 	n.Trigger, n.Key = t, prefix+string(t)+"/"+rev
 	if cause != "" {
 		n.Key += "/" + cause
+	}
+	if t == TriggerRejected {
+		n.Key = prefix + string(t) + "/" + cause // the rejected event, not the revision in force
 	}
 	switch t {
 	case TriggerError:
@@ -119,7 +131,7 @@ func guestNotice(prev *guestRecord, s views.Summary, since time.Time) (*Notice, 
 			n.Text += " (" + s.LastError + ")"
 		}
 	case TriggerRejected:
-		n.Text = fmt.Sprintf("guest %d (%s): desired revision %d rejected: %s", s.VMID, s.Cluster, s.Revision, s.Reason)
+		n.Text = fmt.Sprintf("guest %d (%s): desired event %d rejected (revision %d stays in force): %s", s.VMID, s.Cluster, rejected, s.Revision, s.Reason)
 	case TriggerHeld:
 		n.Text = fmt.Sprintf("guest %d (%s): held by the mass-change guard, awaits `converge approve %d`: %s", s.VMID, s.Cluster, s.VMID, s.Reason)
 	case TriggerDestroyGated:

@@ -23,7 +23,7 @@ func TestGuestTransitions(t *testing.T) {
 	var rec *guestRecord
 	step := func(s views.Summary, wantKey string) {
 		t.Helper()
-		n, next := guestNotice(rec, s, since)
+		n, next := guestNotice(rec, s, s.Revision+100, since)
 		switch {
 		case wantKey == "" && n != nil:
 			t.Fatalf("%s: unexpected notice %s", s.State, n.Key)
@@ -40,7 +40,9 @@ func TestGuestTransitions(t *testing.T) {
 	step(summary(planner.Converged, 4, "", after), "pve/101/converged/4")
 	step(summary(planner.Converged, 4, "", after), "")
 	step(summary(planner.Pending, 5, planner.AwaitsDestroy, after), "pve/101/destroy-gated/5")
-	step(summary(planner.Rejected, 6, "", after), "pve/101/rejected/6")
+	step(summary(planner.Rejected, 6, "", after), "pve/101/rejected/106")
+	step(summary(planner.Rejected, 6, "", after), "")
+	step(summary(planner.Rejected, 7, "", after), "pve/101/rejected/107") // another rejected event
 	rec = nil
 	step(summary(planner.Converged, 9, "", after), "pve/101/converged/9") // first seen, published since
 }

@@ -79,6 +79,9 @@ func putGuest(t *testing.T, b *bus.Bus, vmid int, kind planner.StatusKind, rev u
 	t.Helper()
 	doc := views.GuestDoc{View: &projector.View{VMID: vmid, Cluster: "pve", DesiredSeq: rev, DesiredAt: time.Now()},
 		Status: planner.Status{Kind: kind, Reason: "test"}, UpdatedAt: time.Now()}
+	if kind == planner.Rejected { // rev is then the rejected event's
+		doc.View.Rejected = &projector.Rejection{Seq: rev, Reason: "test"}
+	}
 	raw, err := jsonv1.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)

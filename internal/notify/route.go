@@ -85,7 +85,11 @@ func (rt *route) view(m *message.Message) error {
 	if err != nil {
 		return err
 	}
-	nt, next := guestNotice(prev, s, rt.since)
+	var rejected uint64
+	if r := doc.View.Rejected; r != nil {
+		rejected = r.Seq
+	}
+	nt, next := guestNotice(prev, s, rejected, rt.since)
 	if prev != nil && next == *prev && nt == nil {
 		return nil
 	}
