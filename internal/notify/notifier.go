@@ -179,8 +179,11 @@ func (n *Notifier) addRoute(ctx context.Context, router *message.Router, r *Rout
 	// Only a receiver's failure is parked, and only while running: a
 	// delivery cut short by shutdown, or the bus failing, is nacked and
 	// delivered again (by the next run).
+	// A handler that panics on a message would panic on it for ever:
+	// parked too.
 	poison, err := middleware.PoisonQueueWithFilter(parker{rt}, "parked."+r.Name, func(err error) bool {
-		return ctx.Err() == nil && errors.Is(err, errReceiver)
+		var panicked middleware.RecoveredPanicError
+		return ctx.Err() == nil && (errors.Is(err, errReceiver) || errors.As(err, &panicked))
 	})
 	if err != nil {
 		return err
@@ -190,7 +193,7 @@ func (n *Notifier) addRoute(ctx context.Context, router *message.Router, r *Rout
 		// documents a route reads notify nobody and must not wait.
 		rt.throttle = middleware.NewThrottle(r.Throttle.Count, time.Duration(r.Throttle.Per))
 	}
-	mws := []message.HandlerMiddleware{poison, middleware.Retry{MaxRetries: r.Retry.Max, InitialInterval: time.Duration(r.Retry.Initial),
+	mws := []message.HandlerMiddleware{poison, middleware.Recoverer, middleware.Retry{MaxRetries: r.Retry.Max, InitialInterval: time.Duration(r.Retry.Initial),
 		MaxInterval: time.Duration(r.Retry.MaxInterval), Multiplier: r.Retry.Multiplier, RandomizationFactor: 0.2,
 		ResetContextOnRetry: true}.Middleware, middleware.Timeout(time.Duration(r.Timeout))}
 	// The first is outermost: parked after the retries, each attempt with
