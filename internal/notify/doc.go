@@ -32,14 +32,17 @@
 //     before that delivers it again. Every copy of a notice carries the
 //     same key, derived from its cause (cluster, guest or member, trigger,
 //     desired revision, action id, the rejected event's sequence, or how
-//     often a condition was entered),
-//     in the body and as the Idempotency-Key and X-Converge-Key headers.
+//     often a condition was entered), in the body and as the
+//     Idempotency-Key and X-Converge-Key headers.
 //   - One watermill Router handler per route, with its own consumers
 //     (its own positions), Retry with backoff (each attempt with its own
-//     Timeout: ResetContextOnRetry), an optional Throttle, and a poison
-//     queue: a notice still refused after its retries is parked
+//     Timeout: ResetContextOnRetry), an optional Throttle (around the
+//     deliveries alone), and a poison queue: a notice still refused after
+//     its retries, or whose handling panicked, is parked
 //     (parked.<route>.<hash> in the bucket, converge_notify_parked_total)
 //     and the route goes on; a route never waits for another's receiver.
+//     A failure that is not the receiver's (the bus) is nacked and tried
+//     again, never parked.
 //   - While a route holds a message (its retries) the subscriber extends
 //     the message's AckWait (in-progress heartbeats), so AckWait stays
 //     short and a killed notifier's message comes back soon.
