@@ -57,6 +57,9 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"replay", "--until", "banana"}, {"keygen", "--id", "a/b"},
 		{"sim", "--token", "nosecret"}, {"nats-node"}, {"nats-node", "--store", t.TempDir(), "--routes", "nats://127.0.0.1:1"},
 		{"planner", "--nats", "nats://127.0.0.1:1", "--require-signed"},
+		{"notify"}, {"notify", "--notify-config", "/nonexistent/notify.yaml"},
+		{"notify", "--notify-config", writeConfig(t, "routes:\n- {name: a, url: ftp://x}\n")},
+		{"up", "--notify-config", writeConfig(t, "routes: []\n")},
 	} {
 		_, err := run(t, args...)
 		if code := codeOf(err); code != exitUsage {

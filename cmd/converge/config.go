@@ -26,7 +26,7 @@ const configFlag = "config"
 // one-off operations (desire's --power, approve's --all): only the global
 // flags, and the few in alsoConfigurable, come from the environment or
 // the file for them.
-var configurable = map[string]bool{"up": true, "observer": true, "planner": true, "executor": true, "api": true, "sim": true}
+var configurable = map[string]bool{"up": true, "observer": true, "planner": true, "executor": true, "api": true, "sim": true, "notify": true}
 
 // alsoConfigurable are flags of one-off commands that the environment
 // sets too (they name a file a site keeps in one place).

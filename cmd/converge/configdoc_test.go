@@ -95,6 +95,8 @@ func configurationDoc() string {
 	table(&b, up)
 	b.WriteString("## `sim`\n\n")
 	table(&b, flagDocs(find("sim")))
+	b.WriteString("## `notify`\n\nThe notifier's routes are in its own file, `--notify-config` ([notifications.md](notifications.md)).\n\n")
+	table(&b, flagDocs(find("notify")))
 	b.WriteString("## Other commands\n\nThe flags of the one-off commands (`desire`, `wait`, `approve`, …) come from their command line only, except `desire --sign-key` (`CONVERGE_SIGN_KEY`). See `converge COMMAND --help`.\n")
 	return b.String()
 }

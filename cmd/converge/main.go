@@ -195,7 +195,7 @@ func newRoot() *cobra.Command {
 		}
 		return g.resolveSecrets(cmd)
 	}
-	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"), newRoleCmd(g, "api"),
+	root.AddCommand(newSimCmd(g), newUpCmd(g), newRoleCmd(g, "observer"), newRoleCmd(g, "planner"), newRoleCmd(g, "executor"), newRoleCmd(g, "api"), newNotifyCmd(g),
 		newDesireCmd(g), newStatusCmd(g), newWaitCmd(g), newPlanCmd(g), newResyncCmd(g), newBenchCmd(g), newNATSNodeCmd(g),
 		newHistoryCmd(g), newReplayCmd(g), newRebuildCmd(g), newProvisionCmd(g), newKeygenCmd(),
 		newApproveCmd(g), newPauseCmd(g), newImportCmd(g), newResumeCmd(g), newReleaseCmd(g), newRollbackCmd(g), newConfigCmd(g), newVersionCmd())

@@ -17,6 +17,7 @@ import (
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/notify"
 	"github.com/converge-pve/converge/internal/pve"
 	"github.com/converge-pve/converge/internal/pvesim"
 )
@@ -32,6 +33,7 @@ type upFlags struct {
 	natsListen      string
 	natsConfig      string
 	simToken        string
+	notifyConfig    string
 }
 
 func newUpCmd(g *globals) *cobra.Command {
@@ -58,6 +60,7 @@ credentials.`,
 	fl.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "where the embedded NATS server listens, for other processes and the nats CLI")
 	fl.StringVar(&f.simToken, "sim-token", "", "API token of the simulator as ID=SECRET (default: generated); lets you drive the simulator's Proxmox API yourself")
 	fl.StringVar(&f.natsConfig, "nats-config", "", "nats-server config file for the embedded server (users, permissions, TLS)")
+	fl.StringVar(&f.notifyConfig, notifyConfigFlag, "", "also run the notifier with these routes (YAML; docs/notifications.md)")
 	g.check(cmd, f.validate)
 	g.warnDeprecated(cmd, &f.deprecated)
 	return cmd
@@ -72,6 +75,16 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		return err
 	}
 	f.logDeprecated(log)
+	// The notifier's file first: a mistake in it starts nothing.
+	var nc *notify.Config
+	var notifyRoutes []string
+	if f.notifyConfig != "" {
+		c, err := notify.Load(f.notifyConfig)
+		if err != nil {
+			return usageError{fmt.Errorf("--%s: %w", notifyConfigFlag, err)}
+		}
+		nc = &c
+	}
 	var simCreds *simCredentials
 	if !f.sim && f.pve.URL == "" {
 		log.Warn().Msg("NO PROXMOX CONFIGURED (--pve-url / CONVERGE_PVE_URL): running the built-in SIMULATOR with demo guests; nothing real is touched")
@@ -109,6 +122,9 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 	cfg, err := f.appConfig(g, app.All, log)
 	if err != nil {
 		return err
+	}
+	if nc != nil {
+		cfg.Notify, notifyRoutes = nc, nc.Names()
 	}
 	data, err := filepath.Abs(g.data)
 	if err != nil {
@@ -153,7 +169,8 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 			if err != nil {
 				return fmt.Errorf("--data %s: NATS credentials: %w", dir, err)
 			}
-			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket, Clusters: []string{g.cluster}})
+			cfg.Embedded.Users = creds.Users(natsauth.Names{Stream: g.stream, Bucket: g.bucket, Clusters: []string{g.cluster},
+				NotifyRoutes: notifyRoutes})
 			cfg.Bus.User, cfg.Bus.Password = string(natsauth.Admin), creds[natsauth.Admin]
 			log.Info().Str("file", filepath.Join(dir, natsauth.CredentialsFile)).Bool("created", created).
 				Msg("embedded NATS requires authentication: one user per role; converge commands run here (or with --data) use the admin credentials")

@@ -23,6 +23,7 @@ import (
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/notify"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
 	"github.com/converge-pve/converge/internal/views"
@@ -42,6 +43,7 @@ type App struct {
 	plan   *planloop.Loop
 	execs  []*executor.Executor
 	router *control.Router
+	notify *notify.Notifier
 	http   *http.Server
 	ln     net.Listener
 
@@ -246,6 +248,19 @@ func (a *App) build(ctx context.Context) error {
 			a.execs = append(a.execs, ex)
 		}
 	}
+	if a.cfg.Notify != nil {
+		// A connection of its own: its pulls are not to wait behind the
+		// planner's flood.
+		nb, err := a.b.Another(ctx, a.cfg.connName("notify"))
+		if err != nil {
+			return err
+		}
+		a.buss = append(a.buss, nb)
+		if a.notify, err = notify.New(notify.Options{Config: *a.cfg.Notify, Cluster: a.cfg.Cluster, ViewsBucket: a.cfg.Bus.Bucket,
+			JS: nb.JS, Replicas: a.cfg.Bus.Replicas, Registerer: a.reg, Logger: a.log.With().Str("role", "notify").Logger()}); err != nil {
+			return err
+		}
+	}
 	if a.cfg.HTTP != "" {
 		return a.buildHTTP()
 	}
@@ -330,6 +345,9 @@ func (a *App) start(ctx context.Context) {
 	}
 	for i, ex := range a.execs {
 		run("executor-"+strconv.Itoa(i), ex.Run)
+	}
+	if a.notify != nil {
+		run("notify", a.notify.Run)
 	}
 	if a.rd != nil {
 		run("ready", a.rd.run)

@@ -15,6 +15,7 @@ import (
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/natsauth"
 	"github.com/converge-pve/converge/internal/natsserver"
+	"github.com/converge-pve/converge/internal/notify"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/planloop"
 )
@@ -102,6 +103,9 @@ type Config struct {
 	// HTTPSign, if set, signs desired state posted over HTTP before it
 	// is journalled.
 	HTTPSign func(m *events.Message) error
+	// Notify, if set, runs a notifier beside the roles (`converge up
+	// --notify-config`), its metrics on the process's registry.
+	Notify *notify.Config
 	// Ready says how readiness (/readyz) is probed.
 	Ready  ReadyConfig
 	Logger zerolog.Logger

@@ -145,6 +145,8 @@ var permissions = []struct {
 	{natsauth.Observer, []string{observed, addresses, heartbeat}, []string{desired}},
 	{natsauth.Planner, []string{action}, []string{desired, result, control, addresses}},
 	{natsauth.API, []string{desired, control}, []string{action, result, observed, heartbeat}},
+	{natsauth.Notify, nil, []string{desired, observed, action, result, control, heartbeat, addresses, "$KV.converge_views.pve.101",
+		"$KV.converge_leases.executor-pve.m.x"}},
 	{natsauth.Auditor, nil, []string{desired, observed, action, result, control, heartbeat, "$KV.converge_views.pve.101"}},
 	{natsauth.Admin, []string{control}, nil},
 }

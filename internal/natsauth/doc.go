@@ -1,5 +1,5 @@
 // Package natsauth is converge's one table of NATS identities: the roles
-// (publisher, observer, planner, executor, auditor, admin) and, for each,
+// (publisher, observer, planner, executor, api, notify, auditor, admin) and, for each,
 // the subjects it may publish and subscribe to, JetStream API calls
 // included. Everything else renders from it: the users of `converge up`'s
 // embedded server ([Credentials.Users]), the nats-server configuration
@@ -21,6 +21,11 @@
 //     updates, deletes or purges a stream or bucket, except the planner
 //     purging its own checkpoints' old chunks (`converge provision`
 //     creates them, as admin);
+//   - the notifier (notify) writes only its own bucket (converge_notify,
+//     which it may create), reads the leases bucket, and acknowledges the
+//     messages of its routes' durable consumers on the views stream and
+//     its bucket's stream; with Names.NotifyRoutes given, those consumers
+//     are its alone;
 //   - the auditor publishes nothing but requests to that read API;
 //   - admin is unrestricted (provisioning, `converge resync`, `converge
 //     rebuild`).

@@ -9,6 +9,7 @@ import (
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
+	"github.com/converge-pve/converge/internal/notify"
 )
 
 // Role is a NATS identity of converge; its user name is the role's name.
@@ -22,7 +23,11 @@ const (
 	Executor  Role = "executor"
 	// API is the process serving the HTTP API's /v1 (`converge api`):
 	// desired state and operators' requests, nothing more.
-	API     Role = "api"
+	API Role = "api"
+	// Notify is the notifier (`converge notify`): it reads the views and
+	// leases, owns its bucket and its routes' durable consumers, and posts
+	// to webhooks.
+	Notify  Role = "notify"
 	Auditor Role = "auditor" // reads only
 	Admin   Role = "admin"   // everything: provisioning, resync, rebuild
 )
@@ -31,7 +36,7 @@ const (
 // (a notifier with a durable consumer of its own, whoever publishes the
 // releases of a pruned set) is a line here, its case in For and, if it
 // owns durable consumers, in owned.
-var Roles = []Role{Publisher, Observer, Planner, Executor, API, Auditor, Admin}
+var Roles = []Role{Publisher, Observer, Planner, Executor, API, Notify, Auditor, Admin}
 
 // ParseRole reads a role's name.
 func ParseRole(s string) (Role, error) {
@@ -59,6 +64,11 @@ type Names struct {
 	// consumer names whole, so each is named.
 	Clusters   []string
 	Partitions int
+	// NotifyRoutes are the notifier's routes, whose durable consumers
+	// (notify.Consumer) only the notify user may touch; none by default
+	// (the shipped files): the notifier still works, its consumers are
+	// then not protected from the other roles' read API.
+	NotifyRoutes []string
 }
 
 // DefaultNames are the resources of a default installation.
@@ -119,15 +129,20 @@ func readStream(s string) []string {
 // kvWrite is writing (put, create, update, delete) one bucket's keys.
 func kvWrite(bucket string) string { return "$KV." + bucket + ".>" }
 
-// owned are the durable consumers on the journal role owns: only it may
-// create, update, delete, pause or pull from them.
+// owned are the durable consumers role owns, as <stream>.<consumer>: only
+// it may create, update, delete, pause or pull from them.
 func owned(role Role, n Names) []string {
 	var out []string
-	if role == Executor {
+	switch role {
+	case Executor:
 		for _, c := range n.Clusters {
 			for p := range n.Partitions {
-				out = append(out, journal.PartitionConsumer(journal.ExecutorGroup(c), p))
+				out = append(out, n.Stream+"."+journal.PartitionConsumer(journal.ExecutorGroup(c), p))
 			}
+		}
+	case Notify:
+		for _, r := range n.NotifyRoutes {
+			out = append(out, "KV_"+n.Bucket+"."+notify.Consumer(r), "KV_"+notify.Bucket+"."+notify.Consumer(r))
 		}
 	}
 	return out
@@ -143,8 +158,7 @@ func othersConsumers(role Role, n Names) []string {
 		if other == role {
 			continue
 		}
-		for _, c := range owned(other, n) {
-			s := n.Stream + "." + c
+		for _, s := range owned(other, n) {
 			out = append(out, api+"CREATE."+s, api+"CREATE."+s+".>", api+"DURABLE.CREATE."+s, api+"DELETE."+s,
 				api+"PAUSE."+s, api+"MSG.NEXT."+s)
 		}
@@ -173,6 +187,12 @@ func For(role Role, n Names) Perms {
 			Subscribe: sub, DenyPublish: deny}
 	case Auditor:
 		return Perms{Publish: read, Subscribe: sub, DenyPublish: deny}
+	case Notify:
+		own := "KV_" + notify.Bucket
+		return Perms{Publish: slices.Concat([]string{kvWrite(notify.Bucket), "$JS.API.STREAM.CREATE." + own,
+			// acknowledging its durable consumers' messages
+			"$JS.ACK." + views + ".>", "$JS.ACK." + own + ".>"},
+			read, readStream(leases), readStream(own)), Subscribe: sub, DenyPublish: deny}
 	case Observer:
 		return Perms{Publish: slices.Concat([]string{kind(events.KindObserved), kind(events.KindAddresses), clusterKind(events.KindHeartbeat)}, read),
 			Subscribe: sub, DenyPublish: deny}

@@ -75,7 +75,11 @@ var layers = []layer{
 	// connects to an external NATS does not link it.
 	{pkg: "internal/bus", imports: []string{"events", "internal/journal", "internal/lease"}, neverLinks: []string{natsServer, goProxmox}},
 	{pkg: "internal/natsserver", imports: []string{}, neverLinks: []string{goProxmox}},
-	{pkg: "internal/natsauth", imports: []string{"events", "internal/bus", "internal/journal", "internal/lease"}, neverLinks: []string{goProxmox}},
+	{pkg: "internal/natsauth", imports: []string{"events", "internal/bus", "internal/journal", "internal/lease", "internal/notify"}, neverLinks: []string{goProxmox}},
+	// The notifier reads the views, leases and its own bucket (nats.go's
+	// jetstream API: its own durable consumers) and posts to webhooks.
+	{pkg: "internal/notify", imports: []string{"internal/journal", "internal/lease", "internal/planloop", "internal/views", "planner"},
+		neverLinks: []string{natsServer, goProxmox}},
 	// import reads Proxmox and checks its output with the planner.
 	{pkg: "internal/importer", imports: []string{"events", "internal/pve", "planner", "projector"}, neverLinks: []string{natsServer, natsClient}},
 	{pkg: "internal/audit", imports: []string{"events", "internal/bus", "projector"}, neverLinks: []string{natsServer, goProxmox}},
