@@ -51,7 +51,11 @@ func TestCLICommands(t *testing.T) {
 		return st.Planner != nil && !st.Planner.State.Reachable
 	})
 	out, code = runCLI(t, "plan", "--nats", e.natsURL)
-	if code != 0 || !contains(out, "101", "blocked", "Proxmox unreachable") {
+	// Either reason is the truth of the moment: an observer whose pass is
+	// slowed by the unreachable Proxmox can be late with its heartbeat on
+	// a loaded machine (seen once under the full suite), and then the
+	// planner says so first.
+	if code != 0 || !contains(out, "101", "blocked") || !(strings.Contains(out, "Proxmox unreachable") || strings.Contains(out, "observer silent")) {
 		t.Fatalf("plan while unreachable: exit %d\n%s", code, out)
 	}
 	simControl(t, e, "unreachable?for=0s")
