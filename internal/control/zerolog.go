@@ -5,8 +5,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// zerologAdapter routes watermill's logs to zerolog, Info demoted to Debug
-// (watermill is chatty per message).
+// WatermillLogger routes a watermill router's logs to log, Info demoted to
+// Debug (watermill is chatty per message): the one adapter of converge's
+// routers (this package's and the notifier's).
+func WatermillLogger(log zerolog.Logger) watermill.LoggerAdapter { return zerologAdapter{log: log} }
+
+// zerologAdapter is WatermillLogger's adapter.
 type zerologAdapter struct {
 	log    zerolog.Logger
 	fields watermill.LogFields

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/converge-pve/converge/internal/control"
 )
 
 // Options are what a notifier runs with besides its file.
@@ -120,7 +122,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 	if n.views, err = n.js.KeyValue(ctx, n.opts.ViewsBucket); err != nil {
 		return fmt.Errorf("notify: views bucket %s: %w", n.opts.ViewsBucket, err)
 	}
-	logger := zerologAdapter{log: n.log.With().Str("component", "notify").Logger()}
+	logger := control.WatermillLogger(n.log.With().Str("component", "notify").Logger())
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, logger)
 	if err != nil {
 		return err

@@ -78,7 +78,7 @@ var layers = []layer{
 	{pkg: "internal/natsauth", imports: []string{"events", "internal/bus", "internal/journal", "internal/lease", "internal/notify"}, neverLinks: []string{goProxmox}},
 	// The notifier reads the views, leases and its own bucket (nats.go's
 	// jetstream API: its own durable consumers) and posts to webhooks.
-	{pkg: "internal/notify", imports: []string{"internal/journal", "internal/lease", "internal/planloop", "internal/views", "planner"},
+	{pkg: "internal/notify", imports: []string{"internal/control", "internal/journal", "internal/lease", "internal/planloop", "internal/views", "planner"},
 		neverLinks: []string{natsServer, goProxmox}},
 	// import reads Proxmox and checks its output with the planner.
 	{pkg: "internal/importer", imports: []string{"events", "internal/pve", "planner", "projector"}, neverLinks: []string{natsServer, natsClient}},
