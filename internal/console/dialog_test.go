@@ -133,3 +133,31 @@ func TestConsoleReasonBytes(t *testing.T) {
 		t.Errorf("%d requests sent, want 1", n)
 	}
 }
+
+// The guest page asks for a guest the stream has not brought yet; when
+// that answer (a 404 here) comes after the stream brought the guest, the
+// page the stream rendered stays. Found in CI under load: the 404
+// overwrote the page, and TestConsoleFocusAfterApproveOnGuestPage found
+// no Approve button to Tab to.
+func TestConsoleGuestPageKeepsWhatTheStreamBrought(t *testing.T) {
+	g := rawGuest(100, "held", map[string]any{"vmid": 100, "power": "stopped"}, map[string]any{"name": "a"}, nil)
+	g["awaits_approval"] = "guard"
+	f := newRaw(t) // the stream starts with no guest
+	asked, answer := make(chan struct{}), make(chan struct{})
+	f.guest = func(w http.ResponseWriter, r *http.Request) {
+		close(asked)
+		<-answer
+		writeJSON(w, 404, map[string]string{"error": "no view"})
+	}
+	p := openTab(t, 1280, 900)
+	p.signIn(f.srv.URL, "any-token-0123456789")
+	p.do("guest", chromedp.Navigate(f.srv.URL+"/#/guest/100"))
+	<-asked
+	f.changes <- g // the stream brings it while the page's own request waits
+	p.wait("the page from the stream", `document.querySelector('button[data-command="approve"]:not([hidden])')`)
+	close(answer)
+	p.wait("the 404 answered", `window.performance.getEntriesByType('resource').some(e => e.name.endsWith('/v1/guests/100') && e.responseEnd > 0)`)
+	if p.num(`document.querySelectorAll('button[data-command="approve"]:not([hidden])').length`) != 1 || p.num(`document.getElementById('main').textContent.includes('no view') ? 1 : 0`) != 0 {
+		t.Fatalf("the late 404 replaced the page: %s", p.str(`document.getElementById('main').textContent.slice(0, 300)`))
+	}
+}

@@ -27,7 +27,9 @@ type rawFake struct {
 	// end ends every open stream (after a ping) when sent to.
 	end chan struct{}
 	// write answers POST /v1/{approve,pause,resume,release}; nil: 202.
-	write   func(w http.ResponseWriter, r *http.Request)
+	write func(w http.ResponseWriter, r *http.Request)
+	// guest answers GET /v1/guests/{vmid}; nil: 404.
+	guest   func(w http.ResponseWriter, r *http.Request)
 	changes chan map[string]any
 	srv     *httptest.Server
 }
@@ -47,6 +49,10 @@ func newRaw(t *testing.T, guests ...map[string]any) *rawFake {
 		writeJSON(w, 200, map[string]any{"entries": f.timeline, "next_before": 0})
 	})
 	mux.HandleFunc("GET /v1/guests/{vmid}", func(w http.ResponseWriter, r *http.Request) {
+		if f.guest != nil {
+			f.guest(w, r)
+			return
+		}
 		writeJSON(w, 404, map[string]string{"error": "no view"})
 	})
 	mux.HandleFunc("GET /v1/stream", func(w http.ResponseWriter, r *http.Request) {

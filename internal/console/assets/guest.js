@@ -157,8 +157,18 @@ export function mount(main, ctx, vmid) {
     if (g) return render(g);
     if (fetched) return;
     fetched = true; // not streamed (yet): ask for it once
-    ctx.api.get(`/v1/guests/${vmid}`).then((doc) => { if (!ctx.state.guests.has(vmid)) render(doc); },
-      (e) => head.replaceChildren(h('h1', { text: `Guest ${vmid}` }), h('p', { class: 'error', text: e.message })));
+    // The stream may have brought the guest while this was asked (and
+    // rendered nothing, if it came with no change after): render the
+    // newer of the two, never nothing.
+    // A failure says so only while nothing was rendered: the stream may
+    // have brought the guest meanwhile (seen under load: a 404 overwrote
+    // the page the stream had just rendered).
+    ctx.api.get(`/v1/guests/${vmid}`).then((doc) => render(ctx.state.guests.get(vmid) || doc),
+      (e) => {
+        const g = ctx.state.guests.get(vmid);
+        if (g) return render(g);
+        if (sig === '') head.replaceChildren(h('h1', { text: `Guest ${vmid}` }), h('p', { class: 'error', text: e.message }));
+      });
   }
   update();
   return { update, unmount: () => tl.close() };
