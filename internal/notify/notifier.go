@@ -147,7 +147,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 // consumer pre-creates (or updates) a route's durable consumer on a
 // stream and binds it: only the notifier's own names, never watermill's.
 func (n *Notifier) consumer(ctx context.Context, stream, route, filter string) (jetstream.Consumer, error) {
-	c, err := n.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: Consumer(route),
+	c, err := n.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: Consumer(n.cluster, route),
 		Description: "converge notify route " + route, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: n.opts.AckWait, MaxDeliver: -1,
 		// One at a time: a route sees each guest's documents in order.

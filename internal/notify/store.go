@@ -23,8 +23,13 @@ import (
 const Bucket = "converge_notify"
 
 // Consumer is a route's durable consumer's name, on the views stream and
-// on the notifier's bucket's stream alike.
-func Consumer(route string) string { return "notify_" + route }
+// on the notifier's bucket's stream alike: notify_<cluster>~<route>. The
+// cluster is in it, so that two clusters' notifiers on one NATS with
+// routes of the same name do not share (and rewrite) one consumer; "~"
+// is in neither a cluster id nor a route name, so no two pairs give one
+// name, and it is valid in a NATS consumer name (at most 7+64+1+32
+// characters).
+func Consumer(cluster, route string) string { return "notify_" + cluster + "~" + route }
 
 // ParkedFilter is the keys of a route's parked notices.
 func ParkedFilter(route string) string { return "parked." + route + ".>" }
