@@ -59,13 +59,13 @@ func TestPollNotices(t *testing.T) {
 	for _, n := range ns {
 		keys = append(keys, n.Key)
 	}
-	want := "pve/executor/x/lost pve/partition/1/lost/x pve/partition/3/lost/x"
+	want := "pve/executor/x/lost/1 pve/partition/1/lost/x/1 pve/partition/3/lost/x/1"
 	if got := strings.Join(keys, " "); got != want {
 		t.Fatalf("keys %q, want %q", got, want)
 	}
 	cur = leaseState{executors: map[string][]int{}, planners: 1, left: map[string]bool{}, now: now}
 	ns, next = pollNotices("pve", next, cur, 0, 0)
-	if len(ns) != 2 || ns[0].Key != "pve/executor/z/lost" || ns[1].Key != "pve/role/no-executor/1" {
+	if len(ns) != 2 || ns[0].Key != "pve/executor/z/lost/1" || ns[1].Key != "pve/role/no-executor/1" {
 		t.Fatalf("notices %+v", ns)
 	}
 	if ns, next = pollNotices("pve", next, cur, 0, 0); len(ns) != 0 {

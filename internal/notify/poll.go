@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,10 @@ type pollRecord struct {
 	Entered map[string]int `json:"entered,omitempty"`
 	// Pending are conditions in force for less than the grace, since when.
 	Pending map[string]time.Time `json:"pending,omitempty"`
+	// Lost counts each executor member's losses (the lost notices' keys
+	// count them: a member cut off, back with the same id and lost again
+	// is a new notice).
+	Lost map[string]int `json:"lost,omitempty"`
 }
 
 // leaseState is one read of the leases bucket and the cluster document.
@@ -60,9 +65,13 @@ type leaseState struct {
 // condition is entered once it held for grace (roles starting beside the
 // notifier are not "not ready").
 func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace time.Duration) ([]Notice, pollRecord) {
-	next := pollRecord{Executors: cur.executors, Entered: map[string]int{}, Pending: map[string]time.Time{}}
-	for k, v := range prev.Entered {
-		next.Entered[k] = v
+	next := pollRecord{Executors: cur.executors, Entered: maps.Clone(prev.Entered), Pending: map[string]time.Time{},
+		Lost: maps.Clone(prev.Lost)}
+	if next.Entered == nil {
+		next.Entered = map[string]int{}
+	}
+	if next.Lost == nil {
+		next.Lost = map[string]int{}
 	}
 	at := cur.now.UTC().Truncate(time.Second)
 	var out []Notice
@@ -75,11 +84,13 @@ func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace 
 		if _, live := cur.executors[m]; live || cur.left[m] {
 			continue
 		}
-		base := cluster + "/executor/" + m + "/lost"
-		out = append(out, Notice{Key: base, Trigger: TriggerExecutorLost, Cluster: cluster, Member: m, At: at,
+		next.Lost[m]++
+		episode := strconv.Itoa(next.Lost[m])
+		out = append(out, Notice{Key: cluster + "/executor/" + m + "/lost/" + episode, Trigger: TriggerExecutorLost, Cluster: cluster, Member: m, At: at,
 			Text: fmt.Sprintf("executor %s (%s) lost: its lease membership expired without it leaving", m, cluster)})
 		for _, p := range prev.Executors[m] {
-			out = append(out, Notice{Key: cluster + "/partition/" + strconv.Itoa(p) + "/lost/" + m, Trigger: TriggerPartitionLost,
+			out = append(out, Notice{Key: cluster + "/partition/" + strconv.Itoa(p) + "/lost/" + m + "/" + episode,
+				Trigger: TriggerPartitionLost,
 				Cluster: cluster, Member: m, Partition: &p, At: at,
 				Text: fmt.Sprintf("partition %d (%s) lost with executor %s; a live executor takes it over", p, cluster, m)})
 		}

@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/bus/bustest"
+	"github.com/converge-pve/converge/internal/lease"
 	"github.com/converge-pve/converge/internal/notify"
 	"github.com/converge-pve/converge/planner"
 )
@@ -57,5 +60,63 @@ func TestSameRouteNameInTwoClustersKeepsBoth(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("cluster pve's error never told once a pve2 notifier with a route of the same name started")
+	}
+}
+
+// leases creates the leases bucket with ttl.
+func leases(t *testing.T, b *bus.Bus, ttl time.Duration) jetstream.KeyValue {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := b.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: lease.Bucket, History: 1, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// pollHas reports whether the poller's last reading of cluster pve has
+// executor member.
+func pollHas(b *bus.Bus, member string) func() bool {
+	return func() bool {
+		kv, err := b.JS.KeyValue(context.Background(), notify.Bucket)
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(context.Background(), "poll.pve")
+		if err != nil {
+			return false
+		}
+		var p struct{ Executors map[string][]int }
+		_ = jsonv1.Unmarshal(e.Value(), &p)
+		_, ok := p.Executors[member]
+		return ok
+	}
+}
+
+// An executor member lost twice (it put its membership again after a
+// cut) is told twice, with two keys. Found by review.
+func TestSameExecutorLostTwiceToldTwice(t *testing.T) {
+	b := bustest.New(t)
+	kv := leases(t, b, time.Second)
+	rcv := newReceiver(t, nil)
+	start(t, b, config(t, rcvCfg(rcv.srv.URL, "  triggers: [executor-lost]")), prometheus.NewRegistry())
+	ctx := context.Background()
+	for range 2 {
+		if _, err := kv.Put(ctx, "executor-pve.m.ex-aaaa", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "member seen", pollHas(b, "ex-aaaa"))
+		// not renewed: it expires after the TTL (a stall, a network cut)
+		waitFor(t, "member gone", func() bool { return !pollHas(b, "ex-aaaa")() })
+	}
+	for _, want := range []string{"pve/executor/ex-aaaa/lost/1", "pve/executor/ex-aaaa/lost/2"} {
+		select {
+		case k := <-rcv.got:
+			if k != want {
+				t.Errorf("told %s, want %s", k, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s never told", want)
+		}
 	}
 }
