@@ -3,6 +3,7 @@ package notify_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +120,50 @@ func TestSameExecutorLostTwiceToldTwice(t *testing.T) {
 			t.Fatalf("%s never told", want)
 		}
 	}
+}
+
+// A guest in error that is blocked for a moment (Proxmox unreachable:
+// the planner derives blocked first) and in error again is not told
+// again; in error after a state it genuinely left error for, it is told
+// again with a new key. Found by review.
+func TestErrorAfterBlockedBlipNotToldAgain(t *testing.T) {
+	b := bustest.New(t)
+	rcv := newReceiver(t, nil)
+	start(t, b, config(t, rcvCfg(rcv.srv.URL, "  triggers: [error, held]")), prometheus.NewRegistry())
+	putGuest(t, b, 101, planner.Error, 7)
+	if k := told(t, rcv); k != "pve/101/error/7" {
+		t.Fatalf("told %s", k)
+	}
+	// The views bucket keeps one revision of a key: each document is
+	// followed by a sentinel guest's first error, told once the route
+	// read the document.
+	var got []string
+	for i, kind := range []planner.StatusKind{planner.Blocked, planner.Error,
+		planner.Acting /* left error: retried */, planner.Error /* and failed again */} {
+		putGuest(t, b, 101, kind, 7)
+		putGuest(t, b, 300+i, planner.Error, 1)
+		for k := ""; k != fmt.Sprintf("pve/%d/error/1", 300+i); {
+			k = told(t, rcv)
+			got = append(got, k)
+		}
+	}
+	want := "pve/300/error/1 pve/301/error/1 pve/302/error/1 pve/101/error/7/e2 pve/303/error/1"
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("told %s, want %s", g, want)
+	}
+	if n := rcv.requests("pve/101/error/7"); n != 1 {
+		t.Errorf("pve/101/error/7 sent %d times: %v", n, rcv.keys)
+	}
+}
+
+// told is the next key the receiver accepted.
+func told(t *testing.T, rcv *receiver) string {
+	t.Helper()
+	select {
+	case k := <-rcv.got:
+		return k
+	case <-time.After(10 * time.Second):
+		t.Fatalf("nothing told (requests %v)", rcv.keys)
+	}
+	return ""
 }
