@@ -37,7 +37,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
 	// Client sends the notifications (default: one with no timeout of
-	// its own; each route's timeout applies).
+	// its own; each route's timeout applies). Its CheckRedirect is
+	// replaced: redirects are never followed.
 	Client *http.Client
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -83,6 +84,12 @@ func New(o Options) (*Notifier, error) {
 	if n.client == nil {
 		n.client = &http.Client{}
 	}
+	// Redirects are not followed: a 302 or 303 would turn the POST into
+	// a GET, a 307 or 308 to another host would take the route's secret
+	// headers there. deliver counts a 3xx as a failed attempt.
+	c := *n.client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	n.client = &c
 	if n.opts.AckWait <= 0 {
 		n.opts.AckWait = 10 * time.Second
 	}

@@ -3,7 +3,10 @@ package notify_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,4 +169,75 @@ func told(t *testing.T, rcv *receiver) string {
 		t.Fatalf("nothing told (requests %v)", rcv.keys)
 	}
 	return ""
+}
+
+// A redirect is not followed: a 302 would turn the POST into a GET (whose
+// 2xx would count as delivered), a 307 to another host would take the
+// route's secret headers there. It is a failed attempt, retried, then
+// parked, naming the Location's host. Found by review.
+func TestRedirectsNotFollowed(t *testing.T) {
+	b := bustest.New(t)
+	var gets, leaks atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != "" {
+			leaks.Add(1)
+		}
+		w.WriteHeader(200)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hook":
+			http.Redirect(w, r, "/login?token=hidden", http.StatusFound)
+		case "/login":
+			gets.Add(1)
+			w.WriteHeader(200)
+		case "/moved":
+			http.Redirect(w, r, other.URL+"/x", http.StatusTemporaryRedirect)
+		}
+	}))
+	defer srv.Close()
+	c, err := notify.Parse([]byte(fmt.Sprintf(`
+routes:
+- name: r
+  url: %s/hook
+  triggers: [error]
+  retry: {max: 1, initial: 10ms}
+- name: m
+  url: %s/moved
+  triggers: [error]
+  headers: {X-Api-Key: {value: topsecret}}
+  retry: {max: 1, initial: 10ms}
+`, srv.URL, srv.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	start(t, b, c, reg)
+	putGuest(t, b, 101, planner.Error, 7)
+	for _, r := range []string{"r", "m"} {
+		waitFor(t, r+" parked", func() bool { return counter(reg, "converge_notify_parked_total", r) == 1 })
+		if n := counter(reg, "converge_notify_sent_total", r); n != 0 {
+			t.Errorf("route %s: %v counted sent", r, n)
+		}
+	}
+	if gets.Load() != 0 || leaks.Load() != 0 {
+		t.Errorf("redirect followed: %d GETs, %d requests with the secret header elsewhere", gets.Load(), leaks.Load())
+	}
+	kv, err := b.JS.KeyValue(context.Background(), notify.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := kv.ListKeysFiltered(context.Background(), notify.ParkedFilter("r"))
+	for k := range keys.Keys() {
+		e, err := kv.Get(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct{ Reason string }
+		_ = jsonv1.Unmarshal(e.Value(), &p)
+		if !strings.Contains(p.Reason, "redirect") || !strings.Contains(p.Reason, "127.0.0.1") || strings.Contains(p.Reason, "hidden") {
+			t.Errorf("parked reason %q: want the redirect and its host, not its URL", p.Reason)
+		}
+	}
 }
