@@ -241,3 +241,26 @@ routes:
 		}
 	}
 }
+
+// A number without a unit is refused as a duration (it would be
+// nanoseconds), as are a header name that is no HTTP token, a key given
+// twice and a throttle leaving less than half the timeout. Found by
+// review.
+func TestConfigRefusesAmbiguities(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"bare timeout":   "routes:\n- name: r\n  url: https://e.com/\n  timeout: 30\n",
+		"bare poll":      "poll: 3\nroutes:\n- name: r\n  url: https://e.com/\n",
+		"bare initial":   "routes:\n- name: r\n  url: https://e.com/\n  retry: {initial: 1}\n",
+		"header name":    "routes:\n- name: r\n  url: https://e.com/\n  headers: {\"Bad Header\": {value: x}}\n",
+		"header value":   "routes:\n- name: r\n  url: https://e.com/\n  headers: {X-A: {value: \"a\\nb\"}}\n",
+		"duplicate key":  "routes:\n- name: r\n  url: https://e.com/\n  url: https://f.com/\n",
+		"tight throttle": "routes:\n- name: r\n  url: https://e.com/\n  timeout: 10s\n  throttle: {count: 1, per: 6s}\n",
+	} {
+		if _, err := notify.Parse([]byte(yaml)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := notify.Parse([]byte("poll: 2s\nroutes:\n- name: r\n  url: https://e.com/\n  timeout: 10s\n  throttle: {count: 1, per: 5s}\n  headers: {X-Api-Key: {value: x}}\n")); err != nil {
+		t.Errorf("a valid file refused: %v", err)
+	}
+}
