@@ -153,9 +153,19 @@ func (n *Notifier) Run(ctx context.Context) error {
 
 // consumer pre-creates (or updates) a route's durable consumer on a
 // stream and binds it: only the notifier's own names, never watermill's.
-func (n *Notifier) consumer(ctx context.Context, stream, route, filter string) (jetstream.Consumer, error) {
-	c, err := n.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: Consumer(n.cluster, route),
-		Description: "converge notify route " + route, DeliverPolicy: jetstream.DeliverAllPolicy,
+// A consumer created reads from deliver on (DeliverAll for the views,
+// whose documents the route compares with its records; DeliverNew for
+// the poller's notices, so that a route created now is not sent every
+// notice found before it); one that exists keeps where it reads from.
+func (n *Notifier) consumer(ctx context.Context, stream, route, filter string, deliver jetstream.DeliverPolicy) (jetstream.Consumer, error) {
+	name := Consumer(n.cluster, route)
+	if old, err := n.js.Consumer(ctx, stream, name); err == nil {
+		deliver = old.CachedInfo().Config.DeliverPolicy
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("notify: route %s: consumer on %s: %w", route, stream, err)
+	}
+	c, err := n.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name,
+		Description: "converge notify route " + route, DeliverPolicy: deliver,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: n.opts.AckWait, MaxDeliver: -1,
 		// One at a time: a route sees each guest's documents in order.
 		MaxAckPending: 1, FilterSubject: filter})
@@ -167,10 +177,10 @@ func (n *Notifier) consumer(ctx context.Context, stream, route, filter string) (
 
 func (n *Notifier) addRoute(ctx context.Context, router *message.Router, r *Route) error {
 	bindViews := func(ctx context.Context) (jetstream.Consumer, error) {
-		return n.consumer(ctx, "KV_"+n.opts.ViewsBucket, r.Name, "$KV."+n.opts.ViewsBucket+"."+n.cluster+".>")
+		return n.consumer(ctx, "KV_"+n.opts.ViewsBucket, r.Name, "$KV."+n.opts.ViewsBucket+"."+n.cluster+".>", jetstream.DeliverAllPolicy)
 	}
 	bindEvents := func(ctx context.Context) (jetstream.Consumer, error) {
-		return n.consumer(ctx, "KV_"+Bucket, r.Name, eventsFilter(n.cluster))
+		return n.consumer(ctx, "KV_"+Bucket, r.Name, eventsFilter(n.cluster), jetstream.DeliverNewPolicy)
 	}
 	vc, err := bindViews(ctx)
 	if err != nil {

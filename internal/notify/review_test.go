@@ -264,3 +264,34 @@ func TestConfigRefusesAmbiguities(t *testing.T) {
 		t.Errorf("a valid file refused: %v", err)
 	}
 }
+
+// A route added later is not sent the poller's notices found before it
+// existed (its notices consumer starts at its creation, as its guests'
+// baseline does). Found by review.
+func TestNewRouteNotSentOldNotices(t *testing.T) {
+	b := bustest.New(t)
+	kv := leases(t, b, time.Second)
+	rcv := newReceiver(t, nil)
+	stop := start(t, b, config(t, rcvCfg(rcv.srv.URL, "  triggers: [executor-lost]")), prometheus.NewRegistry())
+	if _, err := kv.Put(context.Background(), "executor-pve.m.ex-cccc", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "member seen", pollHas(b, "ex-cccc"))
+	k := told(t, rcv)
+	stop()
+	rcv2 := newReceiver(t, nil)
+	c := config(t, rcvCfg(rcv.srv.URL, "  triggers: [executor-lost]")+fmt.Sprintf(`
+- name: added-later
+  url: %s
+  headers: {Authorization: {env: NOTIFY_TEST_TOKEN}}
+  triggers: [executor-lost]
+`, rcv2.srv.URL))
+	start(t, b, c, prometheus.NewRegistry())
+	// A new loss after it started is sent to it: it reads the notices.
+	if _, err := kv.Put(context.Background(), "executor-pve.m.ex-dddd", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if k2 := told(t, rcv2); k2 != "pve/executor/ex-dddd/lost/1" {
+		t.Errorf("the route created now was sent %s (the old one told as %s)", k2, k)
+	}
+}
