@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/control"
+	"github.com/converge-pve/converge/internal/lease"
 )
 
 // Options are what a notifier runs with besides its file.
@@ -128,6 +129,16 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 	if n.views, err = n.js.KeyValue(ctx, n.opts.ViewsBucket); err != nil {
 		return fmt.Errorf("notify: views bucket %s: %w", n.opts.ViewsBucket, err)
+	}
+	// A poll must come within the leases' TTL, or a member's delete
+	// marker (it left) may age out unseen and its leaving be taken for
+	// a loss (the poller then tells neither).
+	if st, err := n.js.Stream(ctx, "KV_"+lease.Bucket); err == nil {
+		if ttl := st.CachedInfo().Config.MaxAge; ttl > 0 && time.Duration(n.cfg.Poll) >= ttl {
+			return fmt.Errorf("notify: poll %s must be shorter than the leases bucket's TTL %s", time.Duration(n.cfg.Poll), ttl)
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("notify: leases bucket: %w", err)
 	}
 	logger := control.WatermillLogger(n.log.With().Str("component", "notify").Logger())
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, logger)

@@ -45,6 +45,8 @@ type pollRecord struct {
 	// count them: a member cut off, back with the same id and lost again
 	// is a new notice).
 	Lost map[string]int `json:"lost,omitempty"`
+	// At is when this reading was made.
+	At time.Time `json:"at,omitzero"`
 }
 
 // leaseState is one read of the leases bucket and the cluster document.
@@ -57,6 +59,7 @@ type leaseState struct {
 	cluster *views.ClusterDoc
 	now     time.Time
 	leases  jetstream.Stream // nil while the bucket does not exist
+	ttl     time.Duration    // the leases bucket's TTL (0: unknown)
 }
 
 // pollNotices compares a read with the previous record: the notices to
@@ -66,7 +69,7 @@ type leaseState struct {
 // notifier are not "not ready").
 func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace time.Duration) ([]Notice, pollRecord) {
 	next := pollRecord{Executors: cur.executors, Entered: maps.Clone(prev.Entered), Pending: map[string]time.Time{},
-		Lost: maps.Clone(prev.Lost)}
+		Lost: maps.Clone(prev.Lost), At: cur.now}
 	if next.Entered == nil {
 		next.Entered = map[string]int{}
 	}
@@ -254,6 +257,9 @@ func (p poller) read(ctx context.Context) (leaseState, error) {
 		}
 	}
 	cur.leases = lst
+	if lst != nil {
+		cur.ttl = lst.CachedInfo().Config.MaxAge
+	}
 	e, err := n.views.Get(ctx, views.ClusterKey(n.cluster))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -272,12 +278,23 @@ func (p poller) read(ctx context.Context) (leaseState, error) {
 // leftGracefully finds which of the members gone since prev left with a
 // delete marker (a stopped executor) rather than expired (killed, or cut
 // off): only an expiry is a loss. Lease keys expire by the bucket's TTL
-// and leave nothing behind.
+// and leave nothing behind; delete markers age out with the same TTL.
 func (p poller) leftGracefully(ctx context.Context, cur *leaseState, prev pollRecord) error {
 	cur.left = map[string]bool{}
 	eg := journal.ExecutorGroup(p.n.cluster)
+	// A delete marker ages out with the bucket's TTL: over a gap longer
+	// than it (the notifier was down, or polls too slowly), a member
+	// gone without a marker may have left as well as expired. Not told
+	// lost then, only logged.
+	blind := !prev.At.IsZero() && cur.ttl > 0 && cur.now.Sub(prev.At) >= cur.ttl
 	for m := range prev.Executors {
 		if _, live := cur.executors[m]; live || cur.leases == nil {
+			continue
+		}
+		if blind {
+			p.n.log.Warn().Str("member", m).Stringer("since_last_poll", cur.now.Sub(prev.At)).Stringer("leases_ttl", cur.ttl).
+				Msg("notify: executor gone while the notifier did not poll for longer than the leases' TTL: lost or left cannot be told; not notified")
+			cur.left[m] = true
 			continue
 		}
 		msg, err := cur.leases.GetLastMsgForSubject(ctx, "$KV."+lease.Bucket+"."+eg+".m."+m)

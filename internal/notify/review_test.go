@@ -295,3 +295,34 @@ func TestNewRouteNotSentOldNotices(t *testing.T) {
 		t.Errorf("the route created now was sent %s (the old one told as %s)", k2, k)
 	}
 }
+
+// An executor that left gracefully while the notifier was down longer
+// than the leases' TTL (its delete marker aged out with it) is not told
+// lost: a member gone over a gap longer than the TTL cannot be told lost
+// from left. Found by review.
+func TestLeaveWhileDownLongerThanTTLNotLost(t *testing.T) {
+	b := bustest.New(t)
+	kv := leases(t, b, time.Second)
+	rcv := newReceiver(t, nil)
+	c := config(t, rcvCfg(rcv.srv.URL, "  triggers: [executor-lost]"))
+	stop := start(t, b, c, prometheus.NewRegistry())
+	ctx := context.Background()
+	if _, err := kv.Put(ctx, "executor-pve.m.ex-bbbb", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "member seen", pollHas(b, "ex-bbbb"))
+	stop() // e.g. `converge up` restarting: notifier and executor stop together
+	if err := kv.Delete(ctx, "executor-pve.m.ex-bbbb"); err != nil { // graceful leave
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // down longer than the TTL: the marker is gone
+	start(t, b, c, prometheus.NewRegistry())
+	waitFor(t, "member forgotten", func() bool { return !pollHas(b, "ex-bbbb")() })
+	// A loss after that is told: the gap is over.
+	if _, err := kv.Put(ctx, "executor-pve.m.ex-eeee", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if k := told(t, rcv); k != "pve/executor/ex-eeee/lost/1" {
+		t.Errorf("told %s, want only the later loss", k)
+	}
+}
