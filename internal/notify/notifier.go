@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -59,6 +60,9 @@ type Notifier struct {
 
 	sent, failed, parked *prometheus.CounterVec
 	runCtx               context.Context
+
+	id       string // this notifier's, in the owner key
+	ownerRev uint64 // the owner key's revision it wrote last (the poller's alone once running)
 }
 
 // New checks the options; Run does the rest.
@@ -69,7 +73,8 @@ func New(o Options) (*Notifier, error) {
 	if o.ViewsBucket == "" {
 		return nil, errors.New("notify: no views bucket")
 	}
-	n := &Notifier{cfg: o.Config, cluster: o.Config.Cluster, opts: o, js: o.JS, log: o.Logger, now: o.Now, client: o.Client}
+	n := &Notifier{cfg: o.Config, cluster: o.Config.Cluster, opts: o, js: o.JS, log: o.Logger, now: o.Now, client: o.Client,
+		id: watermill.NewShortUUID()}
 	if n.cluster == "" {
 		n.cluster = o.Cluster
 	}
@@ -140,6 +145,10 @@ func (n *Notifier) Run(ctx context.Context) error {
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("notify: leases bucket: %w", err)
 	}
+	if err := n.acquire(ctx); err != nil {
+		return err
+	}
+	defer n.release()
 	logger := control.WatermillLogger(n.log.With().Str("component", "notify").Logger())
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, logger)
 	if err != nil {
@@ -155,11 +164,16 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}
 	}
 	var wg sync.WaitGroup
-	pctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { poller{n}.run(pctx) })
+	// The router stops, with the cause, when the owner key is lost.
+	rctx, stop := context.WithCancelCause(ctx)
+	defer func() { stop(nil); wg.Wait() }()
+	wg.Go(func() { poller{n, stop}.run(rctx) })
 	n.log.Info().Str("cluster", n.cluster).Strs("routes", n.cfg.Names()).Msg("notify: routing")
-	return router.Run(ctx)
+	err = router.Run(rctx)
+	if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
 
 // consumer pre-creates (or updates) a route's durable consumer on a

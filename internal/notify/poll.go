@@ -158,6 +158,8 @@ func condText(c string) string {
 // records each notice once in the bucket, where every route reads it.
 type poller struct {
 	n *Notifier
+	// lost stops the notifier: its owner key was taken over.
+	lost context.CancelCauseFunc
 }
 
 func (p poller) run(ctx context.Context) {
@@ -179,6 +181,12 @@ func (p poller) once(ctx context.Context) error {
 	n := p.n
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if err := n.renew(ctx); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			p.lost(err)
+		}
+		return err
+	}
 	cur, err := p.read(ctx)
 	if err != nil {
 		return err

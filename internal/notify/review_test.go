@@ -326,3 +326,36 @@ func TestLeaveWhileDownLongerThanTTLNotLost(t *testing.T) {
 		t.Errorf("told %s, want only the later loss", k)
 	}
 }
+
+// A second notifier for a cluster whose notifier runs refuses to start
+// (the two would split each route's consumers); once the first stopped,
+// one starts at once. Found by review.
+func TestSecondNotifierForClusterRefused(t *testing.T) {
+	b := bustest.New(t)
+	rcv := newReceiver(t, nil)
+	c := config(t, rcvCfg(rcv.srv.URL, "  triggers: [error]"))
+	stop := start(t, b, c, prometheus.NewRegistry())
+	waitFor(t, "first owns", func() bool {
+		kv, err := b.JS.KeyValue(context.Background(), notify.Bucket)
+		if err != nil {
+			return false
+		}
+		_, err = kv.Get(context.Background(), "owner.pve")
+		return err == nil
+	})
+	n, err := notify.New(notify.Options{Config: c, Cluster: "pve", ViewsBucket: bus.DefaultBucket, JS: b.JS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Run(ctx); err == nil || !strings.Contains(err.Error(), "another notifier") {
+		t.Fatalf("second notifier: %v", err)
+	}
+	stop()
+	start(t, b, c, prometheus.NewRegistry())
+	putGuest(t, b, 101, planner.Error, 7)
+	if k := told(t, rcv); k != "pve/101/error/7" {
+		t.Errorf("told %s", k)
+	}
+}

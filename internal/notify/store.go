@@ -20,6 +20,7 @@ import (
 //	ev.<cluster>.<hash>         a notice the poller found (lost executor or
 //	                            partition, role not ready), created once
 //	parked.<route>.<hash>       a notice a route gave up on (parkedRecord)
+//	owner.<cluster>             the notifier running for the cluster (ownerRecord)
 const Bucket = "converge_notify"
 
 // Consumer is a route's durable consumer's name, on the views stream and
