@@ -23,7 +23,9 @@ func ownerKey(cluster string) string { return "owner." + cluster }
 
 // ownerStale is how long without a renewal an owner is taken for gone (a
 // killed notifier): a successor takes the key over then.
-func (n *Notifier) ownerStale() time.Duration { return max(5*time.Duration(n.cfg.Poll), 10*time.Second) }
+func (n *Notifier) ownerStale() time.Duration {
+	return max(5*time.Duration(n.cfg.Poll), 10*time.Second)
+}
 
 // errOwned is another notifier running for the cluster.
 var errOwned = errors.New("another notifier runs for this cluster")

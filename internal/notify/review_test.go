@@ -311,7 +311,7 @@ func TestLeaveWhileDownLongerThanTTLNotLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "member seen", pollHas(b, "ex-bbbb"))
-	stop() // e.g. `converge up` restarting: notifier and executor stop together
+	stop()                                                           // e.g. `converge up` restarting: notifier and executor stop together
 	if err := kv.Delete(ctx, "executor-pve.m.ex-bbbb"); err != nil { // graceful leave
 		t.Fatal(err)
 	}
