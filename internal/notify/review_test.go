@@ -311,8 +311,10 @@ func TestLeaveWhileDownLongerThanTTLNotLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "member seen", pollHas(b, "ex-bbbb"))
-	stop()                                                           // e.g. `converge up` restarting: notifier and executor stop together
-	if err := kv.Delete(ctx, "executor-pve.m.ex-bbbb"); err != nil { // graceful leave
+	// `converge up` restarting: notifier and executor stop together, the
+	// executor leaving gracefully.
+	stop()
+	if err := kv.Delete(ctx, "executor-pve.m.ex-bbbb"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond) // down longer than the TTL: the marker is gone
