@@ -36,6 +36,15 @@ func TestGuestTransitions(t *testing.T) {
 	step(summary(planner.Pending, 4, "", after), "")
 	step(summary(planner.Error, 4, "", after), "pve/101/error/4/a1")
 	step(summary(planner.Error, 4, "", after), "") // still in error
+	// found by review: blocked (a Proxmox blip) or paused does not end
+	// the episode; leaving error for another state does, and the next
+	// episode has its own key.
+	step(summary(planner.Blocked, 4, "", after), "")
+	step(summary(planner.Error, 4, "", after), "")
+	step(summary(planner.Paused, 4, "", after), "")
+	step(summary(planner.Error, 4, "", after), "")
+	step(summary(planner.Acting, 4, "", after), "")
+	step(summary(planner.Error, 4, "", after), "pve/101/error/4/a1/e2")
 	step(summary(planner.Held, 4, planner.AwaitsGuard, after), "pve/101/held/4/a1")
 	step(summary(planner.Converged, 4, "", after), "pve/101/converged/4")
 	step(summary(planner.Converged, 4, "", after), "")
