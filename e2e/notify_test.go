@@ -226,9 +226,9 @@ routes:
 		return false
 	})
 	exec1.kill()
-	lost := []string{"pve/executor/" + member + "/lost", "pve/role/no-executor/1"}
+	lost := []string{"pve/executor/" + member + "/lost/1", "pve/role/no-executor/1"}
 	for p := range bus.DefaultPartitions {
-		lost = append(lost, fmt.Sprintf("pve/partition/%d/lost/%s", p, member))
+		lost = append(lost, fmt.Sprintf("pve/partition/%d/lost/%s/1", p, member))
 	}
 	eventually(t, 60*time.Second, "executor, partitions lost and no executor notified", func() bool { return rcv.has(lost...) })
 	phase("2: exec1 SIGKILLed while acting; %d lost/not-ready notices", len(lost))

@@ -27,11 +27,11 @@ func TestNotifyOwnsItsConsumers(t *testing.T) {
 	t.Cleanup(srv.Shutdown)
 	url := srv.ClientURL()
 	owned := []string{
-		"$JS.API.CONSUMER.DELETE.KV_converge_views.notify_ops",
-		"$JS.API.CONSUMER.CREATE.KV_converge_views.notify_ops.$KV.converge_views.pve.>",
-		"$JS.API.CONSUMER.MSG.NEXT.KV_converge_views.notify_ops",
-		"$JS.API.CONSUMER.DELETE.KV_converge_notify.notify_ops",
-		"$JS.API.CONSUMER.MSG.NEXT.KV_converge_notify.notify_ops",
+		"$JS.API.CONSUMER.DELETE.KV_converge_views.notify_pve~ops",
+		"$JS.API.CONSUMER.CREATE.KV_converge_views.notify_pve~ops.$KV.converge_views.pve.>",
+		"$JS.API.CONSUMER.MSG.NEXT.KV_converge_views.notify_pve~ops",
+		"$JS.API.CONSUMER.DELETE.KV_converge_notify.notify_pve~ops",
+		"$JS.API.CONSUMER.MSG.NEXT.KV_converge_notify.notify_pve~ops",
 	}
 	for _, r := range []natsauth.Role{natsauth.Executor, natsauth.Planner, natsauth.Auditor, natsauth.Publisher} {
 		c := connect(t, url, r, pw[r])

@@ -65,7 +65,8 @@ type Names struct {
 	Clusters   []string
 	Partitions int
 	// NotifyRoutes are the notifier's routes, whose durable consumers
-	// (notify.Consumer) only the notify user may touch; none by default
+	// (notify.Consumer, one per cluster of Clusters and route) only the
+	// notify user may touch; none by default
 	// (the shipped files): the notifier still works, its consumers are
 	// then not protected from the other roles' read API.
 	NotifyRoutes []string
@@ -141,8 +142,10 @@ func owned(role Role, n Names) []string {
 			}
 		}
 	case Notify:
-		for _, r := range n.NotifyRoutes {
-			out = append(out, "KV_"+n.Bucket+"."+notify.Consumer(r), "KV_"+notify.Bucket+"."+notify.Consumer(r))
+		for _, c := range n.Clusters {
+			for _, r := range n.NotifyRoutes {
+				out = append(out, "KV_"+n.Bucket+"."+notify.Consumer(c, r), "KV_"+notify.Bucket+"."+notify.Consumer(c, r))
+			}
 		}
 	}
 	return out

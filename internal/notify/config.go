@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"golang.org/x/net/http/httpguts"
 	"sigs.k8s.io/yaml"
 )
 
@@ -42,16 +43,12 @@ const (
 // Duration is a time.Duration written as "5s" in the file.
 type Duration time.Duration
 
-// UnmarshalJSON reads "1m30s" (or a number of nanoseconds).
+// UnmarshalJSON reads "1m30s". A number is refused: without a unit it
+// would be nanoseconds (timeout: 30 is not 30 seconds).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if err2 := json.Unmarshal(b, &n); err2 != nil {
-			return fmt.Errorf("want a duration such as \"5s\": %w", err)
-		}
-		*d = Duration(n)
-		return nil
+		return fmt.Errorf("want a duration with its unit such as \"5s\", not %s", b)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -175,7 +172,8 @@ func Load(path string) (Config, error) {
 // Parse reads a notifier's configuration, fills defaults, checks it and
 // resolves its secrets.
 func Parse(raw []byte) (Config, error) {
-	js, err := yaml.YAMLToJSON(raw)
+	// Strict: a key given twice is refused, not the last one taken.
+	js, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
 		return Config{}, fmt.Errorf("not YAML or JSON: %w", err)
 	}
@@ -249,9 +247,15 @@ func (r *Route) complete() error {
 	}
 	r.headers = map[string]string{}
 	for k, s := range r.Headers {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("header %q: not a header name (an HTTP token)", k)
+		}
 		v, err := s.resolve()
 		if err != nil {
 			return fmt.Errorf("header %s: %w", k, err)
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return fmt.Errorf("header %s: its value has a character a header may not (not quoted: it may be a secret)", k)
 		}
 		r.headers[k] = v
 	}
@@ -276,9 +280,10 @@ func (r *Route) complete() error {
 	if (r.Throttle.Count > 0) != (r.Throttle.Per > 0) {
 		return errors.New("throttle: give count and per together")
 	}
-	// The wait for a delivery's turn is part of its attempt.
-	if r.Throttle.Count > 0 && time.Duration(r.Throttle.Per)/time.Duration(r.Throttle.Count) >= time.Duration(r.Timeout) {
-		return errors.New("throttle: per/count must be shorter than timeout (the wait for a turn is part of an attempt)")
+	// The wait for a delivery's turn is part of its attempt: it must
+	// leave the delivery at least half the timeout.
+	if r.Throttle.Count > 0 && 2*(time.Duration(r.Throttle.Per)/time.Duration(r.Throttle.Count)) > time.Duration(r.Timeout) {
+		return errors.New("throttle: per/count must be at most half the timeout (the wait for a turn is part of an attempt)")
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func body(format string, n Notice) ([]byte, error) {
 var errReceiver = errors.New("delivery failed")
 
 // deliver POSTs one notice to the route's receiver; any answer but 2xx
-// is a failure. The URL and header values are never put in an error (a
+// is a failure, a redirect too (the client follows none). The URL and header values are never put in an error (a
 // Slack URL is a credential).
 func deliver(ctx context.Context, client *http.Client, r *Route, n Notice) error {
 	b, err := body(r.Format, n)
@@ -54,6 +54,14 @@ func deliver(ctx context.Context, client *http.Client, r *Route, n Notice) error
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	_ = res.Body.Close()
+	if res.StatusCode/100 == 3 {
+		// Named by host only: the rest of a URL may be a credential.
+		host := "no Location"
+		if loc, err := res.Location(); err == nil {
+			host = "to host " + loc.Host
+		}
+		return fmt.Errorf("%w: receiver answered %s (a redirect, %s): redirects are not followed; configure the URL it redirects to", errReceiver, res.Status, host)
+	}
 	if res.StatusCode/100 != 2 {
 		return fmt.Errorf("%w: receiver answered %s", errReceiver, res.Status)
 	}

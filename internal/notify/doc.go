@@ -10,12 +10,14 @@
 //     (awaits_approval "destroy"), and converged at a new desired
 //     revision: the planner's guest documents, read from the views
 //     bucket's stream (KV_<views>, $KV.<views>.<cluster>.>) through one
-//     durable consumer per route (Consumer(route)), pre-created here and
+//     durable consumer per route (Consumer(cluster, route)), pre-created here and
 //     bound, MaxAckPending 1 so that a route sees each guest's documents
 //     in order. A transition needs the previous state: each route keeps
 //     it per guest in the notifier's own bucket ([Bucket],
 //     g.<route>.<cluster>.<vmid>), written after the notice was delivered
-//     or parked and before the message is acknowledged.
+//     or parked and before the message is acknowledged. Blocked and
+//     paused do not end a state's episode; a new episode's key ends in
+//     /e<n>; a guest's last key is never sent again.
 //   - An executor lost (its lease membership expired: no delete marker),
 //     the partitions it held, and a role not ready (no planner, no
 //     executor, Proxmox unreachable, the observer silent): a poller reads
@@ -23,7 +25,11 @@
 //     compares them with its previous read, kept in the bucket
 //     (poll.<cluster>); each notice it finds is created once as
 //     ev.<cluster>.<hash>, which every route reads through a durable
-//     consumer of the same name on the bucket's stream.
+//     consumer of the same name on the bucket's stream (created with
+//     DeliverNew: a route added later is not sent older notices). Each
+//     member's losses are counted (in the keys). Over a gap between polls
+//     longer than the leases' TTL a vanished member is logged, not told
+//     lost: its delete marker may have aged out.
 //
 // # Contract
 //
@@ -54,7 +60,11 @@
 //     missed only if a newer revision was published before the route read
 //     the first. The poller sees what is there at each poll: a
 //     condition that came and went between polls is missed; an expiry is
-//     never missed (the previous read is kept). One notifier per cluster.
+//     not missed (the previous read is kept) unless the gap was longer
+//     than the leases' TTL. One notifier per cluster: it holds
+//     owner.<cluster> in the bucket, renewed each poll; another refuses
+//     to start while the holder renews it.
+//   - Redirects are not followed: a 3xx is a failed attempt.
 //   - URLs and header values are never logged (a Slack URL is a
 //     credential).
 package notify

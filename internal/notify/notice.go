@@ -2,6 +2,7 @@ package notify
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -49,6 +50,27 @@ type guestRecord struct {
 	// Rejected is the journal sequence of the rejected desired event last
 	// told: each rejected event is told once.
 	Rejected uint64 `json:"rejected,omitempty"`
+	// Entered counts the guest's episodes in each state trigger (error,
+	// held, destroy-gated): the second and later episodes' keys end in
+	// /e<n>, so that a guest back in a state it genuinely left is told
+	// again under a new key.
+	Entered map[Trigger]int `json:"entered,omitempty"`
+	// Sent is the key of the state notice last decided (delivered or
+	// parked): a key is never sent twice in a row.
+	Sent string `json:"sent,omitempty"`
+}
+
+// equal reports whether two records are the same.
+func (g guestRecord) equal(o guestRecord) bool {
+	return g.Trigger == o.Trigger && g.Converged == o.Converged && g.Rejected == o.Rejected && g.Sent == o.Sent &&
+		maps.Equal(g.Entered, o.Entered)
+}
+
+// transient reports a state a guest passes through without leaving the
+// state trigger it was in: blocked (Proxmox unreachable, the observer
+// silent: the planner derives it before anything else) and paused.
+func transient(s views.Summary, t Trigger) bool {
+	return t == "" && (s.State == planner.Blocked || s.State == planner.Paused)
 }
 
 // stateTrigger is the state trigger a guest's summary is in, and the
@@ -88,8 +110,15 @@ func guestNotice(prev *guestRecord, s views.Summary, rejected uint64, since time
 	var next guestRecord
 	if prev != nil {
 		next = *prev
+		next.Entered = maps.Clone(prev.Entered)
 	}
 	t, cause := stateTrigger(s, rejected)
+	if transient(s, t) {
+		// Blocked or paused for a moment: still in the state it was in
+		// (an error blocked during a Proxmox blip and in error again is
+		// one episode, told once).
+		return nil, next
+	}
 	next.Trigger = t
 	newRejection := t == TriggerRejected && (prev == nil || prev.Rejected != rejected)
 	if t == TriggerRejected {
@@ -123,7 +152,19 @@ func guestNotice(prev *guestRecord, s views.Summary, rejected uint64, since time
 	}
 	if t == TriggerRejected {
 		n.Key = prefix + string(t) + "/" + cause // the rejected event, not the revision in force
+	} else {
+		if next.Entered == nil {
+			next.Entered = map[Trigger]int{}
+		}
+		next.Entered[t]++
+		if e := next.Entered[t]; e > 1 {
+			n.Key += "/e" + strconv.Itoa(e)
+		}
 	}
+	if prev != nil && prev.Sent == n.Key {
+		return nil, next
+	}
+	next.Sent = n.Key
 	switch t {
 	case TriggerError:
 		n.Text = fmt.Sprintf("guest %d (%s) entered error: %s", s.VMID, s.Cluster, s.Reason)

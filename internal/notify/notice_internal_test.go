@@ -36,6 +36,15 @@ func TestGuestTransitions(t *testing.T) {
 	step(summary(planner.Pending, 4, "", after), "")
 	step(summary(planner.Error, 4, "", after), "pve/101/error/4/a1")
 	step(summary(planner.Error, 4, "", after), "") // still in error
+	// found by review: blocked (a Proxmox blip) or paused does not end
+	// the episode; leaving error for another state does, and the next
+	// episode has its own key.
+	step(summary(planner.Blocked, 4, "", after), "")
+	step(summary(planner.Error, 4, "", after), "")
+	step(summary(planner.Paused, 4, "", after), "")
+	step(summary(planner.Error, 4, "", after), "")
+	step(summary(planner.Acting, 4, "", after), "")
+	step(summary(planner.Error, 4, "", after), "pve/101/error/4/a1/e2")
 	step(summary(planner.Held, 4, planner.AwaitsGuard, after), "pve/101/held/4/a1")
 	step(summary(planner.Converged, 4, "", after), "pve/101/converged/4")
 	step(summary(planner.Converged, 4, "", after), "")
@@ -59,13 +68,13 @@ func TestPollNotices(t *testing.T) {
 	for _, n := range ns {
 		keys = append(keys, n.Key)
 	}
-	want := "pve/executor/x/lost pve/partition/1/lost/x pve/partition/3/lost/x"
+	want := "pve/executor/x/lost/1 pve/partition/1/lost/x/1 pve/partition/3/lost/x/1"
 	if got := strings.Join(keys, " "); got != want {
 		t.Fatalf("keys %q, want %q", got, want)
 	}
 	cur = leaseState{executors: map[string][]int{}, planners: 1, left: map[string]bool{}, now: now}
 	ns, next = pollNotices("pve", next, cur, 0, 0)
-	if len(ns) != 2 || ns[0].Key != "pve/executor/z/lost" || ns[1].Key != "pve/role/no-executor/1" {
+	if len(ns) != 2 || ns[0].Key != "pve/executor/z/lost/1" || ns[1].Key != "pve/role/no-executor/1" {
 		t.Fatalf("notices %+v", ns)
 	}
 	if ns, next = pollNotices("pve", next, cur, 0, 0); len(ns) != 0 {

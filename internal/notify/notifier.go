@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/metrics"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/internal/control"
+	"github.com/converge-pve/converge/internal/lease"
 )
 
 // Options are what a notifier runs with besides its file.
@@ -37,7 +39,8 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
 	// Client sends the notifications (default: one with no timeout of
-	// its own; each route's timeout applies).
+	// its own; each route's timeout applies). Its CheckRedirect is
+	// replaced: redirects are never followed.
 	Client *http.Client
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -57,6 +60,9 @@ type Notifier struct {
 
 	sent, failed, parked *prometheus.CounterVec
 	runCtx               context.Context
+
+	id       string // this notifier's, in the owner key
+	ownerRev uint64 // the owner key's revision it wrote last (the poller's alone once running)
 }
 
 // New checks the options; Run does the rest.
@@ -67,7 +73,8 @@ func New(o Options) (*Notifier, error) {
 	if o.ViewsBucket == "" {
 		return nil, errors.New("notify: no views bucket")
 	}
-	n := &Notifier{cfg: o.Config, cluster: o.Config.Cluster, opts: o, js: o.JS, log: o.Logger, now: o.Now, client: o.Client}
+	n := &Notifier{cfg: o.Config, cluster: o.Config.Cluster, opts: o, js: o.JS, log: o.Logger, now: o.Now, client: o.Client,
+		id: watermill.NewShortUUID()}
 	if n.cluster == "" {
 		n.cluster = o.Cluster
 	}
@@ -83,6 +90,12 @@ func New(o Options) (*Notifier, error) {
 	if n.client == nil {
 		n.client = &http.Client{}
 	}
+	// Redirects are not followed: a 302 or 303 would turn the POST into
+	// a GET, a 307 or 308 to another host would take the route's secret
+	// headers there. deliver counts a 3xx as a failed attempt.
+	c := *n.client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	n.client = &c
 	if n.opts.AckWait <= 0 {
 		n.opts.AckWait = 10 * time.Second
 	}
@@ -122,6 +135,20 @@ func (n *Notifier) Run(ctx context.Context) error {
 	if n.views, err = n.js.KeyValue(ctx, n.opts.ViewsBucket); err != nil {
 		return fmt.Errorf("notify: views bucket %s: %w", n.opts.ViewsBucket, err)
 	}
+	// A poll must come within the leases' TTL, or a member's delete
+	// marker (it left) may age out unseen and its leaving be taken for
+	// a loss (the poller then tells neither).
+	if st, err := n.js.Stream(ctx, "KV_"+lease.Bucket); err == nil {
+		if ttl := st.CachedInfo().Config.MaxAge; ttl > 0 && time.Duration(n.cfg.Poll) >= ttl {
+			return fmt.Errorf("notify: poll %s must be shorter than the leases bucket's TTL %s", time.Duration(n.cfg.Poll), ttl)
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("notify: leases bucket: %w", err)
+	}
+	if err := n.acquire(ctx); err != nil {
+		return err
+	}
+	defer n.release()
 	logger := control.WatermillLogger(n.log.With().Str("component", "notify").Logger())
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, logger)
 	if err != nil {
@@ -137,18 +164,33 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}
 	}
 	var wg sync.WaitGroup
-	pctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { poller{n}.run(pctx) })
+	// The router stops, with the cause, when the owner key is lost.
+	rctx, stop := context.WithCancelCause(ctx)
+	defer func() { stop(nil); wg.Wait() }()
+	wg.Go(func() { poller{n, stop}.run(rctx) })
 	n.log.Info().Str("cluster", n.cluster).Strs("routes", n.cfg.Names()).Msg("notify: routing")
-	return router.Run(ctx)
+	err = router.Run(rctx)
+	if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
 
 // consumer pre-creates (or updates) a route's durable consumer on a
 // stream and binds it: only the notifier's own names, never watermill's.
-func (n *Notifier) consumer(ctx context.Context, stream, route, filter string) (jetstream.Consumer, error) {
-	c, err := n.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: Consumer(route),
-		Description: "converge notify route " + route, DeliverPolicy: jetstream.DeliverAllPolicy,
+// A consumer created reads from deliver on (DeliverAll for the views,
+// whose documents the route compares with its records; DeliverNew for
+// the poller's notices, so that a route created now is not sent every
+// notice found before it); one that exists keeps where it reads from.
+func (n *Notifier) consumer(ctx context.Context, stream, route, filter string, deliver jetstream.DeliverPolicy) (jetstream.Consumer, error) {
+	name := Consumer(n.cluster, route)
+	if old, err := n.js.Consumer(ctx, stream, name); err == nil {
+		deliver = old.CachedInfo().Config.DeliverPolicy
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("notify: route %s: consumer on %s: %w", route, stream, err)
+	}
+	c, err := n.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name,
+		Description: "converge notify route " + route, DeliverPolicy: deliver,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: n.opts.AckWait, MaxDeliver: -1,
 		// One at a time: a route sees each guest's documents in order.
 		MaxAckPending: 1, FilterSubject: filter})
@@ -160,10 +202,10 @@ func (n *Notifier) consumer(ctx context.Context, stream, route, filter string) (
 
 func (n *Notifier) addRoute(ctx context.Context, router *message.Router, r *Route) error {
 	bindViews := func(ctx context.Context) (jetstream.Consumer, error) {
-		return n.consumer(ctx, "KV_"+n.opts.ViewsBucket, r.Name, "$KV."+n.opts.ViewsBucket+"."+n.cluster+".>")
+		return n.consumer(ctx, "KV_"+n.opts.ViewsBucket, r.Name, "$KV."+n.opts.ViewsBucket+"."+n.cluster+".>", jetstream.DeliverAllPolicy)
 	}
 	bindEvents := func(ctx context.Context) (jetstream.Consumer, error) {
-		return n.consumer(ctx, "KV_"+Bucket, r.Name, eventsFilter(n.cluster))
+		return n.consumer(ctx, "KV_"+Bucket, r.Name, eventsFilter(n.cluster), jetstream.DeliverNewPolicy)
 	}
 	vc, err := bindViews(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ type pollRecord struct {
 	Entered map[string]int `json:"entered,omitempty"`
 	// Pending are conditions in force for less than the grace, since when.
 	Pending map[string]time.Time `json:"pending,omitempty"`
+	// Lost counts each executor member's losses (the lost notices' keys
+	// count them: a member cut off, back with the same id and lost again
+	// is a new notice).
+	Lost map[string]int `json:"lost,omitempty"`
+	// At is when this reading was made.
+	At time.Time `json:"at,omitzero"`
 }
 
 // leaseState is one read of the leases bucket and the cluster document.
@@ -52,6 +59,7 @@ type leaseState struct {
 	cluster *views.ClusterDoc
 	now     time.Time
 	leases  jetstream.Stream // nil while the bucket does not exist
+	ttl     time.Duration    // the leases bucket's TTL (0: unknown)
 }
 
 // pollNotices compares a read with the previous record: the notices to
@@ -60,9 +68,13 @@ type leaseState struct {
 // condition is entered once it held for grace (roles starting beside the
 // notifier are not "not ready").
 func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace time.Duration) ([]Notice, pollRecord) {
-	next := pollRecord{Executors: cur.executors, Entered: map[string]int{}, Pending: map[string]time.Time{}}
-	for k, v := range prev.Entered {
-		next.Entered[k] = v
+	next := pollRecord{Executors: cur.executors, Entered: maps.Clone(prev.Entered), Pending: map[string]time.Time{},
+		Lost: maps.Clone(prev.Lost), At: cur.now}
+	if next.Entered == nil {
+		next.Entered = map[string]int{}
+	}
+	if next.Lost == nil {
+		next.Lost = map[string]int{}
 	}
 	at := cur.now.UTC().Truncate(time.Second)
 	var out []Notice
@@ -75,11 +87,13 @@ func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace 
 		if _, live := cur.executors[m]; live || cur.left[m] {
 			continue
 		}
-		base := cluster + "/executor/" + m + "/lost"
-		out = append(out, Notice{Key: base, Trigger: TriggerExecutorLost, Cluster: cluster, Member: m, At: at,
+		next.Lost[m]++
+		episode := strconv.Itoa(next.Lost[m])
+		out = append(out, Notice{Key: cluster + "/executor/" + m + "/lost/" + episode, Trigger: TriggerExecutorLost, Cluster: cluster, Member: m, At: at,
 			Text: fmt.Sprintf("executor %s (%s) lost: its lease membership expired without it leaving", m, cluster)})
 		for _, p := range prev.Executors[m] {
-			out = append(out, Notice{Key: cluster + "/partition/" + strconv.Itoa(p) + "/lost/" + m, Trigger: TriggerPartitionLost,
+			out = append(out, Notice{Key: cluster + "/partition/" + strconv.Itoa(p) + "/lost/" + m + "/" + episode,
+				Trigger: TriggerPartitionLost,
 				Cluster: cluster, Member: m, Partition: &p, At: at,
 				Text: fmt.Sprintf("partition %d (%s) lost with executor %s; a live executor takes it over", p, cluster, m)})
 		}
@@ -144,6 +158,8 @@ func condText(c string) string {
 // records each notice once in the bucket, where every route reads it.
 type poller struct {
 	n *Notifier
+	// lost stops the notifier: its owner key was taken over.
+	lost context.CancelCauseFunc
 }
 
 func (p poller) run(ctx context.Context) {
@@ -165,6 +181,12 @@ func (p poller) once(ctx context.Context) error {
 	n := p.n
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if err := n.renew(ctx); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			p.lost(err)
+		}
+		return err
+	}
 	cur, err := p.read(ctx)
 	if err != nil {
 		return err
@@ -243,6 +265,9 @@ func (p poller) read(ctx context.Context) (leaseState, error) {
 		}
 	}
 	cur.leases = lst
+	if lst != nil {
+		cur.ttl = lst.CachedInfo().Config.MaxAge
+	}
 	e, err := n.views.Get(ctx, views.ClusterKey(n.cluster))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -261,12 +286,23 @@ func (p poller) read(ctx context.Context) (leaseState, error) {
 // leftGracefully finds which of the members gone since prev left with a
 // delete marker (a stopped executor) rather than expired (killed, or cut
 // off): only an expiry is a loss. Lease keys expire by the bucket's TTL
-// and leave nothing behind.
+// and leave nothing behind; delete markers age out with the same TTL.
 func (p poller) leftGracefully(ctx context.Context, cur *leaseState, prev pollRecord) error {
 	cur.left = map[string]bool{}
 	eg := journal.ExecutorGroup(p.n.cluster)
+	// A delete marker ages out with the bucket's TTL: over a gap longer
+	// than it (the notifier was down, or polls too slowly), a member
+	// gone without a marker may have left as well as expired. Not told
+	// lost then, only logged.
+	blind := !prev.At.IsZero() && cur.ttl > 0 && cur.now.Sub(prev.At) >= cur.ttl
 	for m := range prev.Executors {
 		if _, live := cur.executors[m]; live || cur.leases == nil {
+			continue
+		}
+		if blind {
+			p.n.log.Warn().Str("member", m).Stringer("since_last_poll", cur.now.Sub(prev.At)).Stringer("leases_ttl", cur.ttl).
+				Msg("notify: executor gone while the notifier did not poll for longer than the leases' TTL: lost or left cannot be told; not notified")
+			cur.left[m] = true
 			continue
 		}
 		msg, err := cur.leases.GetLastMsgForSubject(ctx, "$KV."+lease.Bucket+"."+eg+".m."+m)

@@ -79,7 +79,7 @@ routes:
 
 	// Its consumer deleted (as a rebuild of the views bucket would): it is
 	// created again, reads every document again, and tells only what is new.
-	if err := b.JS.DeleteConsumer(ctx, "KV_"+bus.DefaultBucket, notify.Consumer("r")); err != nil {
+	if err := b.JS.DeleteConsumer(ctx, "KV_"+bus.DefaultBucket, notify.Consumer("pve", "r")); err != nil {
 		t.Fatal(err)
 	}
 	putGuest(t, b, 303, planner.Rejected, 7)

@@ -90,7 +90,7 @@ func (rt *route) view(m *message.Message) error {
 		rejected = r.Seq
 	}
 	nt, next := guestNotice(prev, s, rejected, rt.since)
-	if prev != nil && next == *prev && nt == nil {
+	if prev != nil && next.equal(*prev) && nt == nil {
 		return nil
 	}
 	rec, err := json.Marshal(next)

@@ -20,11 +20,17 @@ import (
 //	ev.<cluster>.<hash>         a notice the poller found (lost executor or
 //	                            partition, role not ready), created once
 //	parked.<route>.<hash>       a notice a route gave up on (parkedRecord)
+//	owner.<cluster>             the notifier running for the cluster (ownerRecord)
 const Bucket = "converge_notify"
 
 // Consumer is a route's durable consumer's name, on the views stream and
-// on the notifier's bucket's stream alike.
-func Consumer(route string) string { return "notify_" + route }
+// on the notifier's bucket's stream alike: notify_<cluster>~<route>. The
+// cluster is in it, so that two clusters' notifiers on one NATS with
+// routes of the same name do not share (and rewrite) one consumer; "~"
+// is in neither a cluster id nor a route name, so no two pairs give one
+// name, and it is valid in a NATS consumer name (at most 7+64+1+32
+// characters).
+func Consumer(cluster, route string) string { return "notify_" + cluster + "~" + route }
 
 // ParkedFilter is the keys of a route's parked notices.
 func ParkedFilter(route string) string { return "parked." + route + ".>" }
