@@ -62,13 +62,40 @@ type leaseState struct {
 	ttl     time.Duration    // the leases bucket's TTL (0: unknown)
 }
 
+// heldStill is what each live member is taken to hold: its leases now,
+// and those it held at the previous read that nobody holds now. A killed
+// executor's partition leases can expire a poll before its membership
+// does (they are renewed after it each round): they are still its when
+// its loss is told (CI found the partition notices missing under load).
+// A partition another member took is not.
+func heldStill(prev, cur map[string][]int) map[string][]int {
+	owned := map[int]bool{}
+	for _, ps := range cur {
+		for _, p := range ps {
+			owned[p] = true
+		}
+	}
+	out := make(map[string][]int, len(cur))
+	for m, ps := range cur {
+		ps = slices.Clone(ps)
+		for _, p := range prev[m] {
+			if !owned[p] {
+				ps = append(ps, p)
+			}
+		}
+		slices.Sort(ps)
+		out[m] = ps
+	}
+	return out
+}
+
 // pollNotices compares a read with the previous record: the notices to
 // send and the record to keep. silent is how long without a heartbeat
 // makes the observer silent (0: 3 of its intervals, at least 15s); a
 // condition is entered once it held for grace (roles starting beside the
 // notifier are not "not ready").
 func pollNotices(cluster string, prev pollRecord, cur leaseState, silent, grace time.Duration) ([]Notice, pollRecord) {
-	next := pollRecord{Executors: cur.executors, Entered: maps.Clone(prev.Entered), Pending: map[string]time.Time{},
+	next := pollRecord{Executors: heldStill(prev.Executors, cur.executors), Entered: maps.Clone(prev.Entered), Pending: map[string]time.Time{},
 		Lost: maps.Clone(prev.Lost), At: cur.now}
 	if next.Entered == nil {
 		next.Entered = map[string]int{}
