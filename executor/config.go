@@ -61,7 +61,9 @@ type Config struct {
 	Auth *projector.Auth
 	// NodeRate is the most mutating Proxmox calls per second per node,
 	// shared by the executor group's live members, unless
-	// NodeRateUnlimited.
+	// NodeRateUnlimited (the default: Proxmox has no request rate limiter,
+	// its workers queue what they cannot serve at once, and the client's
+	// per-node call limit keeps converge's share of that queue short).
 	NodeRate float64
 	// NodeRateUnlimited lifts NodeRate: calls go as fast as actions come.
 	NodeRateUnlimited bool
@@ -81,9 +83,12 @@ type Config struct {
 const (
 	// DefaultPartitions is the journal stream's default partition count.
 	DefaultPartitions = 16
-	// DefaultConcurrency leaves room for many guests' long tasks (clones,
-	// shutdowns) without letting one burst flood Proxmox's workers.
-	DefaultConcurrency = 64
+	// DefaultConcurrency is large enough never to be what an estate waits
+	// for (100 nodes × 4 node tasks, and as many config writes, in
+	// flight): what protects Proxmox is the planner's per-node task slots
+	// and the client's per-node call limit (pve.Config.NodeCalls), not
+	// this. An action in flight costs a goroutine and its pending ack.
+	DefaultConcurrency = 1024
 	// DefaultAckWait is moderate (notes/jetstream.md §1): short enough that
 	// a dead executor's actions come back within the 10 s failover target,
 	// long enough (heartbeats every 2.7 s) that a GC pause or a slow
@@ -94,10 +99,6 @@ const (
 	// DefaultDrainTimeout covers a graceful shutdown task (60s default
 	// timeout) without holding a restart up for long.
 	DefaultDrainTimeout = 60 * time.Second
-	// DefaultNodeRate keeps converge's writes to one node well below what
-	// pveproxy's three workers serve, leaving room for people and other
-	// tools.
-	DefaultNodeRate = 10.0
 	// minAckWait leaves a heartbeat (every AckWait/3) time for its round
 	// trip.
 	minAckWait = 30 * time.Millisecond
@@ -119,7 +120,7 @@ func DefaultConfig() Config {
 	}
 	return Config{Cluster: events.DefaultCluster, Name: name, Partitions: DefaultPartitions, Replicas: 1,
 		Concurrency: DefaultConcurrency, AckWait: DefaultAckWait, LeaseTTL: DefaultLeaseTTL,
-		DrainTimeout: DefaultDrainTimeout, Clock: clock.Real, Policy: planner.DefaultPolicy(), NodeRate: DefaultNodeRate}
+		DrainTimeout: DefaultDrainTimeout, Clock: clock.Real, Policy: planner.DefaultPolicy(), NodeRateUnlimited: true}
 }
 
 // Validate refuses a Config that makes no sense, naming the field; New

@@ -24,8 +24,8 @@ func TestZeroConfigRefused(t *testing.T) {
 		want string
 	}{
 		{func(c *executor.Config) { c.Concurrency = 0 }, "executor.Config.Concurrency: must be >= 1, got 0"},
-		{func(c *executor.Config) { c.NodeRate = 0 }, "executor.Config.NodeRate: must be > 0"},
-		{func(c *executor.Config) { c.NodeRate = -1 }, "executor.Config.NodeRate: must be > 0"},
+		{func(c *executor.Config) { c.NodeRate, c.NodeRateUnlimited = 0, false }, "executor.Config.NodeRate: must be > 0"},
+		{func(c *executor.Config) { c.NodeRate, c.NodeRateUnlimited = -1, false }, "executor.Config.NodeRate: must be > 0"},
 		{func(c *executor.Config) { c.AckWait = 0 }, "executor.Config.AckWait: must be at least"},
 		{func(c *executor.Config) { c.Policy.MaxBurst = 0 }, "planner.Policy.MaxBurst: must be >= 1"},
 	} {

@@ -86,14 +86,37 @@ func (l *limiter) setBusy(vmid int, nodes ...string) (freed []string) {
 	return freed
 }
 
-// actionNodes are the nodes an action's task runs on: a migration is a
-// task on its source and on its target (both nodes' daemons and storage
-// work), so it counts against both nodes' limit.
+// actionNodes are the nodes whose task slots (Limits.NodeConcurrency) an
+// action takes: a migration's source and target (both nodes' daemons and
+// storage work), one node for the other node tasks (nodeTask), none for
+// the rest.
 func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
-	if op == events.OpMigrate && m != nil && m.Target != node {
+	switch {
+	case !nodeTask(op):
+		return nil
+	case op == events.OpMigrate && m != nil && m.Target != node:
 		return []string{node, m.Target}
 	}
 	return []string{node}
+}
+
+// nodeTask reports whether op is a task that loads its node (boots,
+// shutdowns, storage copies), which is what a node's task slots bound: a
+// node boots many guests at once only at the cost of its storage and CPU,
+// which is why Proxmox's own bulk guest actions (pve-manager 9.1,
+// /cluster/bulk-action/guest) and HA's LRM (max_workers) run 4 at a time.
+// A config write, a pool change and HA's own requests contend for no
+// node-wide resource (only the guest's config lock, which the guest's own
+// ordering already holds to one action): they wait only for an API worker
+// (the executor's per-node call limit, executor.Config.NodeCalls). HA
+// carries out what it is asked at its LRM's max_workers per node itself.
+func nodeTask(op events.Op) bool {
+	switch op {
+	case events.OpStart, events.OpStop, events.OpShutdown, events.OpReboot, events.OpMigrate,
+		events.OpClone, events.OpDestroy, events.OpSnapshot, events.OpResize:
+		return true
+	}
+	return false
 }
 
 func (l *limiter) dequeue(vmid int) {

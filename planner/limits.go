@@ -14,9 +14,10 @@ import (
 // actions; what two planners decide at the same moment is settled by the
 // limits ledger its loop asks before publishing (Publish.Claims).
 type Limits struct {
-	// NodeConcurrency is the most actions in flight per Proxmox node
-	// (each is at most one task at a time; a migration counts on its
-	// source and its target), unless NodeConcurrencyUnlimited.
+	// NodeConcurrency is the most node tasks in flight per Proxmox node
+	// (power tasks, clones, destroys, snapshots, resizes, migrations;
+	// nodeTask), unless NodeConcurrencyUnlimited. A migration counts on
+	// its source and its target. Config writes take no slot.
 	NodeConcurrency          int  `json:"node_concurrency"`
 	NodeConcurrencyUnlimited bool `json:"node_concurrency_unlimited,omitempty"`
 	// GuardWindow, GuardShare and GuardMin are the mass-change guard:
@@ -45,8 +46,9 @@ type Limits struct {
 
 // Limit defaults, each with its reason.
 const (
-	// DefaultNodeConcurrency stays within what one node's pvedaemon (three
-	// workers) and its storage take without config-lock timeouts.
+	// DefaultNodeConcurrency is a boot-storm-safe default: Proxmox's own
+	// bulk guest actions (pve-manager 9.1, max-workers) and HA's LRM
+	// (max_workers) run 4 tasks at a time per node.
 	DefaultNodeConcurrency = 4
 	// DefaultGuardWindow, DefaultGuardShare and DefaultGuardMin let a
 	// routine change of a few guests through and stop a fleet file that

@@ -33,6 +33,10 @@ func (f *roleFlags) validate() error {
 	if pc.TokenID != "" {
 		pc.TokenSecret = "secret"
 	}
+	if !f.nodeCallsUnlimited && pc.NodeCalls < 1 {
+		// 0 is no limit to the client; on the flag it would mean no call.
+		return flagError(fmt.Errorf("pve.Config.NodeCalls: must be >= 1 (or unlimited), got %d", pc.NodeCalls))
+	}
 	if err := checkPVE(pc); err != nil {
 		return err
 	}
@@ -98,6 +102,7 @@ var fieldFlags = map[string]string{
 	"pve.Config.CAFile":                        "pve-ca",
 	"pve.Config.Insecure":                      "pve-insecure",
 	"pve.Config.Timeout":                       "pve-timeout",
+	"pve.Config.NodeCalls":                     "node-calls",
 	"bench.Options.Guests":                     "guests",
 	"bench.Options.Changes":                    "changes",
 	"bench.Options.BurstChanges":               "burst-changes",

@@ -34,6 +34,8 @@ type roleFlags struct {
 	// configRefresh knows whether --config-refresh was given: by default
 	// it follows --observe-interval.
 	configRefresh *offDuration
+	// nodeCallsUnlimited: --node-calls unlimited (pve.Config.NodeCalls 0).
+	nodeCallsUnlimited bool
 	// deprecated are warnings about settings given in a deprecated form,
 	// logged at start.
 	deprecated []string
@@ -81,6 +83,8 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.BoolVar(&f.pve.Insecure, "pve-insecure", false, "do not verify the Proxmox certificate (dangerous)")
 	fl.BoolVar(&f.waitForProxmox, "wait-for-proxmox", false, "start even if Proxmox refuses the credentials or its certificate is not trusted, and keep retrying (/readyz answers 503 meanwhile); without it such a start fails at once")
 	fl.DurationVar(&f.pve.Timeout, "pve-timeout", f.pve.Timeout, "timeout of one Proxmox API request")
+	fl.Var(&limitInt{n: &f.pve.NodeCalls, unlimited: &f.nodeCallsUnlimited, name: "node-calls", note: note}, "node-calls",
+		"most Proxmox API calls a process has in flight to one node (3: what a node's pvedaemon and pveproxy workers serve at once); more wait their turn"+unlimitedNote)
 	fl.IntVar(&ex.Concurrency, "executor-concurrency", ex.Concurrency, "actions an executor runs at once")
 	fl.DurationVar(&ex.AckWait, "ack-wait", ex.AckWait, "how long an action may go without a heartbeat before another executor may take it")
 	fl.DurationVar(&c.Bus.MaxAge, "retention-age", 0, "keep journal events this long (0: no age limit); set the same on every role, each provisions the stream")
@@ -93,11 +97,11 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&ex.LeaseTTL, "lease-ttl", ex.LeaseTTL, "how long a silent executor or planner keeps its partitions before others take them over")
 	fl.StringVar((*string)(&pol.Restart), "restart", string(pol.Restart), "may converge restart a running guest to apply changes Proxmox keeps pending (never|allowed); a desired event's restart field overrides it")
 	fl.StringVar(&pol.RestartWindow, "restart-window", "", "allow those restarts only inside this weekly window, local time, e.g. \"Sat 02:00-05:00\" or \"Mon-Fri 22:00-02:00\" (default: any time)")
-	unlimited := " (unlimited: no limit; a negative value, deprecated, is unlimited too)"
+	unlimited := unlimitedNote
 	fl.Var(&limitInt{n: &lim.NodeConcurrency, unlimited: &lim.NodeConcurrencyUnlimited, name: "node-concurrency", note: note}, "node-concurrency",
-		"most actions (Proxmox tasks) in flight per node, across all planners and executors"+unlimited)
+		"most node tasks (starts, shutdowns, stops, reboots, clones, destroys, snapshots, resizes; a migration on both nodes) in flight per node, across all planners and executors; config writes take none"+unlimited)
 	fl.Var(&limitFloat{r: &ex.NodeRate, unlimited: &ex.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
-		"most mutating Proxmox API calls per second per node, shared by all executors"+unlimited)
+		"most mutating Proxmox API calls per second per node, shared by all executors (Proxmox has no rate limiter; --node-calls bounds what converge puts in a node's queue)"+unlimited)
 	fl.DurationVar(&lim.GuardWindow, "guard-window", lim.GuardWindow, "the mass-change guard's window")
 	fl.Float64Var(&lim.GuardShare, "guard-share", lim.GuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped, rebooted, migrated or destroyed within --guard-window; the rest are held until \"converge approve\"")
 	fl.IntVar(&lim.GuardMin, "guard-min", lim.GuardMin, "the mass-change guard's threshold is never below this many guests")
@@ -167,9 +171,15 @@ func (f *roleFlags) setup(g *globals, roles app.Roles, extra map[string]ed25519.
 	// No flag sets Proxmox's background_delay: it stays below the
 	// request timeout (--pve-timeout).
 	s.Proxmox = f.pve
+	if f.nodeCallsUnlimited {
+		s.Proxmox.NodeCalls = 0
+	}
 	s.Proxmox.ConfigTaskWait = pve.ConfigTaskWaitWithin(f.pve.Timeout)
 	return s, nil
 }
+
+// unlimitedNote ends the help of a limit that takes "unlimited".
+const unlimitedNote = " (unlimited: no limit; a negative value, deprecated, is unlimited too)"
 
 // httpSign signs desired state posted over HTTP with --api-sign-key;
 // nil without one.

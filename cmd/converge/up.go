@@ -113,9 +113,9 @@ func runUp(cmd *cobra.Command, g *globals, f *upFlags) error {
 		defer sim.Close()
 		log.Info().Str("url", sim.URL()).Str("token_id", tokenID).Str("faults", sim.ControlURL()+"/faults").
 			Int("guests", f.simGuests).Msg("Proxmox VE simulator running")
-		timeout := f.pve.Timeout
+		timeout, calls := f.pve.Timeout, f.pve.NodeCalls
 		f.pve = pve.DefaultConfig() // the simulator's, whatever --pve-* say
-		f.pve.URL, f.pve.TokenID, f.pve.TokenSecret, f.pve.Timeout = sim.URL(), tokenID, secret, timeout
+		f.pve.URL, f.pve.TokenID, f.pve.TokenSecret, f.pve.Timeout, f.pve.NodeCalls = sim.URL(), tokenID, secret, timeout, calls
 		f.builtinSim = true // its http on loopback is not warned about
 		simCreds = &simCredentials{url: sim.URL(), tokenID: tokenID, secret: secret}
 	}

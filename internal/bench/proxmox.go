@@ -67,7 +67,7 @@ const (
 // DefaultProxmoxOptions returns the defaults above.
 func DefaultProxmoxOptions() ProxmoxOptions {
 	return ProxmoxOptions{Guests: DefaultProxmoxGuests, Nodes: DefaultProxmoxNodes, NodeConcurrency: planner.DefaultNodeConcurrency,
-		NodeRate: executor.DefaultNodeRate, APILatency: DefaultAPILatency, PowerTask: DefaultPowerTask, ConfigTask: DefaultConfigTask,
+		NodeRateUnlimited: executor.DefaultConfig().NodeRateUnlimited, APILatency: DefaultAPILatency, PowerTask: DefaultPowerTask, ConfigTask: DefaultConfigTask,
 		BaselineParallelism: DefaultBaselineParallel, BaselinePoll: DefaultBaselinePoll, ResourcesLag: pvesim.DefaultPvestatdCycle}
 }
 

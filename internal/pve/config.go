@@ -67,6 +67,11 @@ type Config struct {
 	// Proxmox holds the request that long. LXC config writes are
 	// synchronous anyway.
 	ConfigTaskWait time.Duration
+	// NodeCalls is the most requests this client has in flight to one
+	// node (DefaultNodeCalls: what the node's API workers serve at once);
+	// the others wait their turn here rather than in the node's queue. The
+	// cluster-wide paths count against the entry node's. 0: no limit.
+	NodeCalls int
 	// Logger receives debug logs of calls and tasks. Secrets are never logged.
 	Logger zerolog.Logger
 }
@@ -74,7 +79,7 @@ type Config struct {
 // DefaultConfig returns the defaults above; URL and the credentials are
 // the caller's.
 func DefaultConfig() Config {
-	return Config{Timeout: DefaultTimeout, ConfigTaskWait: DefaultConfigTaskWait}
+	return Config{Timeout: DefaultTimeout, ConfigTaskWait: DefaultConfigTaskWait, NodeCalls: DefaultNodeCalls}
 }
 
 // ConfigTaskWaitWithin is the default ConfigTaskWait for a Timeout:
@@ -164,6 +169,8 @@ func (c Config) checked() (Config, error) {
 	}
 
 	switch {
+	case c.NodeCalls < 0:
+		return c, fmt.Errorf(p+"NodeCalls: must be >= 0 (0: no limit), got %d", c.NodeCalls)
 	case c.Timeout <= 0:
 		return c, fmt.Errorf(p+"Timeout: must be > 0, got %s", c.Timeout)
 	case c.ConfigTaskWait < 0 || c.ConfigTaskWait%time.Second != 0 || c.ConfigTaskWait > 30*time.Second:

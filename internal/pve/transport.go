@@ -70,7 +70,7 @@ func newWire(cfg Config, m *requestMetrics) (*statusTransport, error) {
 		ForceAttemptHTTP2: false,
 		TLSNextProto:      map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
-	return &statusTransport{base: tr, metrics: m}, nil
+	return &statusTransport{base: tr, metrics: m, slots: newNodeSlots(cfg.NodeCalls)}, nil
 }
 
 // fingerprintMismatchError is returned when the pinned fingerprint does not
@@ -99,13 +99,24 @@ func (e *fingerprintMismatchError) Error() string {
 type statusTransport struct {
 	base    http.RoundTripper
 	metrics *requestMetrics // nil: not counted
+	slots   *nodeSlots      // nil: no limit (Config.NodeCalls)
 }
 
 // exchange sends req and returns a successful answer with its whole body
-// read (res.Body closed), or an error.
+// read (res.Body closed), or an error. It waits first for a slot of the
+// node the request addresses (Config.NodeCalls); that wait counts in the
+// request's time, as a wait in the node's own queue would.
 func (t *statusTransport) exchange(req *http.Request) (res *http.Response, body []byte, err error) {
 	start := time.Now()
+	release, err := t.slots.acquire(req.Context(), req.URL.Path)
+	if err != nil {
+		if t.metrics != nil {
+			t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
+		}
+		return nil, nil, err
+	}
 	res, body, err = t.send(req)
+	release()
 	if t.metrics != nil {
 		t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
 	}
