@@ -39,8 +39,10 @@
 // # Limits
 //
 // The engine applies [Limits] to the first step of each guest it would
-// publish: at most NodeConcurrency actions in flight per node (from the
-// fold: every planner's actions), guests beyond waiting in line per node,
+// publish: at most NodeConcurrency node tasks in flight per node (power
+// tasks, clones, destroys, snapshots, resizes, a migration on both nodes;
+// config writes take none; from the fold: every planner's actions),
+// guests beyond waiting in line per node,
 // first come first served; and the mass-change guard: beyond
 // max(GuardShare × managed guests, GuardMin) guests shut down, stopped or
 // rebooted within GuardWindow, or while more managed guests than that
