@@ -112,6 +112,7 @@ var fieldFlags = map[string]string{
 	"bench.Options.Partitions":                 "partitions",
 	"bench.Options.Executors":                  "executors",
 	"bench.Options.Concurrency":                "executor-concurrency",
+	"bench.Options.ShippedLimits":              "shipped-limits",
 	"bench.Options.TaskLatency":                "task-latency",
 	"bench.Options.ResourcesLag":               "sim-resources-lag",
 	"bench.ProxmoxOptions.Guests":              "guests",

@@ -24,6 +24,10 @@ type Latency struct {
 // (one change per guest by default, so that every change is an action),
 // the per-action costs measured in it, and the coalesced burst apart.
 type Report struct {
+	// Limits is "off" (the default: converge's per-node limits lifted, so
+	// that the pipeline, not a simulated node, is measured) or "shipped"
+	// (Options.ShippedLimits: converge as it ships).
+	Limits                string  `json:"limits"`
 	Guests                int     `json:"guests"`
 	Changes               int     `json:"changes"`
 	PipelineChangesPerS   float64 `json:"pipeline_changes_per_s"`
@@ -112,7 +116,7 @@ func Run(ctx context.Context, o Options) (*Report, *Details, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	r := &run{o: o, log: o.Logger, fail: cancel, rep: &Report{Guests: o.Guests, Changes: o.Changes}, det: &Details{},
+	r := &run{o: o, log: o.Logger, fail: cancel, rep: &Report{Limits: limitsLabel(o.ShippedLimits), Guests: o.Guests, Changes: o.Changes}, det: &Details{},
 		converged: make([]uint64, o.maxGuests()), target: make([]uint64, o.maxGuests()), mutated: make([]int64, o.maxGuests())}
 	if err := r.setup(ctx, dir); err != nil {
 		return nil, nil, err
@@ -156,4 +160,12 @@ type run struct {
 	// the latency run (unix ns), 0 before.
 	mutated    []int64
 	latencyRun atomic.Bool
+}
+
+// limitsLabel is Report.Limits.
+func limitsLabel(shipped bool) string {
+	if shipped {
+		return "shipped"
+	}
+	return "off"
 }

@@ -105,7 +105,7 @@ func TestRunSmall(t *testing.T) {
 	b, _ := json.Marshal(rep)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	want := []string{"guests", "changes", "pipeline_changes_per_s", "raw_publish_msgs_per_s", "raw_consume_msgs_per_s",
+	want := []string{"limits", "guests", "changes", "pipeline_changes_per_s", "raw_publish_msgs_per_s", "raw_consume_msgs_per_s",
 		"stream_writes_per_change", "efficiency", "latency_ms", "replay_events_per_s", "raw_replay_msgs_per_s", "pve_calls_per_idle_pass",
 		"actions_per_s", "action_efficiency", "cpu_ms_per_action", "pve_calls_per_action", "bytes_allocated_per_action",
 		"burst_changes", "burst_changes_per_s", "burst_stream_writes_per_change", "burst_efficiency", "latency_ms_by_guests"}

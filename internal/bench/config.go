@@ -27,8 +27,13 @@ type Options struct {
 	LatencyAt  []int
 	Partitions int
 	Executors  int
-	// Concurrency of each executor.
+	// Concurrency of each executor (with ShippedLimits, the executor's
+	// default instead).
 	Concurrency int
+	// ShippedLimits runs converge with its shipped per-node limits (node
+	// task slots, calls in flight per node, executor concurrency) instead
+	// of lifting them.
+	ShippedLimits bool
 	// TaskLatency is how long each simulated Proxmox task runs (0 by
 	// default): with it, executors rather than the bus bound throughput,
 	// which is how scale-out is measured.

@@ -22,6 +22,9 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	}
 	pc := pve.DefaultConfig()
 	pc.URL, pc.TokenID, pc.TokenSecret, pc.Logger = r.sim.URL(), tokenID, tokenSecret, r.log
+	if !r.o.ShippedLimits {
+		pc.NodeCalls = 0
+	}
 	px, err := pve.New(pc)
 	if err != nil {
 		return err
@@ -33,12 +36,14 @@ func (r *run) setup(ctx context.Context, dir string) error {
 	cfg.Bus.Partitions, cfg.Proxmox, cfg.Logger, cfg.Executors = r.o.Partitions, px, r.log, r.o.Executors
 	cfg.Observer.VerifyOff, cfg.Observer.ReadConcurrency = true, 16
 	// The throughput run measures converge against a simulator without
-	// latency: the per-node limits, which stand for what a Proxmox node
-	// takes, are off (they are measured where they matter: the limits
-	// tests and docs/benchmarks.md).
+	// latency: by default the per-node limits, which stand for what a
+	// Proxmox node takes, are off (they are measured where they matter:
+	// the Proxmox and estate profiles); ShippedLimits keeps them.
 	cfg.Planner.Planner.OnDecision, cfg.Planner.Planner.Policy.ObserverTimeout = r.onDecision, time.Minute
-	cfg.Planner.Planner.Limits.NodeConcurrencyUnlimited = true
-	cfg.Executor.Concurrency, cfg.Executor.NodeRateUnlimited = r.o.Concurrency, true
+	if !r.o.ShippedLimits {
+		cfg.Planner.Planner.Limits.NodeConcurrencyUnlimited = true
+		cfg.Executor.Concurrency, cfg.Executor.NodeRateUnlimited = r.o.Concurrency, true
+	}
 	r.app, err = app.Start(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return err
