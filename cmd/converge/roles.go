@@ -71,7 +71,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.DurationVar(&o.Interval, "observe-interval", o.Interval, "how often the observer polls Proxmox")
 	f.configRefresh = &offDuration{d: &o.ConfigRefresh, off: &o.VerifyOff, name: "config-refresh", note: note, follows: "the observe interval"}
 	fl.Var(f.configRefresh, "config-refresh", "shortest time between two verification reads of one guest's config (default: the observe interval; 0: the same, deprecated); off: no verification (a negative value, deprecated, is off too)")
-	fl.Float64Var(&o.VerifyRate, "verify-rate", o.VerifyRate, "verification budget: Proxmox config reads per second per cluster, re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests / verify-rate)")
+	fl.Float64Var(&o.VerifyRate, "verify-rate", o.VerifyRate, "verification budget: Proxmox config reads (GET …/pending) per second per node, at most that many in any second on any node (each node's pveproxy serves its own guests' reads), re-reading guests to find drift the inventory does not show (pending values, description, onboot); every guest is verified within max(config-refresh, guests of the fullest node / verify-rate)")
 	fl.DurationVar(&o.ResyncInterval, "resync-interval", o.ResyncInterval, "at most one resync (every guest re-verified, within --verify-rate) this often; requests in between are merged")
 	fl.StringVar(&f.pve.URL, "pve-url", "", "Proxmox VE API URL, e.g. https://pve1:8006; plain http:// sends the credentials in clear (warned at start)")
 	fl.StringVar(&f.pve.TokenID, "pve-token-id", "", "API token id user@realm!name")

@@ -15,7 +15,8 @@ import (
 
 // Guest agent addresses (doc.go, "Guest agent addresses"): for running
 // QEMU guests whose config enables the agent, the observer asks the agent
-// for its addresses, within the verification budget, and publishes them on
+// for its addresses, within their own budget (VerifyRate a second per node,
+// one bucket for the cluster), and publishes them on
 // pve.addresses.<cluster>.<vmid> when the set changes. They are
 // informational: journalled apart from the observations actions are
 // planned from and fenced on.
@@ -28,11 +29,9 @@ type AgentReader interface {
 
 var _ AgentReader = (*pve.Client)(nil)
 
-// agentShare bounds the part of a pass's budget agent reads may take
-// before verification: a quarter, so that agents are asked (those of
-// guests just started first) even on an estate whose verification would
-// take the whole budget; verification keeps three quarters of it, and
-// gets what they leave.
+// agentShare bounds the part of a pass's agent budget reserved first for
+// the agents of guests just started (a quarter, so that they are asked
+// at once); the rest goes to the longest unasked after the config reads.
 const agentShare = 4
 
 // agentBook is what the observer keeps of guests' agents.
@@ -42,7 +41,6 @@ type agentBook struct {
 	published map[int]*events.Addresses // the last addresses published, per vmid
 	reserved  map[int]bool              // vmids whose read this pass's budget already paid
 	appended  int                       // addresses events this pass journalled
-	active    bool                      // guests have agents to ask: they take a share of the budget
 	warned    bool                      // an agent read was refused for want of a privilege (logged once)
 }
 
@@ -96,10 +94,9 @@ type agentAsk struct {
 }
 
 // reserveAgentReads runs before verification: it pays, in the order of
-// agentCandidates, the agent reads of up to a quarter of the budget, so
-// that agents are asked (those of guests just started first) and their
-// addresses refreshed whatever verification takes; verification keeps
-// the rest (verifyShare).
+// agentCandidates, the agent reads of up to a quarter of the agent budget,
+// so that agents are asked (those of guests just started first) before
+// the longest unasked.
 func (o *Observer) reserveAgentReads(guests []listed, now time.Time) {
 	b := &o.agents
 	clear(b.reserved)
@@ -108,7 +105,6 @@ func (o *Observer) reserveAgentReads(guests []listed, now time.Time) {
 		return
 	}
 	cands := o.agentCandidates(guests, now)
-	b.active = len(cands) > 0 || len(b.readAt) > 0
 	n := min(len(cands), int(o.budget.TokensAt(now)), max(1, burst(o.cfg)/agentShare))
 	if n > 0 && b.reserved == nil {
 		b.reserved = map[int]bool{}
@@ -121,18 +117,9 @@ func (o *Observer) reserveAgentReads(guests []listed, now time.Time) {
 	}
 }
 
-// verifyShare is the part of the verification budget verification gets:
-// all of it, or three quarters while guests have agents to ask.
-func (b *agentBook) verifyShare() float64 {
-	if b.active {
-		return float64(agentShare-1) / agentShare
-	}
-	return 1
-}
-
 // readAgents runs after the pass's config reads: it asks the agents
-// reserveAgentReads paid for and, with what the budget has left after
-// verification, the next candidates, and publishes the addresses that
+// reserveAgentReads paid for and, with what the agent budget has left,
+// the next candidates, and publishes the addresses that
 // changed. A guest no longer asked (stopped, agent disabled, gone) whose
 // addresses were known has them published unknown. An agent that cannot
 // be asked is no failure of the pass.
@@ -166,7 +153,7 @@ func (o *Observer) readAgents(ctx context.Context, guests []listed, now time.Tim
 			asks = append(asks, agentAsk{vmid: vmid, ref: *ref})
 		}
 	}
-	if left := int(o.budget.TokensAt(now)); left > 0 { // none on an estate verification saturates
+	if left := int(o.budget.TokensAt(now)); left > 0 {
 		rest := o.agentCandidates(guests, now)
 		if n := min(len(rest), left); n > 0 {
 			o.budget.AllowN(now, n)

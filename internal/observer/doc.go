@@ -33,16 +33,27 @@
 //     last successful read (status, lock, tags, name, node, kind,
 //     template, maxcpu, maxmem), whose last read failed, or whose last
 //     changed snapshot is unconfirmed (below). Then verification: the
-//     other guests are re-read within a budget of Config.VerifyRate reads
-//     a second (a token bucket on Config.Clock, refilled between passes),
-//     longest unverified first, none within Config.ConfigRefresh of its
-//     last read. This catches drift /cluster/resources does not show
-//     (pending values, description, onboot): every guest is verified at
-//     least once per max(ConfigRefresh, guests / VerifyRate), plus one
-//     Interval (PassStats.VerifyPeriod, the metric
-//     converge_observer_verify_period_seconds; docs/drift.md). An idle
-//     small estate costs one inventory call a pass plus its
-//     verification; a large one never more than the budget.
+//     other guests are re-read within a budget per node, Config.VerifyRate
+//     reads a second (each node's pveproxy serves its own guests' reads):
+//     a sliding window on Config.Clock, so no node serves more than
+//     ⌊VerifyRate⌋ verification reads in any second (nodebudget.go). The
+//     pass spends what the window allows at its start; between passes
+//     [Observer.Run] runs a verification round every window
+//     (verifyround.go) that spends the rest on guests the last pass left
+//     settled (read, last read successful, confirmed), recording their
+//     configs, ReadAt and AfterSeq those of the round, for the next pass
+//     to publish. Either way longest unverified first, those of a resync
+//     before any, none within Config.ConfigRefresh of its last read. One
+//     read (…/pending) answers applied and pending values. This catches
+//     drift /cluster/resources does not show (pending values, description,
+//     onboot): every guest is verified at least once per
+//     max(ConfigRefresh, guests of the fullest node / VerifyRate), plus
+//     one window (PassStats.VerifyPeriod, the metric
+//     converge_observer_verify_period_seconds; docs/drift.md), and its
+//     drift published within one Interval more: 10,000 guests on 100
+//     nodes at the default 2 a second in 50 s. An idle small estate costs
+//     one inventory call a pass plus its verification; a large one never
+//     more than each node's budget.
 //  3. One [events.Observed] per guest, built from the inventory row and the
 //     applied config, with the managed keys whose new value waits for a
 //     restart in Pending (PVE key names, "hostname" reported as "name";
@@ -52,7 +63,7 @@
 //     produced the data, so it never claims to be newer than any of the
 //     reads it combines; AfterSeq, which orders reads (the projector adopts
 //     an observation only if its AfterSeq reaches the sequence of the one
-//     it replaces), is the AfterSeq of the pass that read the config.
+//     it replaces), is the AfterSeq of the pass (or round) that read the config.
 //  4. The status check (status.go), for guests read this pass and those
 //     to be published for another reason than their age: the inventory's
 //     status (pvestatd's broadcast, up to a cycle old) is kept only if it
@@ -99,12 +110,11 @@
 // can), a pass also asks the QEMU guest agent of every running guest
 // whose last config read enables it (config key agent, enabled=1; not a
 // managed value) for its addresses (GET …/agent/network-get-interfaces,
-// agent.go). Those reads count against the verification budget: before
-// verification they may take up to a quarter of it (agents never asked
-// since their guest started first, by vmid, then the longest unasked,
-// none within ConfigRefresh of its last read), and after it what it left;
-// no pass reads more than the budget, and while guests have agents to ask
-// VerifyPeriod is computed at three quarters of VerifyRate. A guest just
+// agent.go). Those reads have a budget of their own, VerifyRate a second
+// per node as one bucket for the cluster (an Interval's worth a pass):
+// agents never asked since their guest started go first with up to a
+// quarter of it, by vmid, then the longest unasked, none within
+// ConfigRefresh of its last read. A guest just
 // started is asked on the next pass. An agent Proxmox says cannot be asked
 // (pve.ErrAgentUnavailable: not configured, VM not running, "QEMU guest
 // agent is not running") is no failure of the pass: it is logged at debug
@@ -119,8 +129,8 @@
 // # Resync
 //
 // [Observer.Resync] puts every guest first in the verification order; the
-// reads still go through the budget, so a large estate is re-read over
-// several passes rather than in one burst. At most one resync is carried
+// reads still go through each node's budget, so a large estate is re-read
+// over its verification period rather than in one burst. At most one resync is carried
 // out per Config.ResyncInterval (default 1m): requests in between are
 // merged into the next one, which a later pass carries out (logged with
 // the number merged; metrics converge_observer_resync_requests_total and

@@ -113,18 +113,21 @@ type Observer struct {
 	acked       []int        // vmids whose observations this pass's publish got acknowledged
 	extentKnown bool         // this pass read the journal's extent (AfterSeq)
 	lastCount   int
+	lastPerNode int // guests of the node with most, as of the last inventory
 	lastErr     string
 	reachable   bool
-	budget      *rate.Limiter // verification reads, on the clock's times
+	nodes       nodeBudget    // verification reads per node (verify.go)
+	budget      *rate.Limiter // agent reads, on the clock's times (agent.go)
 	metrics     *metrics
 	lastResync  time.Time // when the last resync was carried out
-	// list and seen are plan's, verifyHeap verify's, reused from pass to
-	// pass.
-	list       []listed
-	seen       map[int]struct{}
-	verifyHeap []int
-	checks     []statusCheck
-	contra     []int // published this pass to contradict a read-back
+	// list and seen are plan's, verifyHeaps and verifyPicked
+	// pickVerify's, reused from pass to pass.
+	list         []listed
+	seen         map[int]struct{}
+	verifyHeaps  map[string][]verifyCand
+	verifyPicked []verifyCand
+	checks       []statusCheck
+	contra       []int // published this pass to contradict a read-back
 	// strs interns the strings kept across passes (own.go).
 	strs map[string]string
 	// ha is what the passes found of the cluster (ha.go).
@@ -177,12 +180,13 @@ func New(cfg Config, px Proxmox, j Journal) (*Observer, error) {
 		published:  map[int]*events.Observed{},
 		goneUnconf: map[int]bool{},
 		reachable:  true,
+		nodes:      newNodeBudget(cfg.VerifyRate),
 		budget:     rate.NewLimiter(rate.Limit(cfg.VerifyRate), burst(cfg)),
 		metrics:    newMetrics(cfg.Registerer),
 	}, nil
 }
 
-// burst is the verification budget's bucket: what accrues over one
+// burst is the agent reads' bucket per node: what accrues over one
 // Interval, so that a pass every Interval can spend the whole rate.
 func burst(cfg Config) int {
 	return max(1, int(math.Ceil(cfg.VerifyRate*cfg.Interval.Seconds())))
@@ -205,6 +209,8 @@ func (o *Observer) Resync() {
 
 // Run passes immediately, then every Interval (measured from the end of a
 // pass) and whenever Resync is called, until ctx ends; then it returns nil.
+// Between passes it runs a verification round every budget window
+// (verifyround.go).
 // Pass errors are logged, not returned: the next pass retries.
 func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info().Str("observer", o.cfg.Name).Dur("interval", o.cfg.Interval).
@@ -212,6 +218,13 @@ func (o *Observer) Run(ctx context.Context) error {
 		Dur("resync_interval", o.cfg.ResyncInterval).Msg("observer started")
 	t := o.cfg.Clock.NewTimer(o.cfg.Interval)
 	defer t.Stop()
+	// Verification rounds between passes, every budget window (verifyround.go).
+	var rounds <-chan time.Time
+	if every := o.verifyEvery(); every > 0 {
+		tk := o.cfg.Clock.NewTicker(every)
+		defer tk.Stop()
+		rounds = tk.C()
+	}
 	for ctx.Err() == nil {
 		if _, err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Msg("observer pass incomplete")
@@ -222,6 +235,9 @@ func (o *Observer) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 			case <-t.C():
+			case <-rounds:
+				o.verifyRound(ctx)
+				continue
 			case <-o.wake:
 				if !o.resyncAllowed() {
 					// Merged: carried out by a later pass, once allowed.

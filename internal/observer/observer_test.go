@@ -104,7 +104,9 @@ func TestChangesBehindOurBack(t *testing.T) {
 	s, c := demo(t)
 	b := bustest.New(t)
 	clk := newClock()
-	o := newObserver(t, c, b, clk)
+	// Passes alone verify here (no rounds between them): a budget of
+	// 100 a second per node lets each pass verify its share.
+	o := newObserver(t, c, b, clk, func(c *observer.Config) { c.VerifyRate = 100 })
 	j := newJournal(t, b)
 	pass(t, o)
 	j.next()
@@ -248,7 +250,9 @@ func TestPendingUntilReboot(t *testing.T) {
 	s, c := demo(t)
 	b := bustest.New(t)
 	clk := newClock()
-	o := newObserver(t, c, b, clk)
+	// Passes alone verify here (no rounds between them): a budget of
+	// 100 a second per node lets each pass verify its share.
+	o := newObserver(t, c, b, clk, func(c *observer.Config) { c.VerifyRate = 100 })
 	j := newJournal(t, b)
 	pass(t, o)
 	j.next()

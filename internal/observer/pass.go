@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pace"
@@ -65,9 +67,15 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	guests := o.plan(inv, readAt, pace.Default(ctx))
 	st.Guests = len(guests)
 	o.lastCount = len(guests)
+	most, nodes := perNode(guests)
+	o.lastPerNode = most
+	// Agent reads get VerifyRate a second per node too (agent.go), as one
+	// bucket for the cluster.
+	o.budget.SetLimitAt(readAt, rate.Limit(o.cfg.VerifyRate*float64(max(nodes, 1))))
+	o.budget.SetBurstAt(readAt, burst(o.cfg)*max(nodes, 1))
 	o.reserveAgentReads(guests, readAt) // agent.go
 	st.Verified = o.verify(guests, readAt)
-	st.VerifyPeriod = o.verifyPeriod(len(guests))
+	st.VerifyPeriod = o.verifyPeriod(o.lastPerNode)
 	o.period.Store(int64(st.VerifyPeriod))
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
 	if ctx.Err() != nil {
@@ -286,7 +294,7 @@ func (o *Observer) heartbeat(ctx context.Context, st PassStats, passErr error) e
 		Guests:    o.lastCount,
 		Interval:  o.cfg.Interval,
 		// Published so that status can say how long a drift may hide.
-		VerifyPeriod: o.verifyPeriod(o.lastCount),
+		VerifyPeriod: o.verifyPeriod(o.lastPerNode),
 		PVE:          o.pveFacts(),
 	}
 	if passErr != nil {

@@ -42,6 +42,7 @@ func (o *Observer) load(ctx context.Context) error {
 		}
 	}
 	o.lastCount = existing
+	o.lastPerNode = existing // a bound until the first inventory tells the nodes
 	o.log.Info().Int("guests", len(loaded)).Int("existing", existing).Msg("loaded the last observation of every guest")
 	return nil
 }

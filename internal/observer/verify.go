@@ -5,96 +5,156 @@ import (
 )
 
 // Verification re-reads the configs of guests whose inventory row did not
-// change, within a budget of config reads per second (Config.VerifyRate,
-// a token bucket on the observer's clock, so tests drive it with a fake
-// one). Each pass spends what accrued since the last one on the guests
-// longest unverified, those of a resync first; none is verified twice
-// within Config.ConfigRefresh.
+// change, within a budget per node (Config.VerifyRate reads a second per
+// node, nodeBudget, on the observer's clock, so tests drive it with a fake
+// one): each node's pveproxy serves its own guests' reads. A pass spends
+// what the budget allows at its start, and between passes verifyRound
+// (verifyround.go) spends the rest, every budget window, so every node is
+// verified at its rate and no second of any node holds more. Candidates
+// are the guests longest unverified, those of a resync first; none is
+// verified twice within Config.ConfigRefresh.
+
+// verifyCand is a guest that may be verified: its index in the pass's
+// list (verify) or its vmid (verifyRound), its node and its state.
+type verifyCand struct {
+	idx  int
+	vmid int
+	node string
+	g    *guestState
+}
+
+// verifyBefore reports whether a is verified before b: those of a resync
+// first, then the longest unverified, then by vmid.
+func verifyBefore(a, b *verifyCand) bool {
+	switch {
+	case a.g.due != b.g.due:
+		return a.g.due
+	case !a.g.readAt.Equal(b.g.readAt):
+		return a.g.readAt.Before(b.g.readAt)
+	}
+	return a.vmid < b.vmid
+}
+
+// verifyDue reports whether g may be verified at now.
+func (o *Observer) verifyDue(g *guestState, now time.Time) bool {
+	return g.due || now.Sub(g.readAt) >= o.cfg.ConfigRefresh
+}
+
+// pickVerify keeps, of the candidates offered to add, each node's best
+// within what its budget allows at now, spends that budget and returns
+// them (in no particular order; the slice is reused by the next call).
+//
+// It keeps each node's candidates in a bounded heap rather than sorting
+// them all: at 100,000 guests, every one due, sorting them was most of a
+// pass's CPU, for the few hundred the budget reads.
+func (o *Observer) pickVerify(now time.Time, each func(add func(verifyCand))) []verifyCand {
+	if o.verifyHeaps == nil {
+		o.verifyHeaps = map[string][]verifyCand{}
+	}
+	heaps := o.verifyHeaps
+	for node, h := range heaps {
+		heaps[node] = h[:0]
+	}
+	limits := map[string]int{} // what each node's budget allows now
+	each(func(c verifyCand) {
+		limit, ok := limits[c.node]
+		if !ok {
+			limit = o.nodes.avail(c.node, now)
+			limits[c.node] = limit
+		}
+		if limit == 0 {
+			return
+		}
+		heaps[c.node] = pushBounded(heaps[c.node], limit, c)
+	})
+	out := o.verifyPicked[:0]
+	for node, h := range heaps {
+		if len(h) == 0 {
+			delete(heaps, node) // nodes come and go; keep the map small
+			continue
+		}
+		o.nodes.spend(node, now, len(h))
+		out = append(out, h...)
+	}
+	o.verifyPicked = out
+	o.nodes.forget(now)
+	return out
+}
+
+// pushBounded adds c to h, a max-heap under verifyBefore (its root the
+// worst kept) of at most limit candidates.
+func pushBounded(h []verifyCand, limit int, c verifyCand) []verifyCand {
+	switch {
+	case len(h) < limit:
+		h = append(h, c)
+		for i := len(h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !verifyBefore(&h[p], &h[i]) {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
+			i = p
+		}
+	case verifyBefore(&c, &h[0]):
+		h[0] = c
+		for p := 0; ; {
+			i := 2*p + 1
+			if i >= len(h) {
+				break
+			}
+			if i+1 < len(h) && verifyBefore(&h[i], &h[i+1]) {
+				i++
+			}
+			if !verifyBefore(&h[p], &h[i]) {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
+			p = i
+		}
+	}
+	return h
+}
 
 // verify marks, among the guests this pass does not read anyway, those
-// whose config the budget lets it verify, and returns how many.
-//
-// It keeps the budget's n best candidates in a bounded heap rather than
-// sorting them all: at 100,000 guests, every one due, sorting them was
-// most of a pass's CPU, for the 200 or so the budget reads.
+// whose config the budget lets it verify now, and returns how many.
 func (o *Observer) verify(guests []listed, now time.Time) int {
 	if o.cfg.VerifyOff {
 		return 0
 	}
-	budget := int(o.budget.TokensAt(now))
-	if budget <= 0 {
-		return 0
-	}
-	// before reports whether guest a is verified before guest b: those of
-	// a resync first, then the longest unverified, then by vmid.
-	before := func(a, b int) bool {
-		la, lb := &guests[a], &guests[b]
-		ga, gb := la.state, lb.state
-		switch {
-		case ga.due != gb.due:
-			return ga.due
-		case !ga.readAt.Equal(gb.readAt):
-			return ga.readAt.Before(gb.readAt)
-		}
-		return la.res.VMID < lb.res.VMID
-	}
-	// h is a max-heap under before: its root is the worst kept candidate.
-	h := o.verifyHeap[:0]
-	for i := range guests {
-		l := &guests[i]
-		if l.read || !(l.state.due || now.Sub(l.state.readAt) >= o.cfg.ConfigRefresh) {
-			continue
-		}
-		switch {
-		case len(h) < budget:
-			h = append(h, i)
-			for c := len(h) - 1; c > 0; {
-				p := (c - 1) / 2
-				if !before(h[p], h[c]) {
-					break
-				}
-				h[p], h[c] = h[c], h[p]
-				c = p
+	picked := o.pickVerify(now, func(add func(verifyCand)) {
+		for i := range guests {
+			l := &guests[i]
+			if l.read || !o.verifyDue(l.state, now) {
+				continue
 			}
-		case before(i, h[0]):
-			h[0] = i
-			for p := 0; ; {
-				c := 2*p + 1
-				if c >= len(h) {
-					break
-				}
-				if c+1 < len(h) && before(h[c], h[c+1]) {
-					c++
-				}
-				if !before(h[p], h[c]) {
-					break
-				}
-				h[p], h[c] = h[c], h[p]
-				p = c
-			}
+			add(verifyCand{idx: i, vmid: l.res.VMID, node: l.res.Node, g: l.state})
 		}
+	})
+	for _, c := range picked {
+		guests[c.idx].read = true
 	}
-	o.verifyHeap = h
-	if len(h) == 0 {
-		return 0
-	}
-	o.budget.AllowN(now, len(h))
-	for _, i := range h {
-		guests[i].read = true
-	}
-	return len(h)
+	return len(picked)
 }
 
-// verifyPeriod bounds how long a guest goes unverified at an estate of n
-// guests (one Interval more at most, the passes' granularity); 0 when
-// verification is off.
+// perNode counts the guests of the node that has most, and the nodes.
+func perNode(guests []listed) (most, nodes int) {
+	counts := map[string]int{}
+	for i := range guests {
+		n := counts[guests[i].res.Node] + 1
+		counts[guests[i].res.Node] = n
+		most = max(most, n)
+	}
+	return most, len(counts)
+}
+
+// verifyPeriod bounds how long a guest goes unverified when the node with
+// most guests has n (one budget window more at most, the rounds'
+// granularity); 0 when verification is off.
 func (o *Observer) verifyPeriod(n int) time.Duration {
 	if o.cfg.VerifyOff {
 		return 0
 	}
-	// While guests have agents to ask, they take up to a quarter of the
-	// budget first (agent.go).
-	spread := time.Duration(float64(n) / (o.cfg.VerifyRate * o.agents.verifyShare()) * float64(time.Second))
+	spread := time.Duration(float64(n) / o.nodes.rate() * float64(time.Second))
 	return max(o.cfg.ConfigRefresh, spread)
 }
 
@@ -127,6 +187,6 @@ func (o *Observer) takeResync(st *PassStats, now time.Time) {
 	o.ha.resync = true // the cluster's facts too
 	st.Resync, st.ResyncsMerged = true, int(n-1)
 	o.log.Info().Uint64("pass", o.pass).Int64("requests", n).Int("guests", len(o.guests)).
-		Dur("within", o.verifyPeriod(len(o.guests))).Float64("verify_rate", o.cfg.VerifyRate).
-		Msg("resync: every guest is verified first, within the verification budget")
+		Dur("within", o.verifyPeriod(o.lastPerNode)).Float64("verify_rate", o.cfg.VerifyRate).
+		Msg("resync: every guest is verified first, within each node's verification budget")
 }

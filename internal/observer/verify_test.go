@@ -81,13 +81,17 @@ type countingPVE struct {
 	onRead func(vmid int)
 }
 
-func newCountingPVE(n int) *countingPVE {
+func newCountingPVE(n int) *countingPVE { return newCountingPVEOn(n, 1) }
+
+// newCountingPVEOn spreads n guests over nodes nodes, pve1, pve2, … in turn.
+func newCountingPVEOn(n, nodes int) *countingPVE {
 	p := &countingPVE{cfg: map[int]*pve.GuestConfig{}, reads: map[int]int{}}
 	for i := range n {
 		vmid := 100 + i
-		p.inv = append(p.inv, pve.Resource{VMID: vmid, Kind: pve.KindQEMU, Node: "pve1", Status: "running",
+		node := fmt.Sprint("pve", 1+i%nodes)
+		p.inv = append(p.inv, pve.Resource{VMID: vmid, Kind: pve.KindQEMU, Node: node, Status: "running",
 			Name: fmt.Sprint("vm", vmid), Tags: []string{}, MaxCPU: 3, MaxMemMiB: 512})
-		p.cfg[vmid] = &pve.GuestConfig{Ref: pve.GuestRef{Kind: pve.KindQEMU, Node: "pve1", VMID: vmid}, Digest: "d0",
+		p.cfg[vmid] = &pve.GuestConfig{Ref: pve.GuestRef{Kind: pve.KindQEMU, Node: node, VMID: vmid}, Digest: "d0",
 			Name: fmt.Sprint("vm", vmid), Tags: []string{}, Cores: 3, MemoryMiB: 512, Pending: map[string]string{}}
 	}
 	return p

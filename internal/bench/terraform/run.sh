@@ -6,23 +6,36 @@
 #   internal/bench/terraform/run.sh [N...]      (default: 20 100)
 #
 # Environment: TOOLS ("terraform converge") which sides to run; RUNS (1) runs
-# per N; LATENCY (20ms) per API call; TASK_LATENCY (1s) per Proxmox task;
+# per N; NODES (3) the simulator's nodes (1: every VM on one node); LATENCY
+# (20ms) per API call; POWER_TASK (1s) per power task (qmstart, qmstop,
+# qmshutdown, qmreboot, qmreset, qmsuspend, qmresume and their vz*
+# counterparts); CONFIG_TASK (0.2s) per asynchronous config task (qmconfig,
+# and the work of a synchronous PUT …/config); TASK_LATENCY (1s) every other
+# task type, and the fallback of POWER_TASK and CONFIG_TASK when they are not
+# set (so TASK_LATENCY=0s alone switches all task latency off);
 # PARALLELISM (10) Terraform's -parallelism; VARIANTS the converge
-# configurations, "label=flags for converge up" separated by ";" (default:
-# "defaults=;matched=--node-concurrency 5 --node-rate 1000;unthrottled=
-# --node-concurrency -1 --node-rate 1000"); OUT (/tmp/tf-bench) work
+# configurations, "label=flags for converge up" separated by ";" (default
+# "defaults=": converge as shipped); UNTHROTTLED=1 adds the labelled variant
+# "unthrottled=$UNTHROTTLED_FLAGS" (default "--node-concurrency -1
+# --node-rate 1000": no per-node limits); OUT (/tmp/tf-bench) work
 # directory; CONVERGE (/tmp/tf-converge) and PROVIDER_DIR (/tmp/tf-plugins)
 # where the binaries are (built if missing; BPG_TAG, v0.80.0, the provider's
-# tag); BPG_REPO the provider's git repository.
+# tag); BPG_REPO the provider's git repository; SIM_PORT (18006), NATS_PORT
+# (14222), HTTP_PORT (18080) the loopback ports.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 RUNS=${RUNS:-1}
 LATENCY=${LATENCY:-20ms}
+NODES=${NODES:-3}
+POWER_TASK=${POWER_TASK:-${TASK_LATENCY:-1s}}
+CONFIG_TASK=${CONFIG_TASK:-${TASK_LATENCY:-0.2s}}
 TASK_LATENCY=${TASK_LATENCY:-1s}
 PARALLELISM=${PARALLELISM:-10}
-VARIANTS=${VARIANTS:-defaults=;matched=--node-concurrency 5 --node-rate 1000;unthrottled=--node-concurrency -1 --node-rate 1000}
+VARIANTS=${VARIANTS:-defaults=}
+UNTHROTTLED_FLAGS=${UNTHROTTLED_FLAGS:---node-concurrency -1 --node-rate 1000}
+[ "${UNTHROTTLED:-0}" = 0 ] || VARIANTS="$VARIANTS;unthrottled=$UNTHROTTLED_FLAGS"
 OUT=${OUT:-/tmp/tf-bench}
 CONVERGE=${CONVERGE:-/tmp/tf-converge}
 PROVIDER_DIR=${PROVIDER_DIR:-/tmp/tf-plugins}
@@ -80,12 +93,34 @@ ctl="https://127.0.0.1:$SIM_PORT/_sim"
 api="https://127.0.0.1:$SIM_PORT/api2/json"
 c() { curl -sfk "$@"; }
 
-# start_sim GUESTS DIR LATENCY TASK_LATENCY: a fresh simulator, 3 nodes,
-# GUESTS demo guests (every third an LXC container, every second running;
-# 3/2·N of them hold N QEMU VMs, half running).
+# The task types of each latency class (internal/pvesim/tasklatency.go).
+POWER_TYPES="qmstart qmstop qmshutdown qmreboot qmreset qmsuspend qmresume vzstart vzstop vzshutdown vzreboot vzsuspend vzresume"
+CONFIG_TYPES="qmconfig"
+
+# task_flags POWER CONFIG OTHER: the simulator's task latency flags.
+task_flags() {
+	local t
+	printf -- '--task-latency\n%s\n' "$3"
+	for t in $POWER_TYPES; do printf -- '--task-latency-type\n%s=%s\n' "$t" "$1"; done
+	for t in $CONFIG_TYPES; do printf -- '--task-latency-type\n%s=%s\n' "$t" "$2"; done
+}
+
+# faults_json LATENCY POWER CONFIG OTHER: the same as a PATCH /_sim/faults.
+faults_json() {
+	jq -nc --arg l "$1" --arg p "$2" --arg c "$3" --arg o "$4" \
+		--arg pt "$POWER_TYPES" --arg ct "$CONFIG_TYPES" '
+		{latency: $l, task_latency: $o, task_latency_by_type:
+			(([$pt | splits(" ")] | map({(.): $p}) | add) + ([$ct | splits(" ")] | map({(.): $c}) | add))}'
+}
+
+# start_sim GUESTS DIR LATENCY POWER CONFIG OTHER: a fresh simulator, NODES
+# nodes, GUESTS demo guests (every third an LXC container, every second
+# running; 3/2·N of them hold N QEMU VMs, half running).
 start_sim() {
-	"$CONVERGE" sim --tls --listen "127.0.0.1:$SIM_PORT" --nodes 3 --guests "$1" \
-		--token "$TOKEN_ID=$TOKEN_SECRET" --latency "$3" --task-latency "$4" \
+	local tf
+	mapfile -t tf < <(task_flags "$4" "$5" "$6")
+	"$CONVERGE" sim --tls --listen "127.0.0.1:$SIM_PORT" --nodes "$NODES" --guests "$1" \
+		--token "$TOKEN_ID=$TOKEN_SECRET" --latency "$3" "${tf[@]}" \
 		--mutation-log "$2/mutations.jsonl" -o json >"$2/sim.json" 2>"$2/sim.log" &
 	sim_pid=$!
 	for _ in $(seq 100); do
@@ -150,7 +185,7 @@ terraform_run() { # N RUN
 	cp "$here/main.tf" "$dir/"
 	# Setup, not measured: import the VMs without latency, then check that
 	# Terraform sees nothing left to do.
-	start_sim $((n * 3 / 2)) "$dir" 0s 0s
+	start_sim $((n * 3 / 2)) "$dir" 0s 0s 0s 0s
 	vms_json "$n" >"$dir/before.json"
 	[ "$(jq length "$dir/before.json")" = "$n" ] || die "expected $n QEMU VMs"
 	jq -n --arg e "https://127.0.0.1:$SIM_PORT/" --arg t "$TOKEN_ID=$TOKEN_SECRET" --slurpfile v "$dir/before.json" \
@@ -163,7 +198,7 @@ terraform_run() { # N RUN
 	jq --arg d "$NEW_DESC" --argjson cores "$NEW_CORES" \
 		'.vms |= map_values(.cores = $cores | .description = $d)' \
 		"$dir/terraform.tfvars.json" >"$dir/change.json" && mv "$dir/change.json" "$dir/terraform.tfvars.json"
-	c -X PATCH "$ctl/faults" -d "{\"latency\":\"$LATENCY\",\"task_latency\":\"$TASK_LATENCY\"}" >/dev/null
+	c -X PATCH "$ctl/faults" -d "$(faults_json "$LATENCY" "$POWER_TASK" "$CONFIG_TASK" "$TASK_LATENCY")" >/dev/null
 	local s0 s1 t0 t1
 	s0=$(stats)
 	t0=$(now_ns)
@@ -180,7 +215,7 @@ terraform_run() { # N RUN
 converge_run() { # N RUN LABEL FLAGS
 	local n=$1 run=$2 label=$3 flags=$4 dir="$OUT/cv-$3-$1-$2"
 	rm -rf "$dir" && mkdir -p "$dir"
-	start_sim $((n * 3 / 2)) "$dir" "$LATENCY" "$TASK_LATENCY"
+	start_sim $((n * 3 / 2)) "$dir" "$LATENCY" "$POWER_TASK" "$CONFIG_TASK" "$TASK_LATENCY"
 	vms_json "$n" >"$dir/before.json"
 	local fp
 	fp=$(jq -r .fingerprint "$dir/sim.json")
@@ -278,5 +313,6 @@ function med(s,   v, k, i, j, x) {
 	k = split(s, v, " ")
 	for (i = 2; i <= k; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] + 0 > x + 0; j--) v[j + 1] = v[j]; v[j + 1] = x }
 	return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
-}' "$results" | (IFS= read -r h; echo "$h"; sort -k1,1n -k2,2) | tee "$OUT/table.txt"
+}' "$results" | (IFS= read -r h; echo "$h"; sort -k1,1n -k2,2) |
+	{ echo "# NODES=$NODES LATENCY=$LATENCY POWER_TASK=$POWER_TASK CONFIG_TASK=$CONFIG_TASK TASK_LATENCY=$TASK_LATENCY PARALLELISM=$PARALLELISM"; cat; } | tee "$OUT/table.txt"
 log "per-run figures: $results; logs under $OUT"

@@ -1,0 +1,87 @@
+package observer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// verifyRound verifies, between passes, the guests each node's budget
+// allows now (Run calls it every budget window): a pass every Interval
+// could spend a node's budget only at its start, so a node's reads would
+// come in bursts or a tenth of its rate. A round reads configs only; what
+// changed is published by the next pass, which builds every guest's
+// snapshot from its last read (a drift shows within one Interval more).
+//
+// Only guests the last pass left settled are verified here: read at least
+// once, last read successful, last snapshot confirmed. The others the next
+// pass reads at once anyway. A round that cannot read the journal's extent
+// reads nothing: its reads would carry no AfterSeq.
+//
+// It returns how many configs it read and how many of those failed (the
+// guest is read again by the next pass).
+func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cfg.VerifyOff || !o.loaded || o.pass == 0 || !o.reachable {
+		return 0, 0
+	}
+	now := o.now()
+	info, err := o.j.Info(ctx)
+	if err != nil {
+		o.log.Debug().Err(err).Msg("journal extent unknown; verification waits for the next pass")
+		return 0, 0
+	}
+	picked := o.pickVerify(now, func(add func(verifyCand)) {
+		for vmid, g := range o.guests {
+			if !g.read || g.force || g.unconfirmed || !o.verifyDue(g, now) {
+				continue
+			}
+			add(verifyCand{vmid: vmid, node: g.row.Node, g: g})
+		}
+	})
+	if len(picked) == 0 {
+		return 0, 0
+	}
+	// Each node serves its own reads: as many in flight as nodes read
+	// (at least ReadConcurrency), one a node on average.
+	nodes := map[string]bool{}
+	for _, c := range picked {
+		nodes[c.node] = true
+	}
+	cfgs := make([]*pve.GuestConfig, len(picked))
+	errs := make([]error, len(picked))
+	reads = parallel(ctx, max(o.cfg.ReadConcurrency, len(nodes)), len(picked), func(k int) {
+		c := &picked[k]
+		cfgs[k], errs[k] = o.px.GuestConfig(ctx, pve.GuestRef{Kind: c.g.row.Kind, Node: c.node, VMID: c.vmid})
+		if errs[k] == nil && cfgs[k] == nil {
+			errs[k] = errors.New("no config returned")
+		}
+	})
+	for k := range picked[:reads] {
+		c := &picked[k]
+		if errs[k] != nil {
+			failed++
+			c.g.force = true // the next pass reads it at once
+			o.log.Debug().Int("vmid", c.vmid).Str("node", c.node).Str("class", pve.Classify(errs[k]).String()).
+				Err(errs[k]).Msg("verification read failed; the next pass reads the guest again")
+			continue
+		}
+		c.g.cfg, c.g.readAt, c.g.afterSeq, c.g.due = o.ownSnap(cfgs[k]), now, info.LastSeq, false
+	}
+	o.metrics.reads.WithLabelValues("verify").Add(float64(reads))
+	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("nodes", len(nodes)).
+		Dur("window", o.nodes.window).Msg("verification round")
+	return reads, failed
+}
+
+// verifyEvery is how often Run calls verifyRound: once per budget window
+// (0: verification off, no rounds).
+func (o *Observer) verifyEvery() time.Duration {
+	if o.cfg.VerifyOff {
+		return 0
+	}
+	return o.nodes.window
+}
