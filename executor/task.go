@@ -128,6 +128,10 @@ func (j *job) started(ctx context.Context, t pve.TaskRef) outcome {
 
 const maxWaitRetry = 30 * time.Second
 
+// unknownPollCap caps the pause between polls of a task whose length no
+// earlier task of its operation told (taskPace).
+const unknownPollCap = 250 * time.Millisecond
+
 // wait waits for a journalled task and turns its outcome into the final
 // result. When Proxmox cannot be asked (transient poll failures) it keeps
 // waiting: the task runs on regardless, and only its own exit status says
@@ -137,6 +141,14 @@ func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 	if j.fresh {
 		// A task this job just started: its first poll at its expected end.
 		opts.Expect = min(j.e.pace.expect(t.Node, j.a.Op), j.e.cfg.AckWait/3)
+		if opts.Expect == 0 {
+			// Nothing known of such tasks yet: pauses doubling up to 1 s
+			// would find a 1 s task some 260 ms late, which a one-shot
+			// change of a few guests (one wave per node) pays in full.
+			// The cost, polls every unknownPollCap, falls on the first
+			// task of an operation only.
+			opts.MaxInterval = min(opts.MaxInterval, unknownPollCap)
+		}
 	}
 	retry := 250 * time.Millisecond
 	for {

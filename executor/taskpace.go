@@ -21,9 +21,15 @@ import (
 // forced shutdown after its timeout) costs the next ones little: back
 // under a second within seven tasks. A task longer than expected costs
 // polls from Interval again; none waits past maxExpect.
+//
+// A node with no estimate of its own for an operation starts from the
+// latest estimate of any node's (nodes differ, but by less than the
+// doubling pauses' miss), so an estate's first wave pays the unknown wait
+// on the first node to finish only.
 type taskPace struct {
-	mu sync.Mutex
-	m  map[paceKey]time.Duration
+	mu  sync.Mutex
+	m   map[paceKey]time.Duration
+	any map[events.Op]time.Duration // the latest estimate of any node
 }
 
 type paceKey struct {
@@ -37,7 +43,10 @@ const maxExpect = 10 * time.Second
 func (p *taskPace) expect(node string, op events.Op) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.m[paceKey{node, op}]
+	if e, ok := p.m[paceKey{node, op}]; ok {
+		return e
+	}
+	return p.any[op]
 }
 
 // observe records a wait that expected expected and found the task ended
@@ -63,7 +72,7 @@ func (p *taskPace) observe(node string, op events.Op, expected, took time.Durati
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m = map[paceKey]time.Duration{}
+		p.m, p.any = map[paceKey]time.Duration{}, map[events.Op]time.Duration{}
 	}
-	p.m[paceKey{node, op}] = e
+	p.m[paceKey{node, op}], p.any[op] = e, e
 }

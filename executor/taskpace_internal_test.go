@@ -34,8 +34,16 @@ func TestTaskPaceLearns(t *testing.T) {
 	if e := p.expect("pve1", op); e < 850*time.Millisecond || e > task+20*time.Millisecond {
 		t.Errorf("after 20 tasks of 1 s, expected %s", e)
 	}
-	if e := p.expect("pve2", op); e != 0 {
-		t.Errorf("another node's tasks learnt: %s", e)
+	// Another node starts from pve1's estimate, then keeps its own.
+	if e, want := p.expect("pve2", op), p.expect("pve1", op); e != want {
+		t.Errorf("a node with no estimate of its own expects %s, want pve1's %s", e, want)
+	}
+	p.observe("pve2", op, 0, 4*time.Second, 7)
+	if e := p.expect("pve2", op); e != 2*time.Second {
+		t.Errorf("pve2 after its own task: %s", e)
+	}
+	if e := p.expect("pve1", op); e > task+20*time.Millisecond {
+		t.Errorf("pve2's task changed pve1's estimate: %s", e)
 	}
 	if e := p.expect("pve1", events.OpShutdown); e != 0 {
 		t.Errorf("another operation's tasks learnt: %s", e)
