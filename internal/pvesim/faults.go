@@ -305,7 +305,8 @@ func (s *Sim) controlRoutes(mux *http.ServeMux) {
 		writeJSON(w, gs)
 	})
 	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"calls": s.Calls(), "mutations": s.Mutations(), "tasks": len(s.Tasks())})
+		writeJSON(w, map[string]any{"calls": s.Calls(), "mutations": s.Mutations(), "tasks": len(s.Tasks()),
+			"api_workers": s.APIWorkerStats()})
 	})
 }
 

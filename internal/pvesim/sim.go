@@ -59,6 +59,11 @@ type Options struct {
 	// [Sim.RebalanceNow] instead. Guest usage changes every round,
 	// reproducibly from Seed.
 	HARebalance time.Duration
+	// APIWorkers and ProxyWorkers are the pvedaemon and pveproxy workers
+	// of every node (apiworkers.go): 0 is Proxmox's default, 3
+	// ([DefaultAPIWorkers]); a negative count leaves calls unlimited.
+	APIWorkers   int
+	ProxyWorkers int
 	// MaxTasks bounds the task log; the oldest finished tasks are dropped
 	// first (default 200000).
 	MaxTasks int
@@ -136,6 +141,11 @@ type Sim struct {
 	calls     atomic.Int64
 	mutations atomic.Int64
 
+	// daemons are every node's API worker pools, by node name and in
+	// node order (apiworkers.go), fixed at New.
+	daemons    map[string]*nodeDaemons
+	daemonList []*nodeDaemons
+
 	handler  http.Handler
 	srv      *http.Server
 	ln       net.Listener
@@ -210,6 +220,7 @@ func New(opts Options) (*Sim, error) {
 	}
 	s.publishFaults()
 	s.seedDemo()
+	s.initAPIWorkers()
 	s.handler = s.routes()
 	s.mu.Lock()
 	s.syncPvestatd() // after the seed: the first broadcast knows the demo guests
