@@ -64,6 +64,10 @@ type Options struct {
 	// ([DefaultAPIWorkers]); a negative count leaves calls unlimited.
 	APIWorkers   int
 	ProxyWorkers int
+	// HAMaxWorkers is how many HA actions each node's LRM runs at once
+	// (halrm.go): 0 is datacenter.cfg's default max_workers, 4
+	// ([DefaultHAMaxWorkers]); negative is unlimited.
+	HAMaxWorkers int
 	// MaxTasks bounds the task log; the oldest finished tasks are dropped
 	// first (default 200000).
 	MaxTasks int
@@ -127,8 +131,10 @@ type Sim struct {
 	// cloneSlots counts the running full clones per target storage
 	// (Faults.StorageCloneLimit).
 	cloneSlots map[string]int
-	// crm is the HA stack's queued work (hacrm.go).
+	// crm is the HA stack's queued work (hacrm.go); lrm the nodes' LRM
+	// workers (halrm.go).
 	crm *haCRM
+	lrm map[string]*haLRM
 	// crs is the HA load balancer's state (hacrs.go).
 	crs haCRS
 	// templates are the downloaded appliance templates ("local:vztmpl/…").
