@@ -131,6 +131,8 @@ type Sim struct {
 	// cloneSlots counts the running full clones per target storage
 	// (Faults.StorageCloneLimit).
 	cloneSlots map[string]int
+	// storeFree is when each storage lock is free next (storagelock.go).
+	storeFree map[string]time.Time
 	// crm is the HA stack's queued work (hacrm.go); lrm the nodes' LRM
 	// workers (halrm.go).
 	crm *haCRM
