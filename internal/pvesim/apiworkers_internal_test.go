@@ -44,3 +44,22 @@ func TestProtectedOps(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAPIWorkerPick is what the pools add to a call that finds a
+// free worker: choosing the pool, taking and giving back a worker.
+func BenchmarkAPIWorkerPick(b *testing.B) {
+	s, err := New(Options{Nodes: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p := s.poolFor("GET", "/api2/json/nodes/pve57/qemu/1234/status/current", "GET /api2/json/nodes/{node}/qemu/{vmid}/status/current")
+			if p.acquire(ctx) {
+				p.release()
+			}
+		}
+	})
+}
