@@ -37,6 +37,11 @@ type simFlags struct {
 	seed         uint64
 	mutationLog  string
 	haRebalance  string
+	apiWorkers   int
+	proxyWorkers int
+	haWorkers    int
+	storeHold    time.Duration
+	storeTimeout time.Duration
 }
 
 func newSimCmd(g *globals) *cobra.Command {
@@ -69,6 +74,11 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.StringVar(&f.pveVersion, "pve-version", "9", "Proxmox VE version to present: 7, 8 or 9")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed for injected failures and generated ids")
 	fl.StringVar(&f.haRebalance, "ha-rebalance", "off", "run the HA load balancer (PVE 9.2's CRS auto rebalancing; needs --pve-version 9) at this interval, e.g. 10s (0 or off: none)")
+	fl.IntVar(&f.apiWorkers, "api-workers", pvesim.DefaultAPIWorkers, "pvedaemon workers per node, serving the API's protected calls (Proxmox: 3; 0: unlimited)")
+	fl.IntVar(&f.proxyWorkers, "proxy-workers", pvesim.DefaultAPIWorkers, "pveproxy workers per node, serving the other calls (Proxmox: 3; 0: unlimited)")
+	fl.IntVar(&f.haWorkers, "ha-max-workers", pvesim.DefaultHAMaxWorkers, "HA actions each node's LRM runs at once (datacenter.cfg max_workers, Proxmox: 4; 0: unlimited)")
+	fl.DurationVar(&f.storeHold, "storage-lock-hold", 0, "how long each volume allocation or linked clone of a clone holds its storage's lock (0: the lock is not modelled)")
+	fl.DurationVar(&f.storeTimeout, "storage-lock-timeout", pvesim.DefaultStorageLockTimeout, "how long a clone waits for a storage's lock before its task fails (Proxmox: 10s)")
 	fl.StringVar(&f.mutationLog, "mutation-log", "", "write every mutating API call, as received, as a JSON line to this file (- = standard output, after the address)")
 	return cmd
 }
@@ -83,6 +93,15 @@ func parseRebalance(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("--ha-rebalance %q: want an interval such as 10s, or off", v)
 	}
 	return d, nil
+}
+
+// workersOption maps a worker-count flag (0: unlimited) to its
+// pvesim.Options field (negative: unlimited; 0 would be Proxmox's default).
+func workersOption(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func randomSecret() string {
@@ -128,7 +147,9 @@ func runSim(cmd *cobra.Command, g *globals, f *simFlags) error {
 		Nodes: f.nodes, Guests: f.guests, DemoTemplates: f.templates && f.guests > 0,
 		Password: f.password, Tokens: tokens, TLS: f.tls, Version: f.pveVersion, Seed: f.seed,
 		Logger: log, OnMutation: ml.write, HARebalance: rebalance,
+		APIWorkers: workersOption(f.apiWorkers), ProxyWorkers: workersOption(f.proxyWorkers), HAMaxWorkers: workersOption(f.haWorkers),
 		Faults: pvesim.Faults{
+			StorageLockHold: pvesim.Duration(f.storeHold), StorageLockTimeout: pvesim.Duration(f.storeTimeout),
 			Latency: pvesim.Duration(f.latency), TaskLatency: pvesim.Duration(f.taskLatency), TaskLatencyByType: byType,
 			FailRate: f.failRate, FailMessage: f.failMessage, WarnRate: f.warnRate, ResourcesLag: pvesim.Duration(f.resourcesLag),
 		},

@@ -31,6 +31,9 @@ type clonePlan struct {
 	vols           map[string]string // LXC: volumes the task adds to it
 	first          []string          // the task's first log lines
 	targetStorages []string          // where full-cloned volumes go
+	// lockStorages are the storages whose lock the task takes, one per
+	// volume: the target of an allocation, the base's for a linked clone.
+	lockStorages []string
 }
 
 // clone is POST …/{vmid}/clone: qemu-server's and pve-container's clone_vm,
@@ -178,6 +181,7 @@ func (s *Sim) planVolumes(p *clonePlan, storage string) error {
 		if p.full && storage != "" {
 			dst = storage
 		}
+		p.lockStorages = append(p.lockStorages, dst) // vdisk_alloc's target, or vdisk_clone's base
 		nv := fmt.Sprintf("%s:base-%d-disk-%s/vm-%d-disk-%s%s", m[1], g.vmid, m[2], p.newid, m[2], m[3])
 		mode := "linked"
 		if p.full {
@@ -269,7 +273,12 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 		release = s.takeCloneSlots(p.targetStorages)
 	}
 	typ := map[Kind]string{QEMU: "qmclone", LXC: "vzclone"}[g.kind]
-	t := s.startLoggedTask(g.node, typ, g.kind, g.vmid, q.user, p.first, func(func(string)) ([]string, error) {
+	// The volumes' storage locks come first, then the copy (storagelock.go).
+	d, lockErr := s.storageLocks(g.node, p.lockStorages)
+	if lockErr == nil {
+		d += s.faults.TaskLatencyFor(typ)
+	}
+	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, p.first, func(func(string)) ([]string, error) {
 		defer release()
 		defer unlockSource()
 		if err := s.gone(ng); err != nil {
@@ -278,6 +287,10 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 		if contended != nil {
 			drop()
 			return nil, taskFail("clone failed: %s", storageLockTimeout(contended))
+		}
+		if lockErr != nil {
+			drop() // clone_vm's cleanup: the target's volumes and config go
+			return nil, taskFail("clone failed: %s", lockErr)
 		}
 		if g.kind == QEMU {
 			clear(ng.conf)

@@ -140,6 +140,11 @@ func TestCloneLocks(t *testing.T) {
 		t.Fatalf("locks while clones run: %v", locks)
 	}
 	for _, tc := range []struct{ method, path, body, want string }{
+		// pve-container clone_vm (src/PVE/API2/LXC.pm) locks its source
+		// with set_lock 'disk' for the whole copy; a second clone's
+		// set_lock (pve-guest-common PVE::AbstractConfig::set_lock) gets
+		// the config flock at once (held only while the lock is written)
+		// and check_lock dies in the API call, before any task.
 		{"POST", "/lxc/9001/clone", "newid=301", "500 CT is locked (disk)"},
 		{"PUT", "/lxc/9001/config", "cores=2", "500 CT is locked (disk)"},
 		{"POST", "/qemu/9000/clone", "newid=200", "500 unable to create VM 200: config file already exists"},

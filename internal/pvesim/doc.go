@@ -81,6 +81,41 @@
 // [Sim.LockGuest] and [Sim.SetUnreachable], or over HTTP under /_sim/
 // (outside /api2/json, no auth): see docs/simulator.md.
 //
+// # Proxmox's concurrency limits
+//
+// The simulator serves no faster than Proxmox can; each limit is pinned by
+// a test citing its source:
+//
+//   - API workers (apiworkers.go): every node has a pvedaemon and a
+//     pveproxy pool of 3 workers ([DefaultAPIWorkers]; pve-manager
+//     PVE/Service/pvedaemon.pm and pveproxy.pm max_workers). A call under
+//     /nodes/{node}/ holds a worker of that node's pvedaemon if the API
+//     schema marks its handler protected (PVE::HTTPServer::rest_handler;
+//     protected_gen.go), else of its pveproxy; any other call one of the
+//     first node's. It holds it for Faults.Latency and its handler
+//     (inline work such as the synchronous qmconfig included), not for
+//     the task it starts, nor for a 401's delay. Calls wait in arrival
+//     order, never refused. Options.APIWorkers and ProxyWorkers (0:
+//     3, negative: unlimited); [Sim.APIWorkerStats] and GET /_sim/stats
+//     "api_workers" report them.
+//   - Storage lock (storagelock.go): a clone takes its volumes' storage
+//     locks one after another, each for Faults.StorageLockHold (0: not
+//     modelled), the allocation of a full clone and the vdisk_clone of a
+//     linked one (pve-storage cluster_lock_storage, qemu-server
+//     clone_disk, pve-container copy_volume): per node for a local
+//     storage, cluster-wide for a shared one; a waiter past
+//     Faults.StorageLockTimeout (0: 10 s) fails its task with pve-storage's
+//     message.
+//   - LXC clone source: the source container carries lock "disk" for
+//     the whole clone task; a second clone of it is refused at once with
+//     500 "CT is locked (disk)" (pve-container clone_vm, pve-guest-common
+//     AbstractConfig::set_lock/check_lock).
+//   - HA (halrm.go): each node's LRM runs at most Options.HAMaxWorkers
+//     (0: 4, datacenter.cfg max_workers; pve-ha-manager LRM.pm
+//     run_workers) actions at once; the others wait their turn.
+//   - Guest config lock: a locked guest refuses what Proxmox refuses
+//     ([Sim.LockGuest]); the injected flock timeout is Faults.FailRate.
+//
 // # Concurrency
 //
 // A Sim is safe for concurrent use. All guest state sits behind one mutex;

@@ -74,11 +74,19 @@ type Faults struct {
 	// timeout" (local storage), and leaves nothing behind. Linked clones
 	// are not counted nor refused.
 	StorageCloneLimit int `json:"storage_clone_limit"`
+	// StorageLockHold is how long each volume allocation or linked clone
+	// of a clone task holds its storage's lock (storagelock.go; 0, the
+	// default: not modelled). Clones onto one storage (one node's for a
+	// local storage, the cluster's for a shared one) then queue for it.
+	StorageLockHold Duration `json:"storage_lock_hold"`
+	// StorageLockTimeout is how long a clone waits for a storage's lock
+	// before its task fails with pve-storage's timeout (0: Proxmox's 10s).
+	StorageLockTimeout Duration `json:"storage_lock_timeout"`
 }
 
 func (f Faults) validate() error {
 	switch {
-	case f.Latency < 0, f.TaskLatency < 0, f.ResourcesLag < 0, f.AuthFailDelay < 0:
+	case f.Latency < 0, f.TaskLatency < 0, f.ResourcesLag < 0, f.AuthFailDelay < 0, f.StorageLockHold < 0, f.StorageLockTimeout < 0:
 		return fmt.Errorf("pvesim: fault durations must be >= 0")
 	case f.FailRate < 0 || f.FailRate > 1:
 		return fmt.Errorf("pvesim: Faults.FailRate must be within 0..1, got %v", f.FailRate)
@@ -305,7 +313,8 @@ func (s *Sim) controlRoutes(mux *http.ServeMux) {
 		writeJSON(w, gs)
 	})
 	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"calls": s.Calls(), "mutations": s.Mutations(), "tasks": len(s.Tasks())})
+		writeJSON(w, map[string]any{"calls": s.Calls(), "mutations": s.Mutations(), "tasks": len(s.Tasks()),
+			"api_workers": s.APIWorkerStats()})
 	})
 }
 

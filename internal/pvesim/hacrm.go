@@ -31,6 +31,9 @@ type haAction struct {
 	timer *time.Timer
 	act   func() *task
 	ran   bool
+	// sid is the resource an LRM runs the action for ("": CRM work,
+	// run at once; halrm.go).
+	sid string
 }
 
 func (s *Sim) haDelay() time.Duration {
@@ -68,11 +71,11 @@ func (s *Sim) haEnd(t *task) {
 	}
 }
 
-// haSchedule runs act HADelay from now, as the CRM's next round. Caller
-// holds s.mu.
-func (s *Sim) haSchedule(act func() *task) {
+// haSchedule runs act HADelay from now, as the CRM's next round, in the
+// LRM of sid's node ("": CRM work). Caller holds s.mu.
+func (s *Sim) haSchedule(sid string, act func() *task) {
 	s.haBegin()
-	a := &haAction{act: act}
+	a := &haAction{act: act, sid: sid}
 	s.crm.queue = append(s.crm.queue, a)
 	a.timer = time.AfterFunc(s.haDelay(), func() {
 		s.mu.Lock()
@@ -93,7 +96,7 @@ func (s *Sim) haRun(a *haAction) {
 			break
 		}
 	}
-	s.haEnd(a.act())
+	s.lrmSubmit(s.haNodeOf(a.sid), a.act)
 }
 
 // RunHA makes the HA stack act now on everything queued (instead of
@@ -133,7 +136,7 @@ func (s *Sim) WaitHA(ctx context.Context) error {
 // haKick makes the HA stack drive a resource towards its requested state.
 // Caller holds s.mu.
 func (s *Sim) haKick(sid string) {
-	s.haSchedule(func() *task {
+	s.haSchedule(sid, func() *task {
 		r := s.ha[sid]
 		if r == nil {
 			return nil
@@ -182,7 +185,7 @@ func (s *Sim) haKick(sid string) {
 // runs, and the CRM's next placement round moves the guest back where
 // its rule wants it (next_state_started takes the command as given).
 func (s *Sim) haQueueMigrate(sid, target string) {
-	s.haSchedule(func() *task {
+	s.haSchedule(sid, func() *task {
 		r := s.ha[sid]
 		if r == nil {
 			return nil

@@ -60,7 +60,7 @@ func (s *Sim) haPlaceAll(cause string) {
 		return
 	}
 	s.placeQueued = true
-	s.haSchedule(func() *task {
+	s.haSchedule("", func() *task {
 		s.placeQueued = false
 		s.placeRound(cause)
 		return nil
@@ -236,14 +236,18 @@ func (s *Sim) haStartMove(r *haResource, g *guest, target, cause string, round i
 	}
 	s.haMoves = append(s.haMoves, HAMove{SID: r.sid, VMID: g.vmid, From: g.node, To: target, Cause: cause, Round: round})
 	s.haMoving[g.vmid] = true
-	var t *task
-	if g.kind == LXC {
-		t = s.startCTMigration(g, n, false, true, nil, DefaultUser)
-	} else {
-		t = s.startVMMigration(g, n, true, nil, DefaultUser)
-	}
 	s.haBegin()
-	s.haEnd(t)
+	// The migration is an LRM worker of the guest's node (halrm.go).
+	s.lrmSubmit(g.node, func() *task {
+		if s.guests[g.vmid] != g || g.node == target {
+			delete(s.haMoving, g.vmid)
+			return nil
+		}
+		if g.kind == LXC {
+			return s.startCTMigration(g, n, false, true, nil, DefaultUser)
+		}
+		return s.startVMMigration(g, n, true, nil, DefaultUser)
+	})
 }
 
 func sortedSet(set map[string]bool) []string { return slices.Sorted(maps.Keys(set)) }

@@ -1,6 +1,7 @@
 package pvesim
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -42,6 +43,19 @@ func (s *Sim) routes() http.Handler {
 				s.opts.OnMutation(Mutation{Method: r.Method, Path: r.URL.Path, VMID: vmidFromPath(r.URL.Path), At: time.Now()})
 			}
 		}
+		// Handler only finds the pattern; ServeHTTP also sets PathValue.
+		_, pattern := api.Handler(r)
+		// The call holds an API worker for its latency and its handler
+		// (apiworkers.go).
+		pool := s.poolFor(r.Method, r.URL.Path, pattern)
+		if !pool.acquire(r.Context()) {
+			return
+		}
+		if pool.sem != nil {
+			h := &workerHold{pool: pool, held: true}
+			defer h.release()
+			r = r.WithContext(context.WithValue(r.Context(), holdKey{}, h))
+		}
 		if d := time.Duration(s.faultsNow().Latency); d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -51,8 +65,7 @@ func (s *Sim) routes() http.Handler {
 				return
 			}
 		}
-		// Handler only finds the pattern; ServeHTTP also sets PathValue.
-		if _, pattern := api.Handler(r); pattern == "" {
+		if pattern == "" {
 			writeError(w, &apiError{status: 501, msg: fmt.Sprintf("Method '%s %s' not implemented", r.Method, strings.TrimPrefix(r.URL.Path, "/api2/json"))})
 			return
 		}
@@ -81,6 +94,7 @@ func (s *Sim) handle(mux *http.ServeMux, pattern string, fn apiFunc) {
 		user, err := s.authenticate(r)
 		if err != nil {
 			if d := time.Duration(s.faultsNow().AuthFailDelay); d > 0 {
+				releaseWorker(r)
 				time.Sleep(d)
 			}
 			writeError(w, err.(*apiError))
@@ -117,6 +131,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, pattern, user string
 	if ae, ok := err.(*apiError); ok {
 		if ae.status == 401 {
 			if d := time.Duration(s.faultsNow().AuthFailDelay); d > 0 {
+				releaseWorker(r)
 				time.Sleep(d)
 			}
 		}

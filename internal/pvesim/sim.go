@@ -59,6 +59,15 @@ type Options struct {
 	// [Sim.RebalanceNow] instead. Guest usage changes every round,
 	// reproducibly from Seed.
 	HARebalance time.Duration
+	// APIWorkers and ProxyWorkers are the pvedaemon and pveproxy workers
+	// of every node (apiworkers.go): 0 is Proxmox's default, 3
+	// ([DefaultAPIWorkers]); a negative count leaves calls unlimited.
+	APIWorkers   int
+	ProxyWorkers int
+	// HAMaxWorkers is how many HA actions each node's LRM runs at once
+	// (halrm.go): 0 is datacenter.cfg's default max_workers, 4
+	// ([DefaultHAMaxWorkers]); negative is unlimited.
+	HAMaxWorkers int
 	// MaxTasks bounds the task log; the oldest finished tasks are dropped
 	// first (default 200000).
 	MaxTasks int
@@ -122,8 +131,12 @@ type Sim struct {
 	// cloneSlots counts the running full clones per target storage
 	// (Faults.StorageCloneLimit).
 	cloneSlots map[string]int
-	// crm is the HA stack's queued work (hacrm.go).
+	// storeFree is when each storage lock is free next (storagelock.go).
+	storeFree map[string]time.Time
+	// crm is the HA stack's queued work (hacrm.go); lrm the nodes' LRM
+	// workers (halrm.go).
 	crm *haCRM
+	lrm map[string]*haLRM
 	// crs is the HA load balancer's state (hacrs.go).
 	crs haCRS
 	// templates are the downloaded appliance templates ("local:vztmpl/…").
@@ -135,6 +148,11 @@ type Sim struct {
 
 	calls     atomic.Int64
 	mutations atomic.Int64
+
+	// daemons are every node's API worker pools, by node name and in
+	// node order (apiworkers.go), fixed at New.
+	daemons    map[string]*nodeDaemons
+	daemonList []*nodeDaemons
 
 	handler  http.Handler
 	srv      *http.Server
@@ -210,6 +228,7 @@ func New(opts Options) (*Sim, error) {
 	}
 	s.publishFaults()
 	s.seedDemo()
+	s.initAPIWorkers()
 	s.handler = s.routes()
 	s.mu.Lock()
 	s.syncPvestatd() // after the seed: the first broadcast knows the demo guests

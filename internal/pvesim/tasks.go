@@ -77,6 +77,13 @@ func (s *Sim) startTask(node, typ string, kind Kind, vmid int, user string, work
 // runs. Caller holds s.mu.
 func (s *Sim) startLoggedTask(node, typ string, kind Kind, vmid int, user string, first []string,
 	work func(print func(string)) ([]string, error), abort func()) *task {
+	return s.startTaskIn(s.faults.TaskLatencyFor(typ), node, typ, kind, vmid, user, first, work, abort)
+}
+
+// startTaskIn is startLoggedTask for a task that runs d (0: done before
+// its UPID is returned) instead of its type's latency. Caller holds s.mu.
+func (s *Sim) startTaskIn(d time.Duration, node, typ string, kind Kind, vmid int, user string, first []string,
+	work func(print func(string)) ([]string, error), abort func()) *task {
 	now := time.Now()
 	s.pidSeq++
 	t := &task{
@@ -103,7 +110,7 @@ func (s *Sim) startLoggedTask(node, typ string, kind Kind, vmid int, user string
 	s.tasks = append(s.tasks, t)
 	s.taskIdx[t.upid] = t
 	s.trimTasks()
-	if d := s.faults.TaskLatencyFor(typ); d > 0 {
+	if d > 0 {
 		t.timer = time.AfterFunc(d, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
