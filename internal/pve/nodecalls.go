@@ -2,6 +2,7 @@ package pve
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 )
@@ -11,46 +12,111 @@ import (
 // pveproxy workers (reads) by default (pve-manager PVE/Service/pvedaemon.pm
 // and pveproxy.pm, max_workers), and has no request rate limiter: a call
 // beyond the free workers waits in the node's listen queue. More than 3 of
-// one client's calls in flight to a node therefore only lengthen that
-// queue, for the client and for everyone else using the node.
+// one client's reads, or 3 of its writes, in flight to a node therefore
+// only lengthen that queue, for the client and for everyone else.
 const DefaultNodeCalls = 3
 
-// nodeSlots bounds a client's requests in flight per node: a request
-// under /nodes/{node}/ takes one of that node's slots, any other (the
+// nodeSlots bounds a client's requests in flight per node and per kind of
+// worker: reads (GET, served by pveproxy) and writes (the rest, served by
+// pvedaemon) take slots of their own, so that a read never waits behind a
+// node's queued config writes, as it does not on Proxmox. A request under
+// /nodes/{node}/ takes one of that node's slots, any other (the
 // cluster-wide paths the entry node serves) one of the entry node's.
+//
+// Among writes, task starts (POST …/status/…: start, shutdown, reboot …)
+// go ahead of waiting config writes: each holds a worker only for the call,
+// and the sooner the long task it starts is under way, the sooner the
+// change is done; a config write holds its worker for its whole work.
 type nodeSlots struct {
 	n  int
 	mu sync.Mutex
-	by map[string]chan struct{}
+	by map[slotKey]*slotPool
+}
+
+type slotKey struct {
+	node  string
+	write bool
+}
+
+// slotPool is n slots with two FIFO lines of waiters, the first served
+// first.
+type slotPool struct {
+	free        int
+	first, rest []chan struct{}
 }
 
 func newNodeSlots(n int) *nodeSlots {
 	if n <= 0 {
 		return nil
 	}
-	return &nodeSlots{n: n, by: map[string]chan struct{}{}}
+	return &nodeSlots{n: n, by: map[slotKey]*slotPool{}}
 }
 
-// acquire waits for a slot of the node path names, or for ctx; release
-// gives it back.
-func (s *nodeSlots) acquire(ctx context.Context, path string) (release func(), err error) {
+// acquire waits for a slot for a request (method, path), or for ctx;
+// release gives it back.
+func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release func(), err error) {
 	if s == nil {
 		return func() {}, nil
 	}
-	node := nodeOfPath(path)
+	write := method != http.MethodGet && method != http.MethodHead
+	key := slotKey{nodeOfPath(path), write}
+	first := write && method == http.MethodPost && strings.Contains(path, "/status/")
 	s.mu.Lock()
-	c := s.by[node]
-	if c == nil {
-		c = make(chan struct{}, s.n)
-		s.by[node] = c
+	p := s.by[key]
+	if p == nil {
+		p = &slotPool{free: s.n}
+		s.by[key] = p
+	}
+	release = func() { s.release(p) }
+	if p.free > 0 && len(p.first) == 0 && (first || len(p.rest) == 0) {
+		p.free--
+		s.mu.Unlock()
+		return release, nil
+	}
+	ch := make(chan struct{})
+	if first {
+		p.first = append(p.first, ch)
+	} else {
+		p.rest = append(p.rest, ch)
 	}
 	s.mu.Unlock()
 	select {
-	case c <- struct{}{}:
-		return func() { <-c }, nil
+	case <-ch:
+		return release, nil
 	case <-ctx.Done():
+		s.mu.Lock()
+		gone := drop(&p.first, ch) || drop(&p.rest, ch)
+		s.mu.Unlock()
+		if !gone { // granted meanwhile: hand it on
+			s.release(p)
+		}
 		return nil, ctx.Err()
 	}
+}
+
+func (s *nodeSlots) release(p *slotPool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, line := range []*[]chan struct{}{&p.first, &p.rest} {
+		if len(*line) > 0 {
+			ch := (*line)[0]
+			*line = (*line)[1:]
+			close(ch)
+			return
+		}
+	}
+	p.free++
+}
+
+// drop removes ch from line, reporting whether it was there.
+func drop(line *[]chan struct{}, ch chan struct{}) bool {
+	for i, c := range *line {
+		if c == ch {
+			*line = append((*line)[:i], (*line)[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // nodeOfPath is the node a request path addresses (…/nodes/{node}/…), or

@@ -3,6 +3,7 @@ package pve
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -20,44 +21,132 @@ func TestNodeOfPath(t *testing.T) {
 	}
 }
 
-// A node's calls beyond its slots wait; other nodes' and the cluster-wide
-// paths' do not wait for them; a freed slot lets the next one in.
+const (
+	cfg101  = "/api2/json/nodes/pve1/qemu/101/config"
+	boot102 = "/api2/json/nodes/pve1/qemu/102/status/reboot"
+)
+
+// cancelled is a context whose Done is ready: a full pool's line is not,
+// so acquire can only fail with it, whatever select picks.
+func cancelled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// A node's writes beyond its slots wait; its reads, other nodes' calls and
+// the cluster-wide paths do not wait for them; a freed slot lets the next
+// one in.
 func TestNodeSlotsBoundCallsPerNode(t *testing.T) {
 	s := newNodeSlots(DefaultNodeCalls)
 	ctx := context.Background()
 	var held []func()
 	for range DefaultNodeCalls {
-		r, err := s.acquire(ctx, "/api2/json/nodes/pve1/qemu/101/config")
+		r, err := s.acquire(ctx, "PUT", cfg101)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, r)
 	}
-	done, cancel := context.WithCancel(ctx)
-	cancel() // a full node's channel is not ready: only Done can be chosen
-	if _, err := s.acquire(done, "/api2/json/nodes/pve1/status"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a 4th call to pve1 got a slot (err %v); want it to wait", err)
+	if _, err := s.acquire(cancelled(), "PUT", cfg101); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a 4th write to pve1 got a slot (err %v); want it to wait", err)
 	}
-	for _, p := range []string{"/api2/json/nodes/pve2/qemu/201/config", "/api2/json/cluster/resources"} {
-		r, err := s.acquire(ctx, p)
+	for _, c := range [][2]string{{"GET", cfg101}, {"PUT", "/api2/json/nodes/pve2/qemu/201/config"}, {"GET", "/api2/json/cluster/resources"}} {
+		r, err := s.acquire(cancelled(), c[0], c[1])
 		if err != nil {
-			t.Fatalf("%s waited for pve1's slots: %v", p, err)
+			t.Fatalf("%s %s waited for pve1's write slots: %v", c[0], c[1], err)
 		}
 		r()
 	}
 	held[0]()
-	r, err := s.acquire(ctx, "/api2/json/nodes/pve1/status")
+	r, err := s.acquire(cancelled(), "PUT", cfg101)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the freed slot was not free: %v", err)
 	}
 	r()
 	if newNodeSlots(0) != nil {
 		t.Fatal("NodeCalls 0 must be no limit")
 	}
-	if r, err := (*nodeSlots)(nil).acquire(done, "/api2/json/nodes/pve1"); err != nil {
+	if r, err := (*nodeSlots)(nil).acquire(cancelled(), "PUT", cfg101); err != nil {
 		t.Fatalf("no limit waited: %v", err)
 	} else {
 		r()
+	}
+}
+
+// A task start waiting for a node's write slot goes ahead of the config
+// writes waiting before it; a waiter that gives up leaves its place to
+// the next without losing a slot.
+func TestNodeSlotsTaskStartsFirst(t *testing.T) {
+	s := newNodeSlots(1)
+	ctx := context.Background()
+	r, err := s.acquire(ctx, "PUT", cfg101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		served []string
+		wg     sync.WaitGroup
+	)
+	wait := func(method, path, name string) {
+		defer wg.Done()
+		rel, err := s.acquire(ctx, method, path)
+		if err != nil {
+			name = "error " + err.Error()
+		}
+		mu.Lock()
+		served = append(served, name)
+		mu.Unlock()
+		if err == nil {
+			rel()
+		}
+	}
+	queued := func(first, rest int) {
+		t.Helper()
+		for {
+			s.mu.Lock()
+			p := s.by[slotKey{"pve1", true}]
+			f, n := len(p.first), len(p.rest)
+			s.mu.Unlock()
+			if f+n == first+rest {
+				if f != first {
+					t.Fatalf("%d task starts and %d others waiting, want %d and %d", f, n, first, rest)
+				}
+				return
+			}
+			mu.Lock()
+			early := len(served)
+			mu.Unlock()
+			if early > 0 {
+				t.Fatalf("%v went while the slot was held", served)
+			}
+		}
+	}
+	wg.Add(2)
+	go wait("PUT", cfg101, "write")
+	queued(0, 1)
+	// One that gives up: its place goes, the slot stays.
+	gone, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := s.acquire(gone, "PUT", cfg101); errc <- err }()
+	queued(0, 2)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled waiter: %v", err)
+	}
+	queued(0, 1)
+	go wait("POST", boot102, "reboot")
+	queued(1, 1)
+	r()
+	wg.Wait()
+	if len(served) != 2 || served[0] != "reboot" || served[1] != "write" {
+		t.Fatalf("served %v, want the reboot first", served)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.by[slotKey{"pve1", true}]; p.free != 1 {
+		t.Fatalf("%d slots free after all were given back, want 1", p.free)
 	}
 }
 

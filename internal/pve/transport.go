@@ -108,7 +108,7 @@ type statusTransport struct {
 // request's time, as a wait in the node's own queue would.
 func (t *statusTransport) exchange(req *http.Request) (res *http.Response, body []byte, err error) {
 	start := time.Now()
-	release, err := t.slots.acquire(req.Context(), req.URL.Path)
+	release, err := t.slots.acquire(req.Context(), req.Method, req.URL.Path)
 	if err != nil {
 		if t.metrics != nil {
 			t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
