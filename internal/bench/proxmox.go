@@ -140,7 +140,8 @@ type ProxmoxDetails struct {
 	// its convergence (status polls, read-back, result, planning). Head:
 	// from the first publish to a guest's config task's start.
 	Handoff, Tail, Head Latency
-	// SlotUse is the share of the nodes' slots (NodeConcurrency ×
+	// SlotUse is the share of the nodes' slots (converge's node
+	// concurrency, PvePowerTasks without one, ×
 	// makespan) that the ideal's per-action time filled.
 	SlotUse float64
 	// MaxInFlight is the most tasks that ran at once on one node.
