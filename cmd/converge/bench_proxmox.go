@@ -61,9 +61,9 @@ func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 	p.verifyWait = bench.DefaultVerifyWait
 	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule under Proxmox's limits and a Terraform-like baseline; --guests defaults to 1000 there) or "estate" (the same change at estate scale, 10,000 guests on 100 nodes, the simulator in its own process: makespan, converge's CPU and peak memory, drift detection)`)
 	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox; estate: 100)")
-	fl.IntVar(&p.limits.NodeConcurrency, "node-concurrency", p.limits.NodeConcurrency, "override converge's most actions in flight per node (default: converge's shipped default; --profile proxmox, estate)")
+	fl.IntVar(&p.limits.NodeConcurrency, "node-concurrency", p.limits.NodeConcurrency, "override converge's most actions in flight per node (the default shown is converge's shipped one, which runs unless this is given; --profile proxmox, estate)")
 	fl.Var(&limitFloat{r: &p.limits.NodeRate, unlimited: &p.limits.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
-		"override converge's most mutating calls a second per node; unlimited: none (a negative value, deprecated, is none too) (default: converge's shipped default; --profile proxmox, estate)")
+		"override converge's most mutating calls a second per node; unlimited: none (a negative value, deprecated, is none too) (the default shown is converge's shipped one, which runs unless this is given; --profile proxmox, estate)")
 	fl.BoolVar(&p.limits.LimitsOff, "limits-off", false, "run converge with its per-node limits lifted (node concurrency, node rate, per-node calls), not its shipped defaults; the report says limits \"off\" (--profile proxmox, estate)")
 	fl.DurationVar(&p.o.APILatency, "api-latency", p.o.APILatency, "latency of every Proxmox API call (0: none; --profile proxmox, estate)")
 	fl.DurationVar(&p.o.PowerTask, "power-task", p.o.PowerTask, "how long power tasks (qmstart, qmstop, qmshutdown, qmreboot) run (0: at once; --profile proxmox, estate)")
