@@ -125,6 +125,15 @@ var fieldFlags = map[string]string{
 	"bench.ProxmoxOptions.BaselineParallelism": "baseline-parallelism",
 	"bench.ProxmoxOptions.BaselinePoll":        "baseline-poll",
 	"bench.ProxmoxOptions.ResourcesLag":        "sim-resources-lag",
+	"bench.EstateOptions.Guests":               "guests",
+	"bench.EstateOptions.Nodes":                "nodes",
+	"bench.EstateOptions.NodeConcurrency":      "node-concurrency",
+	"bench.EstateOptions.NodeRate":             "node-rate",
+	"bench.EstateOptions.APILatency":           "api-latency",
+	"bench.EstateOptions.PowerTask":            "power-task",
+	"bench.EstateOptions.ConfigTask":           "config-task",
+	"bench.EstateOptions.VerifyWait":           "verify-wait",
+	"bench.EstateOptions.ResourcesLag":         "sim-resources-lag",
 }
 
 // flagError names the flag (and its variable) of the config field a

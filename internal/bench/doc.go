@@ -31,13 +31,30 @@
 // Proxmox-shaped workload: a simulator with ProxmoxOptions.Nodes nodes
 // (10), 15 ms per API call, 1 s per power task and 0.2 s per config task
 // (pvesim's per-task-type latency), and converge assembled as `converge up`
-// assembles it (its defaults, the node limit ProxmoxOptions.NodeConcurrency,
-// 4). Every guest starts stopped and gets one desired change that takes a
-// config write (a QEMU POST …/config: a qmconfig task) and then a start.
+// assembles it, with its shipped defaults (app.DefaultConfig, read at run
+// time) unless ConvergeLimits lifts them (LimitsOff: every per-node limit,
+// the report's limits "off") or overrides one. Every guest starts stopped
+// and gets one desired change that takes a config write and then a start.
 // makespan_s runs from the first publish until the planner has seen every
 // guest running with its new config (checked against the simulator after);
-// ideal_makespan_s is [IdealMakespan], a lower bound no client can beat
-// within the node limits; baseline_makespan_s is the same work, on a fresh
-// simulator in the same state, by a Terraform-like client (baseline.go).
-// Nothing in the profile is asserted against a speed.
+// ideal_makespan_s is [IdealMakespan] under Proxmox's limits, not
+// converge's (3 pvedaemon and 3 pveproxy workers per node, at most 4 power
+// tasks per node as Proxmox's own bulk and HA actions run them; see
+// ideal.go), ideal_unbounded_makespan_s the same without the power-task
+// limit; baseline_makespan_s is the same work, on a fresh simulator in the
+// same state, by a Terraform-like client (baseline.go).
+//
+// # The estate profile
+//
+// [RunEstate] (`converge bench --profile estate`) is the same change at
+// estate scale: 10,000 guests on 100 nodes, created through the API of a
+// simulator in a process of its own (`converge sim`), so that what the
+// bench's process spends is converge's: its CPU (getrusage) over the
+// makespan and its peak RSS (VmHWM, reset at the start). After the change
+// it measures drift detection: how long until converge has read every
+// guest's config and pending values again, and the most config reads any
+// node was sent within one second, counted on converge's side
+// (estate_verify.go).
+//
+// Nothing in the profiles is asserted against a speed.
 package bench

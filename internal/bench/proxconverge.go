@@ -52,11 +52,12 @@ func (t *convergeTracker) onDecision(v *projector.View, d planner.Decision) {
 	}
 }
 
-// runConverge runs converge, assembled as `converge up` assembles it (its
-// defaults but for the node limit), against the profile's simulator: every
-// guest is observed, then every desired change is published at once, and
-// the makespan runs until the last guest converged.
-func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *ProxmoxReport) (*ProxmoxDetails, error) {
+// runConverge runs converge, assembled as `converge up` assembles it (conv:
+// its shipped defaults unless the options lift or override them), against
+// the profile's simulator: every guest is observed, then every desired
+// change is published at once, and the makespan runs until the last guest
+// converged.
+func runConverge(ctx context.Context, o ProxmoxOptions, conv applied, dir string, rep *ProxmoxReport) (*ProxmoxDetails, error) {
 	// Config writes done within the call (a QEMU PUT) start no task: the
 	// mutation log has them, their work runs inline for ConfigTask.
 	var mu sync.Mutex
@@ -74,18 +75,17 @@ func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *Proxmox
 		return nil, err
 	}
 	defer sim.Close()
-	pc := pve.DefaultConfig()
+	pc := conv.pve
 	pc.URL, pc.TokenID, pc.TokenSecret, pc.Logger = sim.URL(), tokenID, tokenSecret, o.Logger
 	px, err := pve.New(pc)
 	if err != nil {
 		return nil, err
 	}
 	tr := &convergeTracker{convergedAt: make([]int64, o.Guests)}
-	cfg := app.DefaultConfig()
+	cfg := conv.cfg
 	cfg.Name, cfg.Roles, cfg.Embedded = "bench", app.All, &natsserver.Options{DataDir: dir, Name: "bench"}
 	cfg.Proxmox, cfg.Logger = px, o.Logger
-	cfg.Planner.Planner.OnDecision, cfg.Planner.Planner.Limits.NodeConcurrency = tr.onDecision, o.NodeConcurrency
-	cfg.Executor.NodeRate, cfg.Executor.NodeRateUnlimited = o.NodeRate, o.NodeRateUnlimited
+	cfg.Planner.Planner.OnDecision = tr.onDecision
 	a, err := app.Start(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *Proxmox
 	mu.Lock()
 	writes := slices.Clone(syncWrites)
 	mu.Unlock()
-	det := convergeDetails(o, sim, append(slices.Clone(tasks), writes...), tr, t0, time.Unix(0, last).Sub(t0))
+	det := convergeDetails(o, rep.NodeConcurrency, sim, append(slices.Clone(tasks), writes...), tr, t0, time.Unix(0, last).Sub(t0))
 	// TaskTypes counts Proxmox's tasks only.
 	det.TaskTypes, det.SyncConfigWrites = map[string]int{}, len(writes)
 	for _, t := range tasks {
@@ -162,7 +162,7 @@ func runConverge(ctx context.Context, o ProxmoxOptions, dir string, rep *Proxmox
 
 // convergeDetails derives where the time went from the simulator's task
 // log and the convergence times.
-func convergeDetails(o ProxmoxOptions, sim *pvesim.Sim, tasks []pvesim.TaskInfo, tr *convergeTracker, t0 time.Time, makespan time.Duration) *ProxmoxDetails {
+func convergeDetails(o ProxmoxOptions, slots int, sim *pvesim.Sim, tasks []pvesim.TaskInfo, tr *convergeTracker, t0 time.Time, makespan time.Duration) *ProxmoxDetails {
 	det := &ProxmoxDetails{TaskTypes: map[string]int{}}
 	type pair struct{ cfg, start *pvesim.TaskInfo }
 	byGuest := map[string]*pair{}
@@ -197,12 +197,16 @@ func convergeDetails(o ProxmoxOptions, sim *pvesim.Sim, tasks []pvesim.TaskInfo,
 		}
 	}
 	det.Handoff, det.Tail, det.Head = percentiles(handoff), percentiles(tail), percentiles(head)
+	// Without a node limit, the slots are Proxmox's power tasks.
+	if slots <= 0 {
+		slots = PvePowerTasks
+	}
 	busy := time.Duration(o.Guests) * (2*o.APILatency + o.ConfigTask + o.PowerTask)
 	if makespan > 0 {
-		det.SlotUse = float64(busy) / float64(time.Duration(o.Nodes*o.NodeConcurrency)*makespan)
+		det.SlotUse = float64(busy) / float64(time.Duration(o.Nodes*slots)*makespan)
 	}
 	det.MaxInFlight = maxInFlight(tasks)
-	det.ToConfig, det.ToStart, det.ConfigWriteRate = turnaround(tasks, o.NodeConcurrency)
+	det.ToConfig, det.ToStart, det.ConfigWriteRate = turnaround(tasks, slots)
 	return det
 }
 

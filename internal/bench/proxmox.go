@@ -3,15 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/converge-pve/converge/executor"
 	"github.com/converge-pve/converge/internal/pvesim"
-	"github.com/converge-pve/converge/planner"
 )
 
 // ProxmoxOptions size a Proxmox-shaped run (`converge bench --profile
@@ -21,15 +18,10 @@ import (
 type ProxmoxOptions struct {
 	Guests int // spread evenly over the nodes
 	Nodes  int
-	// NodeConcurrency is converge's per-node limit
-	// (planner.DefaultNodeConcurrency by default), and the ideal
-	// schedule's.
-	NodeConcurrency int
-	// NodeRate is converge's mutating calls a second per node
-	// (executor.DefaultNodeRate by default), and the ideal's, unless
-	// NodeRateUnlimited.
-	NodeRate          float64
-	NodeRateUnlimited bool
+	// ConvergeLimits: converge runs with its shipped defaults unless
+	// LimitsOff or an override says otherwise. The ideal schedule does not
+	// depend on them: it is Proxmox's (IdealMakespan).
+	ConvergeLimits
 	// APILatency is added to every Proxmox API call. 0, here and for the
 	// other durations: none.
 	APILatency time.Duration
@@ -53,7 +45,7 @@ type ProxmoxOptions struct {
 }
 
 // Proxmox profile defaults (issue 23): a mid-sized cluster, calls and
-// tasks as long as a real Proxmox's, the planner's default node limit.
+// tasks as long as a real Proxmox's.
 const (
 	DefaultProxmoxGuests    = 1000
 	DefaultProxmoxNodes     = 10
@@ -66,8 +58,7 @@ const (
 
 // DefaultProxmoxOptions returns the defaults above.
 func DefaultProxmoxOptions() ProxmoxOptions {
-	return ProxmoxOptions{Guests: DefaultProxmoxGuests, Nodes: DefaultProxmoxNodes, NodeConcurrency: planner.DefaultNodeConcurrency,
-		NodeRateUnlimited: executor.DefaultConfig().NodeRateUnlimited, APILatency: DefaultAPILatency, PowerTask: DefaultPowerTask, ConfigTask: DefaultConfigTask,
+	return ProxmoxOptions{Guests: DefaultProxmoxGuests, Nodes: DefaultProxmoxNodes, APILatency: DefaultAPILatency, PowerTask: DefaultPowerTask, ConfigTask: DefaultConfigTask,
 		BaselineParallelism: DefaultBaselineParallel, BaselinePoll: DefaultBaselinePoll, ResourcesLag: pvesim.DefaultPvestatdCycle}
 }
 
@@ -80,12 +71,11 @@ func (o ProxmoxOptions) Validate() error {
 		return fmt.Errorf(f+"Guests: must be within 1..100000, got %d", o.Guests)
 	case o.Nodes < 1 || o.Nodes > 1000:
 		return fmt.Errorf(f+"Nodes: must be within 1..1000, got %d", o.Nodes)
-	case o.NodeConcurrency < 1:
-		return fmt.Errorf(f+"NodeConcurrency: must be >= 1, got %d", o.NodeConcurrency)
-	case !o.NodeRateUnlimited && !(o.NodeRate > 0 && !math.IsInf(o.NodeRate, 1)):
-		return fmt.Errorf(f+"NodeRate: must be > 0 calls per second (or unlimited), got %v", o.NodeRate)
 	case o.BaselineParallelism < 1:
 		return fmt.Errorf(f+"BaselineParallelism: must be >= 1, got %d", o.BaselineParallelism)
+	}
+	if err := o.ConvergeLimits.validate(f); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -98,30 +88,34 @@ func (o ProxmoxOptions) Validate() error {
 	return nil
 }
 
-// reportedNodeRate is NodeRate as the report gives it: negative for none.
-func (o ProxmoxOptions) reportedNodeRate() float64 {
-	if o.NodeRateUnlimited {
-		return -1
-	}
-	return o.NodeRate
-}
-
 // ProxmoxReport is the Proxmox profile's report (`-o json`).
 type ProxmoxReport struct {
-	Profile         string  `json:"profile"` // "proxmox"
-	Guests          int     `json:"guests"`
-	Nodes           int     `json:"nodes"`
+	Profile string `json:"profile"` // "proxmox"
+	// Limits is "shipped" (converge's defaults, but for the overrides
+	// node_concurrency and node_rate show) or "off" (ConvergeLimits.LimitsOff);
+	// LimitsLifted names the fields that "off" set.
+	Limits       string   `json:"limits"`
+	LimitsLifted []string `json:"limits_lifted,omitempty"`
+	Guests       int      `json:"guests"`
+	Nodes        int      `json:"nodes"`
+	// NodeConcurrency and NodeRate are what converge ran with (negative:
+	// none).
 	NodeConcurrency int     `json:"node_concurrency"`
-	NodeRate        float64 `json:"node_rate"` // negative: none
+	NodeRate        float64 `json:"node_rate"`
 	APILatencyMs    float64 `json:"api_latency_ms"`
 	PowerTaskS      float64 `json:"power_task_s"`
 	ConfigTaskS     float64 `json:"config_task_s"`
 	// MakespanS: from the first desired event's publish until every guest
 	// converged (the planner saw it running with its new config).
 	MakespanS float64 `json:"makespan_s"`
-	// IdealMakespanS: IdealMakespan; MakespanRatio = makespan ÷ ideal.
-	IdealMakespanS float64 `json:"ideal_makespan_s"`
-	MakespanRatio  float64 `json:"makespan_ratio"`
+	// IdealMakespanS: IdealMakespan under Proxmox's limits (ProxmoxIdeal:
+	// 3 pvedaemon and 3 pveproxy workers and at most 4 power tasks per
+	// node); MakespanRatio = makespan ÷ ideal. IdealUnboundedMakespanS is
+	// the same without the power-task limit (the workers only): no client
+	// can beat it.
+	IdealMakespanS          float64 `json:"ideal_makespan_s"`
+	IdealUnboundedMakespanS float64 `json:"ideal_unbounded_makespan_s"`
+	MakespanRatio           float64 `json:"makespan_ratio"`
 	// Actions converge journalled; Tasks Proxmox ran and PveCalls the API
 	// calls it received during converge's run (the observer's included).
 	Actions  int   `json:"actions"`
@@ -146,7 +140,8 @@ type ProxmoxDetails struct {
 	// its convergence (status polls, read-back, result, planning). Head:
 	// from the first publish to a guest's config task's start.
 	Handoff, Tail, Head Latency
-	// SlotUse is the share of the nodes' slots (NodeConcurrency ×
+	// SlotUse is the share of the nodes' slots (converge's node
+	// concurrency, PvePowerTasks without one, ×
 	// makespan) that the ideal's per-action time filled.
 	SlotUse float64
 	// MaxInFlight is the most tasks that ran at once on one node.
@@ -184,13 +179,14 @@ func RunProxmox(ctx context.Context, o ProxmoxOptions) (*ProxmoxReport, *Proxmox
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	rep := &ProxmoxReport{Profile: "proxmox", Guests: o.Guests, Nodes: o.Nodes, NodeConcurrency: o.NodeConcurrency,
-		NodeRate: o.reportedNodeRate(), APILatencyMs: ms(o.APILatency), PowerTaskS: o.PowerTask.Seconds(),
+	conv := o.convergeConfig()
+	rep := &ProxmoxReport{Profile: "proxmox", Limits: o.name(), LimitsLifted: conv.lifted, Guests: o.Guests, Nodes: o.Nodes,
+		NodeConcurrency: conv.nodeConcurrency, NodeRate: conv.nodeRate, APILatencyMs: ms(o.APILatency), PowerTaskS: o.PowerTask.Seconds(),
 		ConfigTaskS: o.ConfigTask.Seconds(), BaselineParallelism: o.BaselineParallelism, BaselinePollS: o.BaselinePoll.Seconds()}
-	ideal := IdealMakespan(IdealInput{GuestsPerNode: spread(o.Guests, o.Nodes), Slots: o.NodeConcurrency, NodeRate: rep.NodeRate,
-		APILatency: o.APILatency, ConfigTask: o.ConfigTask, PowerTask: o.PowerTask})
-	rep.IdealMakespanS = ideal.Seconds()
-	det, err := runConverge(ctx, o, dir, rep)
+	per := spread(o.Guests, o.Nodes)
+	rep.IdealMakespanS = IdealMakespan(ProxmoxIdeal(per, o.APILatency, o.ConfigTask, o.PowerTask, false)).Seconds()
+	rep.IdealUnboundedMakespanS = IdealMakespan(ProxmoxIdeal(per, o.APILatency, o.ConfigTask, o.PowerTask, true)).Seconds()
+	det, err := runConverge(ctx, o, conv, dir, rep)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -27,17 +27,18 @@ func TestRunProxmoxSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Profile != "proxmox" || rep.Guests != 20 || rep.Nodes != 2 || rep.NodeConcurrency != 3 || rep.APILatencyMs != 2 || rep.NodeRate != 100 ||
-		rep.BaselineParallelism != 10 || rep.BaselinePollS != 0.05 {
+	if rep.Profile != "proxmox" || rep.Limits != "shipped" || rep.Guests != 20 || rep.Nodes != 2 || rep.NodeConcurrency != 3 || rep.APILatencyMs != 2 ||
+		rep.NodeRate != 100 || rep.BaselineParallelism != 10 || rep.BaselinePollS != 0.05 {
 		t.Fatalf("report %+v", rep)
 	}
-	want := bench.IdealMakespan(bench.IdealInput{GuestsPerNode: []int{10, 10}, Slots: 3, NodeRate: rep.NodeRate,
-		APILatency: 2 * time.Millisecond, ConfigTask: 20 * time.Millisecond, PowerTask: 60 * time.Millisecond})
-	if rep.IdealMakespanS != want.Seconds() || rep.IdealMakespanS <= 0 {
-		t.Fatalf("ideal %v, want %v", rep.IdealMakespanS, want.Seconds())
+	// The ideal is Proxmox's, whatever converge's limits.
+	want := bench.IdealMakespan(bench.ProxmoxIdeal([]int{10, 10}, 2*time.Millisecond, 20*time.Millisecond, 60*time.Millisecond, false))
+	unbounded := bench.IdealMakespan(bench.ProxmoxIdeal([]int{10, 10}, 2*time.Millisecond, 20*time.Millisecond, 60*time.Millisecond, true))
+	if rep.IdealMakespanS != want.Seconds() || rep.IdealUnboundedMakespanS != unbounded.Seconds() || rep.IdealUnboundedMakespanS <= 0 ||
+		rep.IdealUnboundedMakespanS > rep.IdealMakespanS {
+		t.Fatalf("ideal %v, unbounded %v, want %v, %v", rep.IdealMakespanS, rep.IdealUnboundedMakespanS, want.Seconds(), unbounded.Seconds())
 	}
-	// The ideal is a lower bound: nothing beats it.
-	if rep.MakespanS < rep.IdealMakespanS || rep.MakespanRatio < 1 || rep.MakespanRatio != rep.MakespanS/rep.IdealMakespanS {
+	if rep.MakespanS <= 0 || rep.MakespanRatio != rep.MakespanS/rep.IdealMakespanS {
 		t.Errorf("makespan %v, ideal %v, ratio %v", rep.MakespanS, rep.IdealMakespanS, rep.MakespanRatio)
 	}
 	// The baseline keeps no node limit (10 in flight over 2 nodes here):
@@ -67,7 +68,7 @@ func TestRunProxmoxSmall(t *testing.T) {
 	b, _ := json.Marshal(rep)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	for _, k := range []string{"makespan_s", "ideal_makespan_s", "makespan_ratio", "baseline_makespan_s", "guests", "nodes",
+	for _, k := range []string{"profile", "limits", "ideal_unbounded_makespan_s", "makespan_s", "ideal_makespan_s", "makespan_ratio", "baseline_makespan_s", "guests", "nodes",
 		"node_concurrency", "api_latency_ms", "tasks", "pve_calls", "baseline_pve_calls", "baseline_tasks"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("json lacks %s", k)
@@ -75,31 +76,51 @@ func TestRunProxmoxSmall(t *testing.T) {
 	}
 }
 
-// TestIdealMakespan pins the ideal's three bounds.
+// TestIdealMakespan pins the ideal's four bounds under Proxmox's limits,
+// each in a case small enough to check by hand.
 func TestIdealMakespan(t *testing.T) {
 	const ms = time.Millisecond
-	in := bench.IdealInput{GuestsPerNode: []int{100, 100}, Slots: 4, NodeRate: 10, APILatency: 15 * ms,
-		ConfigTask: 200 * ms, PowerTask: time.Second}
-	// Slots: 25 guests per slot, each 2 × 15 ms + 0.2 s + 1 s.
-	if got := bench.IdealMakespan(in); got != 25*1230*ms {
-		t.Errorf("slot bound: %v", got)
+	// The estate's node: 100 guests, 15 ms calls, 0.2 s config, 1 s power.
+	// a = 215 ms, b = 15 ms, head 230 ms.
+	in := bench.ProxmoxIdeal([]int{100, 100}, 15*ms, 200*ms, time.Second, false)
+	if in.DaemonWorkers != 3 || in.ProxyWorkers != 3 || in.PowerTasks != 4 {
+		t.Fatalf("Proxmox's limits: %+v", in)
 	}
-	// The fullest node decides.
+	// Power tasks: 25 rounds of 4 after the first write and start POST.
+	if got := bench.IdealMakespan(in); got != 230*ms+25*time.Second {
+		t.Errorf("power bound: %v", got)
+	}
+	// An uneven node decides, and a partial round counts whole: 101
+	// guests, 26 rounds.
 	in.GuestsPerNode = []int{100, 101}
-	if got := bench.IdealMakespan(in); got != 101*1230*ms/4 {
+	if got := bench.IdealMakespan(in); got != 230*ms+26*time.Second {
 		t.Errorf("uneven nodes: %v", got)
 	}
-	// Order: fewer guests than slots take one chain.
-	in.GuestsPerNode, in.NodeRate = []int{2}, 0
-	if got := bench.IdealMakespan(in); got != 1230*ms {
-		t.Errorf("order bound: %v", got)
+	// Unbounded: the daemon workers, 100 × 230 ms over 3, then the last
+	// start's task.
+	un := bench.ProxmoxIdeal([]int{100}, 15*ms, 200*ms, time.Second, true)
+	if un.PowerTasks != 0 {
+		t.Fatalf("unbounded keeps a power limit: %+v", un)
 	}
-	// Rate: 1 call a second, 2 guests: 3 s to the last call, then the start.
-	in.NodeRate = 1
-	if got := bench.IdealMakespan(in); got != 3*time.Second+1015*ms {
-		t.Errorf("rate bound: %v", got)
+	if got, want := bench.IdealMakespan(un), 100*230*ms/3+time.Second; got != want {
+		t.Errorf("daemon bound: %v, want %v", got, want)
 	}
-	if got := bench.IdealMakespan(bench.IdealInput{GuestsPerNode: []int{0}, Slots: 4}); got != 0 {
+	// Chain: one guest, its write, start POST and task.
+	if got := bench.IdealMakespan(bench.ProxmoxIdeal([]int{1}, 15*ms, 200*ms, time.Second, false)); got != 1230*ms {
+		t.Errorf("chain bound: %v", got)
+	}
+	// Proxy workers: 1 worker, 10 guests of 100 ms calls and no task work:
+	// head 200 ms, then 10 status reads of 100 ms one after the other
+	// (daemon: 10 × 200 ms over 3 = 666 ms; power: 3 rounds of 0).
+	in = bench.IdealInput{GuestsPerNode: []int{10}, DaemonWorkers: 3, ProxyWorkers: 1, PowerTasks: 4, APILatency: 100 * ms}
+	if got := bench.IdealMakespan(in); got != 1200*ms {
+		t.Errorf("proxy bound: %v", got)
+	}
+	// Without latency: 7 guests, 4 power slots of 1 s: 2 rounds.
+	if got := bench.IdealMakespan(bench.ProxmoxIdeal([]int{7}, 0, 0, time.Second, false)); got != 2*time.Second {
+		t.Errorf("two rounds: %v", got)
+	}
+	if got := bench.IdealMakespan(bench.ProxmoxIdeal([]int{0}, ms, ms, ms, false)); got != 0 {
 		t.Errorf("no guests: %v", got)
 	}
 }

@@ -63,7 +63,14 @@ type external struct {
 // fail is called with the reason.
 func startExternal(ctx context.Context, argv []string, o Options, log zerolog.Logger,
 	onMutation func(vmid int, atUnixNs int64), fail context.CancelCauseFunc) (*external, error) {
-	cmd := exec.Command(argv[0], append(append([]string{}, argv[1:]...), simArgs(o)...)...)
+	return startSimProcess(ctx, append(append([]string{}, argv...), simArgs(o)...), log, onMutation, fail)
+}
+
+// startSimProcess is startExternal with the whole command line given (the
+// estate profile's own flags).
+func startSimProcess(ctx context.Context, argv []string, log zerolog.Logger,
+	onMutation func(vmid int, atUnixNs int64), fail context.CancelCauseFunc) (*external, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = childAttr()
 	cmd.Stderr = log // its own warnings, as they come
 	// An own pipe, not StdoutPipe: Wait would close that under the reader
