@@ -130,7 +130,7 @@ const maxWaitRetry = 30 * time.Second
 
 // unknownPollCap caps the pause between polls of a task whose length no
 // earlier task of its operation told (taskPace).
-const unknownPollCap = 250 * time.Millisecond
+const unknownPollCap = 100 * time.Millisecond
 
 // wait waits for a journalled task and turns its outcome into the final
 // result. When Proxmox cannot be asked (transient poll failures) it keeps

@@ -130,6 +130,41 @@ start_sim() {
 	die "simulator did not start (see $2/sim.log)"
 }
 
+# spread_vms N: move the N QEMU VMs so that they lie evenly over the NODES
+# nodes (the i-th VM by vmid on node i mod NODES). The demo seed places
+# guest i on node i mod NODES and makes every third one a container, so
+# at 3 nodes every container would be on pve3 and every VM on pve1 and
+# pve2; an estate's VMs use all its nodes. Migrations run at the
+# simulator's latency, before anything is timed.
+spread_vms() {
+	[ "$NODES" -gt 1 ] || return 0
+	local moves vmid from to running upid pending
+	moves=$(c "$ctl/guests" | jq -r --argjson n "$1" --argjson nodes "$NODES" '
+		[.[] | select(.kind == "qemu" and (.config.template // "0") != "1")] | sort_by(.vmid) | .[:$n]
+		| to_entries[] | {vmid: .value.vmid, from: .value.node, to: "pve\((.key % $nodes) + 1)", running: (.value.status == "running")}
+		| select(.from != .to) | "\(.vmid) \(.from) \(.to) \(.running)"')
+	pending=()
+	while read -r vmid from to running; do
+		[ -n "$vmid" ] || continue
+		local args=(-d "target=$to")
+		[ "$running" = true ] && args+=(-d online=1 -d with-local-disks=1)
+		upid=$(c -H "Authorization: PVEAPIToken=$TOKEN_ID=$TOKEN_SECRET" -X POST "${args[@]}" \
+			"$api/nodes/$from/qemu/$vmid/migrate" | jq -r .data) || die "migrating VM $vmid to $to failed"
+		pending+=("$from $upid")
+	done <<<"$moves"
+	local p node
+	for p in "${pending[@]}"; do
+		read -r node upid <<<"$p"
+		for _ in $(seq 600); do
+			[ "$(c -H "Authorization: PVEAPIToken=$TOKEN_ID=$TOKEN_SECRET" "$api/nodes/$node/tasks/$upid/status" | jq -r .data.status)" = stopped ] && break
+			sleep 0.1
+		done
+	done
+	c "$ctl/guests" | jq -e --argjson n "$1" --argjson nodes "$NODES" '
+		[.[] | select(.kind == "qemu" and (.config.template // "0") != "1")] | sort_by(.vmid) | .[:$n]
+		| to_entries | all(.value.node == "pve\((.key % $nodes) + 1)")' >/dev/null || die "VMs not spread over the nodes"
+}
+
 stats() { c "$ctl/stats"; }
 now_ns() { date +%s%N; }
 
@@ -186,6 +221,7 @@ terraform_run() { # N RUN
 	# Setup, not measured: import the VMs without latency, then check that
 	# Terraform sees nothing left to do.
 	start_sim $((n * 3 / 2)) "$dir" 0s 0s 0s 0s
+	spread_vms "$n"
 	vms_json "$n" >"$dir/before.json"
 	[ "$(jq length "$dir/before.json")" = "$n" ] || die "expected $n QEMU VMs"
 	jq -n --arg e "https://127.0.0.1:$SIM_PORT/" --arg t "$TOKEN_ID=$TOKEN_SECRET" --slurpfile v "$dir/before.json" \
@@ -216,6 +252,7 @@ converge_run() { # N RUN LABEL FLAGS
 	local n=$1 run=$2 label=$3 flags=$4 dir="$OUT/cv-$3-$1-$2"
 	rm -rf "$dir" && mkdir -p "$dir"
 	start_sim $((n * 3 / 2)) "$dir" "$LATENCY" "$POWER_TASK" "$CONFIG_TASK" "$TASK_LATENCY"
+	spread_vms "$n"
 	vms_json "$n" >"$dir/before.json"
 	local fp
 	fp=$(jq -r .fingerprint "$dir/sim.json")
