@@ -30,6 +30,10 @@ type job struct {
 	// basis is the reading the action was planned from (verified), nil
 	// when unverified.
 	basis *events.Observed
+	// leads: a node task of the guest's plan waits on this action (a
+	// config write before its reboot); its calls go ahead of other
+	// waiting writes to the node (pve.Ahead).
+	leads bool
 	// knownSeq is the newest journal sequence read before acting: a
 	// derived read-back is current as of it (readback.go).
 	knownSeq uint64
@@ -232,7 +236,7 @@ func (j *job) execute(ctx context.Context) outcome {
 
 	// Only what follows from the journal reaches Proxmox.
 	if !e.cfg.unverified {
-		basis, why, err := e.verify(ctx, a, lasts)
+		basis, why, err := e.verify(ctx, a, lasts, &j.leads)
 		j.basis = basis
 		switch {
 		case err != nil:
@@ -275,7 +279,11 @@ func (j *job) execute(ctx context.Context) outcome {
 	}
 
 	// Issue the mutation, exactly once.
-	t, err := j.mutate(ctx)
+	mctx := ctx
+	if j.leads {
+		mctx = pve.Ahead(ctx)
+	}
+	t, err := j.mutate(mctx)
 	if ctx.Err() != nil {
 		// The call may or may not have reached Proxmox: like a crash, the
 		// redelivery re-checks.

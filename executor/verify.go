@@ -46,7 +46,11 @@ func newVerifier(cluster string, auth *projector.Auth) *projector.Projector {
 // planner.Plan, run on that desired state and that observation, produces
 // exactly this action. It reads the two entries by sequence unless lasts
 // already holds them (the common case: no extra journal round trip).
-func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts) (*events.Observed, string, error) {
+//
+// leads, if not nil, is set when the plan has a node task after this
+// action (a config write before its reboot): the write is one a task
+// waits on.
+func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts, leads *bool) (*events.Observed, string, error) {
 	if !plannedOps[a.Op] {
 		return nil, notFromJournal + fmt.Sprintf("operation %q is not one converge plans", a.Op), nil
 	}
@@ -139,6 +143,9 @@ func (e *Executor) verify(ctx context.Context, a events.Action, lasts guestLasts
 	if diff != "" {
 		return nil, notFromJournal + fmt.Sprintf("the plan from desired #%d and observation #%d is %s, the action %s",
 			a.DesiredSeq, a.BasisSeq, describeStep(d.Steps[0]), diff), nil
+	}
+	if leads != nil {
+		*leads = len(d.Steps) > 1 && planner.NodeTask(d.Steps[1].Op)
 	}
 	return obs, "", nil
 }

@@ -88,11 +88,11 @@ func (l *limiter) setBusy(vmid int, nodes ...string) (freed []string) {
 
 // actionNodes are the nodes whose task slots (Limits.NodeConcurrency) an
 // action takes: a migration's source and target (both nodes' daemons and
-// storage work), one node for the other node tasks (nodeTask), none for
+// storage work), one node for the other node tasks (NodeTask), none for
 // the rest.
 func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
 	switch {
-	case !nodeTask(op):
+	case !NodeTask(op):
 		return nil
 	case op == events.OpMigrate && m != nil && m.Target != node:
 		return []string{node, m.Target}
@@ -100,7 +100,7 @@ func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
 	return []string{node}
 }
 
-// nodeTask reports whether op is a task that loads its node (boots,
+// NodeTask reports whether op is a task that loads its node (boots,
 // shutdowns, storage copies), which is what a node's task slots bound: a
 // node boots many guests at once only at the cost of its storage and CPU,
 // which is why Proxmox's own bulk guest actions (pve-manager 9.1,
@@ -110,7 +110,7 @@ func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
 // ordering already holds to one action): they wait only for an API worker
 // (the executor's per-node call limit, executor.Config.NodeCalls). HA
 // carries out what it is asked at its LRM's max_workers per node itself.
-func nodeTask(op events.Op) bool {
+func NodeTask(op events.Op) bool {
 	switch op {
 	case events.OpStart, events.OpStop, events.OpShutdown, events.OpReboot, events.OpMigrate,
 		events.OpClone, events.OpDestroy, events.OpSnapshot, events.OpResize:

@@ -16,7 +16,7 @@ import (
 type Limits struct {
 	// NodeConcurrency is the most node tasks in flight per Proxmox node
 	// (power tasks, clones, destroys, snapshots, resizes, migrations;
-	// nodeTask), unless NodeConcurrencyUnlimited. A migration counts on
+	// NodeTask), unless NodeConcurrencyUnlimited. A migration counts on
 	// its source and its target. Config writes take no slot.
 	NodeConcurrency          int  `json:"node_concurrency"`
 	NodeConcurrencyUnlimited bool `json:"node_concurrency_unlimited,omitempty"`

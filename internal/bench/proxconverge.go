@@ -205,7 +205,14 @@ func convergeDetails(o ProxmoxOptions, slots int, sim *pvesim.Sim, tasks []pvesi
 	if makespan > 0 {
 		det.SlotUse = float64(busy) / float64(time.Duration(o.Nodes*slots)*makespan)
 	}
-	det.MaxInFlight = maxInFlight(tasks)
+	// The node slots bound node tasks; config writes take none.
+	var nodeTasks []pvesim.TaskInfo
+	for _, t := range tasks {
+		if t.Type != "qmconfig" {
+			nodeTasks = append(nodeTasks, t)
+		}
+	}
+	det.MaxInFlight = maxInFlight(nodeTasks)
 	det.ToConfig, det.ToStart, det.ConfigWriteRate = turnaround(tasks, slots)
 	return det
 }

@@ -144,7 +144,8 @@ type ProxmoxDetails struct {
 	// concurrency, PvePowerTasks without one, ×
 	// makespan) that the ideal's per-action time filled.
 	SlotUse float64
-	// MaxInFlight is the most tasks that ran at once on one node.
+	// MaxInFlight is the most node tasks (not config writes) that ran at
+	// once on one node.
 	MaxInFlight int
 	// ToConfig and ToStart: from a task's end to the start of the task
 	// that takes its slot on the node, a config write or a start (see

@@ -24,9 +24,9 @@ const DefaultNodeCalls = 3
 // cluster-wide paths the entry node serves) one of the entry node's.
 //
 // Among writes, task starts (POST …/status/…: start, shutdown, reboot …)
-// go ahead of waiting config writes: each holds a worker only for the call,
-// and the sooner the long task it starts is under way, the sooner the
-// change is done; a config write holds its worker for its whole work.
+// and the writes a task waits on (Ahead) go ahead of the other waiting
+// writes: a task start holds a worker only for the call, and the sooner
+// the long task is under way, the sooner the change is done.
 type nodeSlots struct {
 	n  int
 	mu sync.Mutex
@@ -60,7 +60,7 @@ func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release f
 	}
 	write := method != http.MethodGet && method != http.MethodHead
 	key := slotKey{nodeOfPath(path), write}
-	first := write && method == http.MethodPost && strings.Contains(path, "/status/")
+	first := write && (method == http.MethodPost && strings.Contains(path, "/status/") || ahead(ctx))
 	s.mu.Lock()
 	p := s.by[key]
 	if p == nil {
@@ -118,6 +118,15 @@ func drop(line *[]chan struct{}, ch chan struct{}) bool {
 	}
 	return false
 }
+
+type aheadKey struct{}
+
+// Ahead marks ctx's writes as ones a task waits on (a config write before
+// the guest's reboot): they wait in the node's first line, with the task
+// starts, so that the task is under way sooner.
+func Ahead(ctx context.Context) context.Context { return context.WithValue(ctx, aheadKey{}, true) }
+
+func ahead(ctx context.Context) bool { b, _ := ctx.Value(aheadKey{}).(bool); return b }
 
 // nodeOfPath is the node a request path addresses (…/nodes/{node}/…), or
 // "" for the cluster-wide paths.

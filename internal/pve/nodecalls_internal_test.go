@@ -138,10 +138,24 @@ func TestNodeSlotsTaskStartsFirst(t *testing.T) {
 	queued(0, 1)
 	go wait("POST", boot102, "reboot")
 	queued(1, 1)
+	// A write a task waits on (its guest's reboot) goes ahead too.
+	aheadWait := func() {
+		defer wg.Done()
+		rel, err := s.acquire(Ahead(ctx), "PUT", "/api2/json/nodes/pve1/qemu/103/config")
+		mu.Lock()
+		served = append(served, "leading write")
+		mu.Unlock()
+		if err == nil {
+			rel()
+		}
+	}
+	wg.Add(1)
+	go aheadWait()
+	queued(2, 1)
 	r()
 	wg.Wait()
-	if len(served) != 2 || served[0] != "reboot" || served[1] != "write" {
-		t.Fatalf("served %v, want the reboot first", served)
+	if len(served) != 3 || served[0] != "reboot" || served[1] != "leading write" || served[2] != "write" {
+		t.Fatalf("served %v, want the reboot, then the leading write, then the other write", served)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
