@@ -38,12 +38,19 @@ type slotKey struct {
 	write bool
 }
 
-// slotPool is n slots with two FIFO lines of waiters, the first served
-// first.
+// slotPool is n slots with FIFO lines of waiters, served in order: task
+// starts, then the writes a task waits on, then the rest.
 type slotPool struct {
-	free        int
-	first, rest []chan struct{}
+	free  int
+	lines [3][]chan struct{}
 }
+
+// The lines of a slotPool.
+const (
+	lineStart = iota
+	lineAhead
+	lineRest
+)
 
 func newNodeSlots(n int) *nodeSlots {
 	if n <= 0 {
@@ -60,7 +67,13 @@ func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release f
 	}
 	write := method != http.MethodGet && method != http.MethodHead
 	key := slotKey{nodeOfPath(path), write}
-	first := write && (method == http.MethodPost && strings.Contains(path, "/status/") || ahead(ctx))
+	line := lineRest
+	switch {
+	case write && method == http.MethodPost && strings.Contains(path, "/status/"):
+		line = lineStart
+	case write && ahead(ctx):
+		line = lineAhead
+	}
 	s.mu.Lock()
 	p := s.by[key]
 	if p == nil {
@@ -68,24 +81,20 @@ func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release f
 		s.by[key] = p
 	}
 	release = func() { s.release(p) }
-	if p.free > 0 && len(p.first) == 0 && (first || len(p.rest) == 0) {
+	if p.free > 0 && p.waiting(line) == 0 {
 		p.free--
 		s.mu.Unlock()
 		return release, nil
 	}
 	ch := make(chan struct{})
-	if first {
-		p.first = append(p.first, ch)
-	} else {
-		p.rest = append(p.rest, ch)
-	}
+	p.lines[line] = append(p.lines[line], ch)
 	s.mu.Unlock()
 	select {
 	case <-ch:
 		return release, nil
 	case <-ctx.Done():
 		s.mu.Lock()
-		gone := drop(&p.first, ch) || drop(&p.rest, ch)
+		gone := drop(&p.lines[line], ch)
 		s.mu.Unlock()
 		if !gone { // granted meanwhile: hand it on
 			s.release(p)
@@ -94,11 +103,20 @@ func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release f
 	}
 }
 
+// waiting is how many wait in line or in the lines served before it.
+func (p *slotPool) waiting(line int) int {
+	n := 0
+	for l := range line + 1 {
+		n += len(p.lines[l])
+	}
+	return n
+}
+
 func (s *nodeSlots) release(p *slotPool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, line := range []*[]chan struct{}{&p.first, &p.rest} {
-		if len(*line) > 0 {
+	for l := range p.lines {
+		if line := &p.lines[l]; len(*line) > 0 {
 			ch := (*line)[0]
 			*line = (*line)[1:]
 			close(ch)

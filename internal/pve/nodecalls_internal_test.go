@@ -107,7 +107,7 @@ func TestNodeSlotsTaskStartsFirst(t *testing.T) {
 		for {
 			s.mu.Lock()
 			p := s.by[slotKey{"pve1", true}]
-			f, n := len(p.first), len(p.rest)
+			f, n := len(p.lines[lineStart])+len(p.lines[lineAhead]), len(p.lines[lineRest])
 			s.mu.Unlock()
 			if f+n == first+rest {
 				if f != first {
@@ -136,9 +136,8 @@ func TestNodeSlotsTaskStartsFirst(t *testing.T) {
 		t.Fatalf("a cancelled waiter: %v", err)
 	}
 	queued(0, 1)
-	go wait("POST", boot102, "reboot")
-	queued(1, 1)
-	// A write a task waits on (its guest's reboot) goes ahead too.
+	// A write a task waits on (its guest's reboot) goes ahead of the
+	// other writes, and a task start ahead of it, though it came later.
 	aheadWait := func() {
 		defer wg.Done()
 		rel, err := s.acquire(Ahead(ctx), "PUT", "/api2/json/nodes/pve1/qemu/103/config")
@@ -151,6 +150,8 @@ func TestNodeSlotsTaskStartsFirst(t *testing.T) {
 	}
 	wg.Add(1)
 	go aheadWait()
+	queued(1, 1)
+	go wait("POST", boot102, "reboot")
 	queued(2, 1)
 	r()
 	wg.Wait()
