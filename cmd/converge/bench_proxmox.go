@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -41,7 +42,7 @@ var (
 
 func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 	p.o = bench.DefaultProxmoxOptions()
-	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency) or "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule and a Terraform-like baseline; --guests defaults to 1000 there)`)
+	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule and a Terraform-like baseline; --guests defaults to 1000 there) or "failover" (executors SIGKILLed under load: how long their partitions stand still; --guests defaults to 300 there)`)
 	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox)")
 	fl.IntVar(&p.o.NodeConcurrency, "node-concurrency", p.o.NodeConcurrency, "converge's most actions in flight per node, and the ideal schedule's (--profile proxmox)")
 	fl.Var(&limitFloat{r: &p.o.NodeRate, unlimited: &p.o.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
@@ -59,11 +60,13 @@ func (p *proxmoxBench) check(cmd *cobra.Command) error {
 	var other []string
 	switch p.profile {
 	case profilePipeline:
-		other = proxmoxOnlyFlags
+		other = append(slices.Clone(proxmoxOnlyFlags), failoverOnlyFlags...)
 	case profileProxmox:
-		other = pipelineOnlyFlags
+		other = append(slices.Clone(pipelineOnlyFlags), failoverOnlyFlags...)
+	case profileFailover:
+		other = (&failoverBench{}).refused()
 	default:
-		return usageError{fmt.Errorf("--profile %q: want %q or %q", p.profile, profilePipeline, profileProxmox)}
+		return usageError{fmt.Errorf("--profile %q: want %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileFailover)}
 	}
 	for _, name := range other {
 		if cmd.Flags().Changed(name) {
