@@ -27,7 +27,7 @@ type failoverBench struct {
 }
 
 // failoverOnlyFlags are the flags only --profile failover takes.
-var failoverOnlyFlags = []string{"kills", "lease-ttl", "ack-wait", "settle"}
+var failoverOnlyFlags = []string{"kills", "lease-ttl", "ack-wait", "settle", "pauses", "pause-for"}
 
 // failoverShared are the other profiles' flags it takes too.
 var failoverShared = []string{"executors", "rate", "nodes", "power-task", "config-task", "api-latency"}
@@ -37,6 +37,8 @@ func (f *failoverBench) addFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&f.o.Kills, "kills", f.o.Kills, "executors SIGKILLed one after another under load, each restarted before the next (--profile failover)")
 	fl.DurationVar(&f.o.LeaseTTL, "lease-ttl", f.o.LeaseTTL, "the executors' and the planner's --lease-ttl (--profile failover)")
 	fl.DurationVar(&f.o.AckWait, "ack-wait", f.o.AckWait, "the executors' --ack-wait (--profile failover)")
+	fl.IntVar(&f.o.Pauses, "pauses", 0, "after the kills, stop executors one at a time (SIGSTOP) for --pause-for, as a long GC pause or a frozen VM would, and count the leases lost and spurious redeliveries (--profile failover)")
+	fl.DurationVar(&f.o.PauseFor, "pause-for", 2*time.Second, "how long each --pauses stop lasts (--profile failover)")
 	fl.DurationVar(&f.o.Settle, "settle", f.o.Settle, "wait this long after the executors share the partitions again before the next kill (--profile failover)")
 }
 
@@ -116,9 +118,14 @@ func printFailoverReport(out interface{ Write([]byte) (int, error) }, rep bench.
 	fmt.Fprintf(tw, "  takeover\tp50 %.2f s\tp99 %.2f s\t(every partition it held: a survivor holds its lease)\n", rep.TakeoverSP50, rep.TakeoverSP99)
 	fmt.Fprintf(tw, "  resume\tp50 %.2f s\tp99 %.2f s\t(every unfinished action: a survivor's first result; %d tasks in flight at the kills)\n",
 		rep.ResumeSP50, rep.ResumeSP99, rep.InFlightAtKill)
-	fmt.Fprintf(tw, "duplicate tasks\t%d\t(%d actions, %d mutating calls)\n", rep.DuplicateTasks, rep.Actions, rep.Mutations)
+	fmt.Fprintf(tw, "duplicate tasks\t%d\trefused repeats %d\t(%d actions, %d mutating calls, %d before any action of their guest)\n",
+		rep.DuplicateTasks, rep.RefusedRepeats, rep.Actions, rep.Mutations, rep.UnattributedMutations)
 	fmt.Fprintf(tw, "handoffs\t%d\tspurious %d\t(actions with results of two executors; spurious: the first was not killed)\n",
 		rep.Handoffs, rep.SpuriousRedeliveries)
+	if rep.Pauses > 0 {
+		fmt.Fprintf(tw, "pauses\t%d of %g s\t%d lost a lease\t(SIGSTOP, then SIGCONT, one executor at a time after the kills)\n",
+			rep.Pauses, rep.PauseS, rep.PausesLostLeases)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

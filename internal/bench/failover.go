@@ -40,6 +40,12 @@ type FailoverOptions struct {
 	// partitions again, before the next kill: the restarted executor's
 	// actions get under way.
 	Settle time.Duration
+	// Pauses, after the kills, stop one executor at a time (SIGSTOP) for
+	// PauseFor and let it go on (SIGCONT), as a long GC pause or a frozen
+	// VM would: what a shorter LeaseTTL or AckWait costs shows as leases
+	// lost and spurious redeliveries. 0: none.
+	Pauses   int
+	PauseFor time.Duration
 	// Dir holds the journal and the executors' logs; default a temp dir
 	// removed afterwards.
 	Dir      string
@@ -101,6 +107,8 @@ func (o FailoverOptions) Validate() error {
 		return fmt.Errorf(f+"PowerTask, ConfigTask, APILatency: must be >= 0, got %s, %s, %s", o.PowerTask, o.ConfigTask, o.APILatency)
 	case o.LeaseTTL <= 0 || o.AckWait <= 0:
 		return fmt.Errorf(f+"LeaseTTL, AckWait: must be > 0, got %s, %s", o.LeaseTTL, o.AckWait)
+	case o.Pauses < 0 || (o.Pauses > 0 && o.PauseFor <= 0):
+		return fmt.Errorf(f+"Pauses, PauseFor: want pauses >= 0, each > 0 long, got %d of %s", o.Pauses, o.PauseFor)
 	case o.Settle < 0:
 		return fmt.Errorf(f+"Settle: must be >= 0, got %s", o.Settle)
 	}
@@ -129,15 +137,26 @@ type FailoverReport struct {
 	// InFlightAtKill: actions with a "started" result of the killed
 	// executor and no final one, summed over the kills.
 	InFlightAtKill int `json:"in_flight_at_kill"`
-	// DuplicateTasks: mutating calls the simulator received more than
-	// once, of one kind, for one action (target 0).
+	// DuplicateTasks: mutating calls the simulator received and carried
+	// out more than once, the same method and path, for one action
+	// (target 0).
 	DuplicateTasks int `json:"duplicate_tasks"`
+	// RefusedRepeats: calls repeated for one action that the simulator
+	// refused (a config write with a stale digest): no effect.
+	RefusedRepeats int `json:"refused_repeats"`
 	// Handoffs: actions with results of two executors; SpuriousRedeliveries
 	// are those whose earlier executor was not killed.
 	Handoffs             int `json:"handoffs"`
 	SpuriousRedeliveries int `json:"spurious_redeliveries"`
-	Actions              int `json:"actions"`
-	Mutations            int `json:"mutations"`
+	// Pauses and PausesLostLeases: executors stopped for PauseS, and how
+	// many of them lost a lease meanwhile.
+	Pauses           int     `json:"pauses"`
+	PauseS           float64 `json:"pause_s"`
+	PausesLostLeases int     `json:"pauses_lost_leases"`
+	Actions          int     `json:"actions"`
+	Mutations        int     `json:"mutations"`
+	// UnattributedMutations came before any action of their guest.
+	UnattributedMutations int `json:"unattributed_mutations"`
 	// Settings of the run.
 	LeaseTTLS   float64 `json:"lease_ttl_s"`
 	AckWaitS    float64 `json:"ack_wait_s"`

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/lease"
-	"github.com/converge-pve/converge/events"
 )
 
 // execProc is one executor process of the run.
@@ -56,6 +56,20 @@ func startExecutor(o FailoverOptions, dir, name, natsURL, pveURL string) (*execP
 func (p *execProc) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// pause stops the process (SIGSTOP) for d, calls before, then lets it go
+// on (SIGCONT).
+func (p *execProc) pause(ctx context.Context, d time.Duration, before func()) error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	err := sleepCtx(ctx, d)
+	before()
+	if cerr := p.cmd.Process.Signal(syscall.SIGCONT); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // stop asks the process to end (SIGTERM) and waits, killing it after

@@ -72,12 +72,19 @@ func (r *failoverRun) run(ctx context.Context) (FailoverReport, *FailoverDetails
 	r.partitions = cfg.Bus.Partitions
 	r.watch = newFailoverWatch(r.partitions)
 	sim, err := proxmoxSim(ProxmoxOptions{Nodes: o.Nodes, Guests: o.Guests, APILatency: o.APILatency, PowerTask: o.PowerTask,
-		ConfigTask: o.ConfigTask, ResourcesLag: pvesim.DefaultPvestatdCycle}, r.watch.onMutation)
+		ConfigTask: o.ConfigTask, ResourcesLag: pvesim.DefaultPvestatdCycle}, nil)
 	if err != nil {
 		return FailoverReport{}, nil, err
 	}
 	defer sim.Close()
-	r.pveURL = sim.URL()
+	// The executors call the simulator through a front that records
+	// their mutating calls and the answers.
+	front, err := startRecordingFront(sim, r.watch.onMutation)
+	if err != nil {
+		return FailoverReport{}, nil, err
+	}
+	defer front.Close()
+	r.pveURL = front.url
 	pc := pve.DefaultConfig()
 	pc.URL, pc.TokenID, pc.TokenSecret, pc.Logger = sim.URL(), tokenID, tokenSecret, o.Logger
 	px, err := pve.New(pc)
@@ -153,6 +160,17 @@ func (r *failoverRun) run(ctx context.Context) (FailoverReport, *FailoverDetails
 		det.PerKill = append(det.PerKill, kt)
 	}
 	o.Progress("kills", o.Kills, o.Kills)
+	lost := 0
+	for i := range o.Pauses {
+		o.Progress("pauses", i, o.Pauses)
+		moved, err := r.pauseOnce(ctx, i%o.Executors)
+		if err != nil {
+			return FailoverReport{}, nil, err
+		}
+		if moved {
+			lost++
+		}
+	}
 	stopLoad()
 	<-loadDone
 	// Every action done before counting: a late duplicate would be missed.
@@ -162,7 +180,57 @@ func (r *failoverRun) run(ctx context.Context) (FailoverReport, *FailoverDetails
 	}); err != nil {
 		return FailoverReport{}, nil, err
 	}
-	return r.report(det), det, nil
+	rep := r.report(det)
+	rep.Pauses, rep.PauseS, rep.PausesLostLeases = o.Pauses, o.PauseFor.Seconds(), lost
+	return rep, det, nil
+}
+
+// pauseOnce stops the executor in slot for PauseFor under load, and says
+// whether it lost a lease meanwhile.
+func (r *failoverRun) pauseOnce(ctx context.Context, slot int) (bool, error) {
+	if err := r.balanced(ctx); err != nil {
+		return false, err
+	}
+	if err := sleepCtx(ctx, r.o.Settle); err != nil {
+		return false, err
+	}
+	p := r.execs[slot]
+	_ = waitForEvery(ctx, 20*time.Millisecond, 5*(r.o.PowerTask+time.Second), "a task in flight", func() (int, int, bool) {
+		return 0, 1, r.watch.startedBy(p.resultName()) > 0
+	})
+	before, err := r.heldBy(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	// Read while it is still stopped: a lease it still holds then, it
+	// renews when it goes on; a lost one has expired or another owner.
+	var after map[int]bool
+	var readErr error
+	err = p.pause(ctx, r.o.PauseFor, func() { after, readErr = r.heldBy(ctx, p) })
+	if err = errors.Join(err, readErr); err != nil {
+		return false, err
+	}
+	for part := range before {
+		if !after[part] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// heldBy are the partitions p holds.
+func (r *failoverRun) heldBy(ctx context.Context, p *execProc) (map[int]bool, error) {
+	owners, err := leaseOwners(ctx, r.kv)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]bool{}
+	for part, m := range owners {
+		if memberOf(m, p) {
+			out[part] = true
+		}
+	}
+	return out, nil
 }
 
 func (r *failoverRun) execName(slot int) string {
@@ -325,6 +393,8 @@ func (r *failoverRun) report(det *FailoverDetails) FailoverReport {
 		rep.KillToActSMax = max(rep.KillToActSMax, float64(d)/1e9)
 	}
 	rep.TakeoverSP50, rep.TakeoverSP99, rep.ResumeSP50, rep.ResumeSP99 = t.P50/1000, t.P99/1000, s.P50/1000, s.P99/1000
-	rep.DuplicateTasks, rep.Handoffs, rep.SpuriousRedeliveries, rep.Actions, rep.Mutations = r.watch.audit(r.killed)
+	c := r.watch.audit(r.killed)
+	rep.DuplicateTasks, rep.RefusedRepeats, rep.Handoffs, rep.SpuriousRedeliveries = c.duplicates, c.refused, c.handoffs, c.spurious
+	rep.Actions, rep.Mutations, rep.UnattributedMutations = c.actions, c.mutations, c.orphan
 	return rep
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/pvesim"
 )
 
 // watchAction is one action as the journal has it, with its results.
@@ -50,14 +49,14 @@ type failoverWatch struct {
 	// consumer delivers in stream order, so this stays empty, but a
 	// result is never dropped.
 	orphans   map[string][]watchResult
-	mutations []pvesim.Mutation
+	mutations []mutation
 }
 
 func newFailoverWatch(partitions int) *failoverWatch {
 	return &failoverWatch{partitions: partitions, actions: map[string]*watchAction{}, orphans: map[string][]watchResult{}}
 }
 
-func (w *failoverWatch) onMutation(m pvesim.Mutation) {
+func (w *failoverWatch) onMutation(m mutation) {
 	w.mu.Lock()
 	w.mutations = append(w.mutations, m)
 	w.mu.Unlock()
@@ -179,6 +178,17 @@ func (w *failoverWatch) quiet() (open int) {
 	return open
 }
 
+// auditCounts are what audit finds.
+type auditCounts struct {
+	// duplicates: calls an action had already made and that took effect
+	// again (a 2xx answer); refused: such repeats the simulator refused
+	// (e.g. a config write whose digest no longer matched), which
+	// changed nothing.
+	duplicates, refused        int
+	handoffs, spurious         int
+	actions, mutations, orphan int
+}
+
 // audit counts duplicate tasks and handoffs. A guest's actions run one at
 // a time (the planner publishes a guest's next action only after the
 // previous one's final result), so each mutating call the simulator
@@ -186,9 +196,10 @@ func (w *failoverWatch) quiet() (open int) {
 // action that received the same call (method and path) twice is a
 // duplicate task. A handoff is an action with results of two executors;
 // it is spurious unless the earlier one was killed.
-func (w *failoverWatch) audit(killed map[string]bool) (duplicates, handoffs, spurious, actions, mutations int) {
+func (w *failoverWatch) audit(killed map[string]bool) auditCounts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var c auditCounts
 	type stamped struct {
 		id string
 		at time.Time
@@ -205,9 +216,9 @@ func (w *failoverWatch) audit(killed map[string]bool) (duplicates, handoffs, spu
 			}
 		}
 		if len(order) > 1 {
-			handoffs++
+			c.handoffs++
 			if !killed[order[0]] {
-				spurious++
+				c.spurious++
 			}
 		}
 	}
@@ -216,18 +227,24 @@ func (w *failoverWatch) audit(killed map[string]bool) (duplicates, handoffs, spu
 	}
 	calls := map[string]int{}
 	for _, m := range w.mutations {
-		l := byGuest[m.VMID]
-		i := sort.Search(len(l), func(i int) bool { return l[i].at.After(m.At) }) - 1
+		l := byGuest[m.vmid]
+		i := sort.Search(len(l), func(i int) bool { return l[i].at.After(m.at) }) - 1
 		if i < 0 {
-			continue // before any action of the guest: not converge's
+			c.orphan++ // before any action of the guest: not an action's
+			continue
 		}
-		key := l[i].id + " " + m.Method + " " + mutationKind(m.Path, m.VMID)
+		key := l[i].id + " " + m.method + " " + mutationKind(m.path, m.vmid)
 		calls[key]++
 		if calls[key] > 1 {
-			duplicates++
+			if m.status/100 == 2 {
+				c.duplicates++
+			} else {
+				c.refused++
+			}
 		}
 	}
-	return duplicates, handoffs, spurious, len(w.actions), len(w.mutations)
+	c.actions, c.mutations = len(w.actions), len(w.mutations)
+	return c
 }
 
 // mutationKind is a mutating call's path after the guest's vmid, e.g.
