@@ -181,7 +181,9 @@ func (r *failoverRun) run(ctx context.Context) (FailoverReport, *FailoverDetails
 		return FailoverReport{}, nil, err
 	}
 	rep := r.report(det)
-	rep.Pauses, rep.PauseS, rep.PausesLostLeases = o.Pauses, o.PauseFor.Seconds(), lost
+	if o.Pauses > 0 {
+		rep.Pauses, rep.PauseS, rep.PausesLostLeases = o.Pauses, o.PauseFor.Seconds(), lost
+	}
 	return rep, det, nil
 }
 
