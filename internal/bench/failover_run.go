@@ -182,9 +182,7 @@ func (r *failoverRun) run(ctx context.Context) (FailoverReport, *FailoverDetails
 	}
 	rep := r.report(det)
 	if o.Pauses > 0 {
-		if o.Pauses > 0 {
-			rep.Pauses, rep.PauseS, rep.PausesLostLeases = o.Pauses, o.PauseFor.Seconds(), lost
-		}
+		rep.Pauses, rep.PauseS, rep.PausesLostLeases = o.Pauses, o.PauseFor.Seconds(), lost
 	}
 	return rep, det, nil
 }
