@@ -23,6 +23,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var cpuProfile, memProfile string
 	var simProcess bool
 	var prox proxmoxBench
+	var fail failoverBench
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the pipeline against the raw JetStream limit, in one run",
@@ -31,8 +32,13 @@ the raw bus (async publish, durable consume, ordered replay of as many
 messages of the same size as the pipeline writes), then the pipeline at
 saturation and at a fixed rate, a replay into fresh views and an idle
 observer pass. -o json prints the report's fields. --profile proxmox
+<<<<<<< HEAD
 measures a Proxmox-shaped workload instead, --profile estate the same at
 estate scale (docs/benchmarks.md).`,
+=======
+measures a Proxmox-shaped workload instead, --profile failover how long
+a SIGKILLed executor's partitions stand still (docs/benchmarks.md).`,
+>>>>>>> i42-failover
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := prox.check(cmd); err != nil {
@@ -109,6 +115,9 @@ estate scale (docs/benchmarks.md).`,
 			}
 			if prox.profile != profilePipeline {
 				return prox.run(cmd, g, o, memProfile, tty)
+			}
+			if prox.profile == profileFailover {
+				return fail.run(cmd, g, o, prox.o, tty)
 			}
 			if err := o.Validate(); err != nil {
 				return usageError{flagError(err)}
@@ -189,6 +198,7 @@ estate scale (docs/benchmarks.md).`,
 	fl.StringVar(&o.PhaseProfiles, "phase-profiles", "", "write CPU and allocation profiles and an execution trace of the throughput run, the burst and each latency run alone, and each latency run's changes with their times, to this directory (docs/benchmarks.md)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	prox.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
+	fail.addFlags(fl)
 	return cmd
 }
 

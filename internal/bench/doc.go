@@ -37,6 +37,7 @@
 // and gets one desired change that takes a config write and then a start.
 // makespan_s runs from the first publish until the planner has seen every
 // guest running with its new config (checked against the simulator after);
+<<<<<<< HEAD
 // ideal_makespan_s is [IdealMakespan] under Proxmox's limits, not
 // converge's (3 pvedaemon and 3 pveproxy workers per node, at most 4 power
 // tasks per node as Proxmox's own bulk and HA actions run them; see
@@ -57,4 +58,33 @@
 // (estate_verify.go).
 //
 // Nothing in the profiles is asserted against a speed.
+=======
+// ideal_makespan_s is [IdealMakespan], a lower bound no client can beat
+// within the node limits; baseline_makespan_s is the same work, on a fresh
+// simulator in the same state, by a Terraform-like client (baseline.go).
+// Nothing in the profile is asserted against a speed.//
+// # The failover profile
+//
+// [RunFailover] (`converge bench --profile failover`) SIGKILLs executors
+// under load. The simulator, an embedded NATS, an observer and a planner
+// run in the bench's process; FailoverOptions.Executors (3) executors run
+// as `converge executor` processes (FailoverOptions.ExecutorCommand) and
+// reach the simulator through a front that records their mutating calls
+// with the answer's status. A steady stream of desired changes (a new
+// description and the other power state, round-robin over the guests)
+// keeps config writes and power tasks in flight. Each kill waits for the
+// executors to share the partitions, then for a task of the victim in
+// flight, reads the partitions it holds from the lease bucket, SIGKILLs
+// it by PID, and measures from the kill: takeover, until a survivor holds
+// each of those leases (the bucket polled every 20 ms); resume, until a
+// survivor has journalled a result for every action the victim left
+// unfinished (stored before the kill, not final then); kill → act, the
+// later of the two. The victim is restarted under a new name before the
+// next kill. Afterwards, once every action is final, each recorded call
+// is attributed to its guest's newest action stored before it (a
+// guest's actions run one at a time): the same call carried out twice for
+// one action is a duplicate task; refused repeats (a stale digest) are
+// counted apart. Actions with results of two executors are handoffs,
+// spurious when the first executor was not killed.
+>>>>>>> i42-failover
 package bench

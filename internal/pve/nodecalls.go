@@ -17,16 +17,19 @@ import (
 const DefaultNodeCalls = 3
 
 // nodeSlots bounds a client's requests in flight per node and per kind of
-// worker: reads (GET, served by pveproxy) and writes (the rest, served by
-// pvedaemon) take slots of their own, so that a read never waits behind a
-// node's queued config writes, as it does not on Proxmox. A request under
-// /nodes/{node}/ takes one of that node's slots, any other (the
-// cluster-wide paths the entry node serves) one of the entry node's.
+// worker: pvedaemon's (writes, and the protected reads: daemonRead) and
+// pveproxy's (the other reads) take slots of their own, so that a config
+// read never waits behind a node's queued config writes, as it does not
+// on Proxmox. A request under /nodes/{node}/ takes one of that node's
+// slots, any other (the cluster-wide paths the entry node serves) one of
+// the entry node's.
 //
-// Among writes, task starts (POST …/status/…: start, shutdown, reboot …)
-// and the writes a task waits on (Ahead) go ahead of the other waiting
-// writes: a task start holds a worker only for the call, and the sooner
-// the long task is under way, the sooner the change is done.
+// Waiters are served in three lines: first the short calls (reads such as
+// a task's status poll, and task starts: POST …/status/…), which hold a
+// worker only for the call and on which a task's start or end waits; then
+// the writes a task waits on (Ahead: a config write before its guest's
+// reboot); then the other writes. The sooner a long task is under way and
+// its end seen, the sooner the change is done.
 type nodeSlots struct {
 	n  int
 	mu sync.Mutex
@@ -34,8 +37,16 @@ type nodeSlots struct {
 }
 
 type slotKey struct {
-	node  string
-	write bool
+	node   string
+	daemon bool // pvedaemon's calls, else pveproxy's
+}
+
+// daemonRead reports whether a GET of path is one Proxmox serves in
+// pvedaemon ("protected": 1 in its API schema): a guest's current status
+// (QEMU asks QMP), a task's status and log, and the guest agent. Other
+// reads are served by pveproxy itself.
+func daemonRead(path string) bool {
+	return strings.Contains(path, "/status/current") || strings.Contains(path, "/tasks/") || strings.Contains(path, "/agent/")
 }
 
 // slotPool is n slots with FIFO lines of waiters, served in order: task
@@ -66,12 +77,13 @@ func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release f
 		return func() {}, nil
 	}
 	write := method != http.MethodGet && method != http.MethodHead
-	key := slotKey{nodeOfPath(path), write}
+	daemon := write || daemonRead(path)
+	key := slotKey{nodeOfPath(path), daemon}
 	line := lineRest
 	switch {
-	case write && method == http.MethodPost && strings.Contains(path, "/status/"):
-		line = lineStart
-	case write && ahead(ctx):
+	case !write || method == http.MethodPost && strings.Contains(path, "/status/"):
+		line = lineStart // short: a read, or a task start
+	case ahead(ctx):
 		line = lineAhead
 	}
 	s.mu.Lock()

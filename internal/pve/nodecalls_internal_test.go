@@ -51,12 +51,18 @@ func TestNodeSlotsBoundCallsPerNode(t *testing.T) {
 	if _, err := s.acquire(cancelled(), "PUT", cfg101); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a 4th write to pve1 got a slot (err %v); want it to wait", err)
 	}
-	for _, c := range [][2]string{{"GET", cfg101}, {"PUT", "/api2/json/nodes/pve2/qemu/201/config"}, {"GET", "/api2/json/cluster/resources"}} {
+	for _, c := range [][2]string{{"GET", cfg101}, {"GET", "/api2/json/nodes/pve1/qemu/101/pending"}, {"PUT", "/api2/json/nodes/pve2/qemu/201/config"}, {"GET", "/api2/json/cluster/resources"}} {
 		r, err := s.acquire(cancelled(), c[0], c[1])
 		if err != nil {
 			t.Fatalf("%s %s waited for pve1's write slots: %v", c[0], c[1], err)
 		}
 		r()
+	}
+	// pvedaemon's reads (a guest's status, a task's) wait with the writes.
+	for _, p := range []string{"/api2/json/nodes/pve1/qemu/101/status/current", "/api2/json/nodes/pve1/tasks/UPID:pve1:1/status"} {
+		if _, err := s.acquire(cancelled(), "GET", p); !errors.Is(err, context.Canceled) {
+			t.Fatalf("GET %s did not wait for pve1's pvedaemon slots (err %v)", p, err)
+		}
 	}
 	held[0]()
 	r, err := s.acquire(cancelled(), "PUT", cfg101)
@@ -123,7 +129,7 @@ func TestNodeSlotsTaskStartsFirst(t *testing.T) {
 			}
 		}
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go wait("PUT", cfg101, "write")
 	queued(0, 1)
 	// One that gives up: its place goes, the slot stays.
@@ -148,15 +154,17 @@ func TestNodeSlotsTaskStartsFirst(t *testing.T) {
 			rel()
 		}
 	}
-	wg.Add(1)
+	wg.Add(3) // the leading write, the reboot and the poll
 	go aheadWait()
 	queued(1, 1)
 	go wait("POST", boot102, "reboot")
 	queued(2, 1)
+	go wait("GET", "/api2/json/nodes/pve1/tasks/UPID:pve1:1/status", "poll")
+	queued(3, 1)
 	r()
 	wg.Wait()
-	if len(served) != 3 || served[0] != "reboot" || served[1] != "leading write" || served[2] != "write" {
-		t.Fatalf("served %v, want the reboot, then the leading write, then the other write", served)
+	if len(served) != 4 || served[0] != "reboot" || served[1] != "poll" || served[2] != "leading write" || served[3] != "write" {
+		t.Fatalf("served %v, want the reboot and the poll, then the leading write, then the other write", served)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

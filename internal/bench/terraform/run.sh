@@ -242,6 +242,7 @@ terraform_run() { # N RUN
 		die "terraform apply failed (see $dir/apply.log)"
 	t1=$(now_ns)
 	s1=$(stats)
+	printf '%s\n%s\n' "$s0" "$s1" >"$dir/stats.jsonl"
 	check_done "$n" "$dir/before.json" || die "terraform: change not in effect"
 	record "$n" terraform "$run" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/1e9}')" "$s0" "$s1" \
 		"$(breakdown "$dir/mutations.jsonl" "$t0" "$t1")"
@@ -290,6 +291,7 @@ converge_run() { # N RUN LABEL FLAGS
 		die "change did not converge (see $dir/change.log)"
 	t1=$(now_ns)
 	s1=$(stats)
+	printf '%s\n%s\n' "$s0" "$s1" >"$dir/stats.jsonl"
 	check_done "$n" "$dir/before.json" || die "converge: change not in effect"
 	record "$n" "converge/$label" "$run" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", (b-a)/1e9}')" "$s0" "$s1" \
 		"$(breakdown "$dir/mutations.jsonl" "$t0" "$t1")"
