@@ -32,13 +32,9 @@ the raw bus (async publish, durable consume, ordered replay of as many
 messages of the same size as the pipeline writes), then the pipeline at
 saturation and at a fixed rate, a replay into fresh views and an idle
 observer pass. -o json prints the report's fields. --profile proxmox
-<<<<<<< HEAD
 measures a Proxmox-shaped workload instead, --profile estate the same at
-estate scale (docs/benchmarks.md).`,
-=======
-measures a Proxmox-shaped workload instead, --profile failover how long
-a SIGKILLed executor's partitions stand still (docs/benchmarks.md).`,
->>>>>>> i42-failover
+estate scale, --profile failover how long a SIGKILLed executor's
+partitions stand still (docs/benchmarks.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := prox.check(cmd); err != nil {
@@ -113,11 +109,11 @@ a SIGKILLed executor's partitions stand still (docs/benchmarks.md).`,
 				// Every allocation sampled, so that per-action figures are exact.
 				runtime.MemProfileRate = 4096
 			}
-			if prox.profile != profilePipeline {
-				return prox.run(cmd, g, o, memProfile, tty)
-			}
 			if prox.profile == profileFailover {
 				return fail.run(cmd, g, o, prox.o, tty)
+			}
+			if prox.profile != profilePipeline {
+				return prox.run(cmd, g, o, memProfile, tty)
 			}
 			if err := o.Validate(); err != nil {
 				return usageError{flagError(err)}

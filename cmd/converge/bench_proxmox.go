@@ -54,13 +54,12 @@ var (
 
 func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 	p.o = bench.DefaultProxmoxOptions()
-<<<<<<< HEAD
 	// Shown as converge's shipped defaults; applied only when given.
 	shipped := app.DefaultConfig()
 	p.limits.NodeConcurrency = shipped.Planner.Planner.Limits.NodeConcurrency
 	p.limits.NodeRate, p.limits.NodeRateUnlimited = shipped.Executor.NodeRate, shipped.Executor.NodeRateUnlimited
 	p.verifyWait = bench.DefaultVerifyWait
-	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule under Proxmox's limits and a Terraform-like baseline; --guests defaults to 1000 there) or "estate" (the same change at estate scale, 10,000 guests on 100 nodes, the simulator in its own process: makespan, converge's CPU and peak memory, drift detection)`)
+	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule under Proxmox's limits and a Terraform-like baseline; --guests defaults to 1000 there) "estate" (the same change at estate scale, 10,000 guests on 100 nodes, the simulator in its own process: makespan, converge's CPU and peak memory, drift detection) or "failover" (executors SIGKILLed under load: how long their partitions stand still; --guests defaults to 300 there)`)
 	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox; estate: 100)")
 	fl.IntVar(&p.limits.NodeConcurrency, "node-concurrency", p.limits.NodeConcurrency, "override converge's most actions in flight per node (the default shown is converge's shipped one, which runs unless this is given; --profile proxmox, estate)")
 	fl.Var(&limitFloat{r: &p.limits.NodeRate, unlimited: &p.limits.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
@@ -69,16 +68,6 @@ func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 	fl.DurationVar(&p.o.APILatency, "api-latency", p.o.APILatency, "latency of every Proxmox API call (0: none; --profile proxmox, estate)")
 	fl.DurationVar(&p.o.PowerTask, "power-task", p.o.PowerTask, "how long power tasks (qmstart, qmstop, qmshutdown, qmreboot) run (0: at once; --profile proxmox, estate)")
 	fl.DurationVar(&p.o.ConfigTask, "config-task", p.o.ConfigTask, "how long a QEMU config write's work (qmconfig) runs (0: at once; --profile proxmox, estate)")
-=======
-	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule and a Terraform-like baseline; --guests defaults to 1000 there) or "failover" (executors SIGKILLed under load: how long their partitions stand still; --guests defaults to 300 there)`)
-	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox)")
-	fl.IntVar(&p.o.NodeConcurrency, "node-concurrency", p.o.NodeConcurrency, "converge's most actions in flight per node, and the ideal schedule's (--profile proxmox)")
-	fl.Var(&limitFloat{r: &p.o.NodeRate, unlimited: &p.o.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
-		"converge's most mutating calls a second per node, and the ideal schedule's; unlimited: none (a negative value, deprecated, is none too) (--profile proxmox)")
-	fl.DurationVar(&p.o.APILatency, "api-latency", p.o.APILatency, "latency of every Proxmox API call (0: none; --profile proxmox)")
-	fl.DurationVar(&p.o.PowerTask, "power-task", p.o.PowerTask, "how long power tasks (qmstart, qmstop, qmshutdown, qmreboot) run (0: at once; --profile proxmox)")
-	fl.DurationVar(&p.o.ConfigTask, "config-task", p.o.ConfigTask, "how long a QEMU config write's work (qmconfig) runs (0: at once; --profile proxmox)")
->>>>>>> i42-failover
 	fl.IntVar(&p.o.BaselineParallelism, "baseline-parallelism", p.o.BaselineParallelism, "guests the Terraform-like baseline applies at once (terraform's -parallelism; --profile proxmox)")
 	fl.DurationVar(&p.o.BaselinePoll, "baseline-poll", p.o.BaselinePoll, "the baseline's task polling interval (0: no wait between polls; --profile proxmox)")
 	fl.DurationVar(&p.verifyWait, "verify-wait", p.verifyWait, "how long the estate waits, after the change, for converge to have re-read every guest's config (0: not measured; --profile estate)")
@@ -87,22 +76,16 @@ func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 // check refuses a profile that does not exist, and flags of another
 // profile.
 func (p *proxmoxBench) check(cmd *cobra.Command) error {
-<<<<<<< HEAD
-	other, ok := refused[p.profile]
-	if !ok {
-		return usageError{fmt.Errorf("--profile %q: want %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileEstate)}
-=======
 	var other []string
 	switch p.profile {
-	case profilePipeline:
-		other = append(slices.Clone(proxmoxOnlyFlags), failoverOnlyFlags...)
-	case profileProxmox:
-		other = append(slices.Clone(pipelineOnlyFlags), failoverOnlyFlags...)
 	case profileFailover:
-		other = (&failoverBench{}).refused()
+		other = append((&failoverBench{}).refused(), "verify-wait", "limits-off")
 	default:
-		return usageError{fmt.Errorf("--profile %q: want %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileFailover)}
->>>>>>> i42-failover
+		var ok bool
+		if other, ok = refused[p.profile]; !ok {
+			return usageError{fmt.Errorf("--profile %q: want %q, %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileEstate, profileFailover)}
+		}
+		other = append(slices.Clone(other), failoverOnlyFlags...)
 	}
 	for _, name := range other {
 		if cmd.Flags().Changed(name) {

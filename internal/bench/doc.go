@@ -37,7 +37,6 @@
 // and gets one desired change that takes a config write and then a start.
 // makespan_s runs from the first publish until the planner has seen every
 // guest running with its new config (checked against the simulator after);
-<<<<<<< HEAD
 // ideal_makespan_s is [IdealMakespan] under Proxmox's limits, not
 // converge's (3 pvedaemon and 3 pveproxy workers per node, at most 4 power
 // tasks per node as Proxmox's own bulk and HA actions run them; see
@@ -58,11 +57,7 @@
 // (estate_verify.go).
 //
 // Nothing in the profiles is asserted against a speed.
-=======
-// ideal_makespan_s is [IdealMakespan], a lower bound no client can beat
-// within the node limits; baseline_makespan_s is the same work, on a fresh
-// simulator in the same state, by a Terraform-like client (baseline.go).
-// Nothing in the profile is asserted against a speed.//
+//
 // # The failover profile
 //
 // [RunFailover] (`converge bench --profile failover`) SIGKILLs executors
@@ -86,5 +81,4 @@
 // one action is a duplicate task; refused repeats (a stale digest) are
 // counted apart. Actions with results of two executors are handoffs,
 // spurious when the first executor was not killed.
->>>>>>> i42-failover
 package bench
