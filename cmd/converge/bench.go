@@ -23,6 +23,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var cpuProfile, memProfile string
 	var simProcess bool
 	var prox proxmoxBench
+	var clones clonesBench
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the pipeline against the raw JetStream limit, in one run",
@@ -106,6 +107,9 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 				// Every allocation sampled, so that per-action figures are exact.
 				runtime.MemProfileRate = 4096
 			}
+			if prox.profile == profileClones {
+				return clones.run(cmd, g, &prox, o, tty)
+			}
 			if prox.profile == profileProxmox {
 				return prox.run(cmd, g, o, memProfile, tty)
 			}
@@ -187,6 +191,7 @@ measures a Proxmox-shaped workload instead (docs/benchmarks.md).`,
 	fl.StringVar(&o.PhaseProfiles, "phase-profiles", "", "write CPU and allocation profiles and an execution trace of the throughput run, the burst and each latency run alone, and each latency run's changes with their times, to this directory (docs/benchmarks.md)")
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	prox.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
+	clones.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
 	return cmd
 }
 

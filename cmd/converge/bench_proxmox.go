@@ -41,7 +41,7 @@ var (
 
 func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 	p.o = bench.DefaultProxmoxOptions()
-	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency) or "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule and a Terraform-like baseline; --guests defaults to 1000 there)`)
+	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency) "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule and a Terraform-like baseline; --guests defaults to 1000 there) or "clones" (200 clones from 2 QEMU and 2 container templates onto 3 storages: makespan against the ideal under Proxmox's locks, lock timeouts)`)
 	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox)")
 	fl.IntVar(&p.o.NodeConcurrency, "node-concurrency", p.o.NodeConcurrency, "converge's most actions in flight per node, and the ideal schedule's (--profile proxmox)")
 	fl.Var(&limitFloat{r: &p.o.NodeRate, unlimited: &p.o.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
@@ -59,11 +59,13 @@ func (p *proxmoxBench) check(cmd *cobra.Command) error {
 	var other []string
 	switch p.profile {
 	case profilePipeline:
-		other = proxmoxOnlyFlags
+		other = append(append([]string{}, proxmoxOnlyFlags...), clonesOnlyFlags...)
 	case profileProxmox:
-		other = pipelineOnlyFlags
+		other = append(append([]string{}, pipelineOnlyFlags...), clonesOnlyFlags...)
+	case profileClones:
+		other = clonesIgnores
 	default:
-		return usageError{fmt.Errorf("--profile %q: want %q or %q", p.profile, profilePipeline, profileProxmox)}
+		return usageError{fmt.Errorf("--profile %q: want %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileClones)}
 	}
 	for _, name := range other {
 		if cmd.Flags().Changed(name) {
