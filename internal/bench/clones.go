@@ -115,8 +115,12 @@ type ClonesReport struct {
 	PveCalls     int64 `json:"pve_calls"`
 	// MaxClonesPerStorage is the most clone tasks that ran at once
 	// taking one storage's lock.
-	MaxClonesPerStorage int     `json:"max_clones_per_storage"`
-	ElapsedS            float64 `json:"elapsed_s"`
+	MaxClonesPerStorage int `json:"max_clones_per_storage"`
+	// CTTemplateGapMs: from the end of a container template's clone task
+	// to the start of its next (the template's critical path: result,
+	// planning, the next action), in ms.
+	CTTemplateGapMs Latency `json:"ct_template_gap_ms"`
+	ElapsedS        float64 `json:"elapsed_s"`
 }
 
 // RunClones runs the clones profile.

@@ -204,6 +204,7 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 		}
 	}
 	rep.MaxClonesPerStorage = maxPerStorage(clones, lockOf)
+	rep.CTTemplateGapMs = templateGaps(clones)
 	for i := 0; i < o.Guests; i++ {
 		if g, ok := sim.Guest(100 + i); !ok || g.Lock != "" {
 			return fmt.Errorf("bench: after converge's run guest %d is missing or locked", 100+i)
@@ -354,4 +355,23 @@ func journalSubjects(ctx context.Context, b *bus.Bus, filter string) map[string]
 		return nil
 	}
 	return info.State.Subjects
+}
+
+// templateGaps are the times from a container template's clone task's end
+// to the start of its next clone task.
+func templateGaps(clones []pvesim.TaskInfo) Latency {
+	by := map[string][]pvesim.TaskInfo{}
+	for _, t := range clones {
+		if t.Type == "vzclone" {
+			by[t.ID] = append(by[t.ID], t)
+		}
+	}
+	var gaps []int64
+	for _, ts := range by {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Start.Before(ts[j].Start) })
+		for k := 1; k < len(ts); k++ {
+			gaps = append(gaps, int64(ts[k].Start.Sub(ts[k-1].End)))
+		}
+	}
+	return percentiles(gaps)
 }
