@@ -233,7 +233,8 @@ type CloneOp struct {
 	Pool     string `json:"pool,omitempty"`
 	Name     string `json:"name,omitempty"`
 	// SourceStorage is the template's storage, where a full clone without
-	// Storage allocates (its storage slot); "" when not observed.
+	// Storage allocates and a linked clone is made (its storage slot); ""
+	// when not observed (and, before issue 42, on linked clones).
 	SourceStorage string `json:"source_storage,omitempty"`
 }
 

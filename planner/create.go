@@ -23,19 +23,31 @@ const maxGuestsRetry = 30 * time.Second
 // CreateKey is a cluster's creation-rate ledger key.
 func CreateKey(cluster string) string { return cluster + ".create" }
 
-// StorageKey is a storage's full-clone ledger key.
+// StorageKey is a storage's clone ledger key.
 func StorageKey(cluster, storage string) string { return cluster + ".storage." + storage }
 
-// storageSlot is the storage slot a full clone takes (a full clone holds
-// the storage's lock while it allocates): clone.storage, else its
-// template's storage as observed, else one named after the template.
-// "" for anything else.
+// storageSlot is the storage slot a clone takes: the storage whose lock
+// it needs (Limits.CloneConcurrency clones at once per storage). Proxmox
+// takes a storage's lock (PVE::Storage::Plugin::cluster_lock_storage: a
+// flock on a local storage, a cluster-wide pmxcfs lock on a shared one,
+// 10 s to acquire, then the task fails "got timeout") for every volume a
+// clone makes: a full clone's allocation on its target storage
+// (vdisk_alloc, from qemu-server's clone_disk and pve-container's
+// copy_volume; the copy itself runs outside the lock), a linked clone's
+// whole vdisk_clone on its template's storage. So every clone, QEMU or
+// LXC, full or linked, is counted where its lock is taken: a full clone's
+// clone.storage, else its template's storage as observed; a linked
+// clone's template storage; else a slot named after the template. The key
+// is the storage's name across the cluster, which a shared storage's lock
+// is; a local storage's lock is per node, so keying it cluster-wide
+// errs on the safe side (converge does not observe storage.cfg's
+// "shared"). "" for anything but a clone.
 func storageSlot(a *events.Action) string {
 	c := a.Clone
 	switch {
-	case a.Op != events.OpClone || c == nil || !c.Full:
+	case a.Op != events.OpClone || c == nil:
 		return ""
-	case c.Storage != "":
+	case c.Full && c.Storage != "":
 		return c.Storage
 	case c.SourceStorage != "":
 		return c.SourceStorage
@@ -89,7 +101,7 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 	if key, slots := storageSlot(&a), lim.clone(); key != "" && slots > 0 {
 		ok, inUse, ahead := e.slim.admitNode(key, v.VMID, slots, false)
 		if !ok {
-			return wait("storage", fmt.Sprintf("waiting for storage %s: %d of %d full clones running (--clone-concurrency), %d guests ahead", key, inUse, slots, ahead), time.Time{})
+			return wait("storage", fmt.Sprintf("waiting for storage %s: %d of %d clones running on it (--clone-concurrency), %d guests ahead", key, inUse, slots, ahead), time.Time{})
 		}
 		claims = append(claims, Claim{Key: StorageKey(e.cfg.Cluster, key), Limit: slots})
 	}

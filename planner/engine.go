@@ -54,7 +54,7 @@ type Engine struct {
 	// and the creation limits count them before they are folded.
 	awaitingOp map[int]events.Op
 	lim        limiter
-	// slim is the storages' full-clone slots (Limits.CloneConcurrency),
+	// slim is the storages' clone slots (Limits.CloneConcurrency),
 	// tlim the container templates' (one clone at a time), kept like the
 	// nodes' slots.
 	slim, tlim limiter

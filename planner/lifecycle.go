@@ -26,7 +26,7 @@ func createStep(v *projector.View, c *projector.ClusterState) (Step, string) {
 		node = t.Node
 	}
 	op := &events.CloneOp{From: d.Clone.From, FromNode: t.Node, Full: d.Clone.IsFull(), Storage: d.Clone.Storage, Pool: d.Clone.Pool}
-	if op.Full && op.Storage == "" {
+	if !op.Full || op.Storage == "" { // where the clone takes its storage's lock
 		op.SourceStorage = t.Storage
 	}
 	if d.Name != nil {

@@ -105,7 +105,9 @@ func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
 // node boots many guests at once only at the cost of its storage and CPU,
 // which is why Proxmox's own bulk guest actions (pve-manager 9.1,
 // /cluster/bulk-action/guest) and HA's LRM (max_workers) run 4 at a time.
-// A config write, a pool change and HA's own requests contend for no
+// A clone waits for the locks it contends for instead: its storage's
+// (Limits.CloneConcurrency) and a container template's (create.go). A
+// config write, a pool change and HA's own requests contend for no
 // node-wide resource (only the guest's config lock, which the guest's own
 // ordering already holds to one action): they wait only for an API worker
 // (the executor's per-node call limit, executor.Config.NodeCalls). HA
@@ -113,7 +115,7 @@ func actionNodes(node string, op events.Op, m *events.MigrateOp) []string {
 func NodeTask(op events.Op) bool {
 	switch op {
 	case events.OpStart, events.OpStop, events.OpShutdown, events.OpReboot, events.OpMigrate,
-		events.OpClone, events.OpDestroy, events.OpSnapshot, events.OpResize:
+		events.OpDestroy, events.OpSnapshot, events.OpResize:
 		return true
 	}
 	return false

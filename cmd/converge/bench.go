@@ -24,6 +24,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var simProcess bool
 	var prox proxmoxBench
 	var fail failoverBench
+	var clones clonesBench
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark the pipeline against the raw JetStream limit, in one run",
@@ -112,6 +113,9 @@ partitions stand still (docs/benchmarks.md).`,
 			if prox.profile == profileFailover {
 				return fail.run(cmd, g, o, prox.o, tty)
 			}
+			if prox.profile == profileClones {
+				return clones.run(cmd, g, &prox, o, tty)
+			}
 			if prox.profile != profilePipeline {
 				return prox.run(cmd, g, o, memProfile, tty)
 			}
@@ -195,6 +199,7 @@ partitions stand still (docs/benchmarks.md).`,
 	fl.StringVar(&o.Dir, "data", "", "journal directory (default: a temp dir, removed)")
 	prox.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
 	fail.addFlags(fl)
+	clones.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
 	return cmd
 }
 

@@ -59,7 +59,7 @@ func (p *proxmoxBench) addFlags(fl *pflag.FlagSet, note func(string)) {
 	p.limits.NodeConcurrency = shipped.Planner.Planner.Limits.NodeConcurrency
 	p.limits.NodeRate, p.limits.NodeRateUnlimited = shipped.Executor.NodeRate, shipped.Executor.NodeRateUnlimited
 	p.verifyWait = bench.DefaultVerifyWait
-	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule under Proxmox's limits and a Terraform-like baseline; --guests defaults to 1000 there) "estate" (the same change at estate scale, 10,000 guests on 100 nodes, the simulator in its own process: makespan, converge's CPU and peak memory, drift detection) or "failover" (executors SIGKILLed under load: how long their partitions stand still; --guests defaults to 300 there)`)
+	fl.StringVar(&p.profile, "profile", profilePipeline, `what to measure: "pipeline" (the bus and the pipeline against a simulator without latency), "proxmox" (a Proxmox-shaped workload: converge's makespan against the ideal schedule under Proxmox's limits and a Terraform-like baseline; --guests defaults to 1000 there), "estate" (the same change at estate scale, 10,000 guests on 100 nodes, the simulator in its own process: makespan, converge's CPU and peak memory, drift detection), "clones" (200 clones from 2 QEMU and 2 container templates onto 3 storages: makespan against the ideal under Proxmox's locks, lock timeouts) or "failover" (executors SIGKILLed under load: how long their partitions stand still; --guests defaults to 300 there)`)
 	fl.IntVar(&p.o.Nodes, "nodes", p.o.Nodes, "simulated Proxmox nodes, the guests spread evenly (--profile proxmox; estate: 100)")
 	fl.IntVar(&p.limits.NodeConcurrency, "node-concurrency", p.limits.NodeConcurrency, "override converge's most actions in flight per node (the default shown is converge's shipped one, which runs unless this is given; --profile proxmox, estate)")
 	fl.Var(&limitFloat{r: &p.limits.NodeRate, unlimited: &p.limits.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
@@ -80,12 +80,15 @@ func (p *proxmoxBench) check(cmd *cobra.Command) error {
 	switch p.profile {
 	case profileFailover:
 		other = append((&failoverBench{}).refused(), "verify-wait", "limits-off")
+		other = append(other, clonesOnlyFlags...)
+	case profileClones:
+		other = clonesIgnores
 	default:
 		var ok bool
 		if other, ok = refused[p.profile]; !ok {
-			return usageError{fmt.Errorf("--profile %q: want %q, %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileEstate, profileFailover)}
+			return usageError{fmt.Errorf("--profile %q: want %q, %q, %q, %q or %q", p.profile, profilePipeline, profileProxmox, profileEstate, profileClones, profileFailover)}
 		}
-		other = append(slices.Clone(other), failoverOnlyFlags...)
+		other = append(append(slices.Clone(other), failoverOnlyFlags...), clonesOnlyFlags...)
 	}
 	for _, name := range other {
 		if cmd.Flags().Changed(name) {
