@@ -279,14 +279,20 @@ func (j *job) execute(ctx context.Context) outcome {
 	}
 
 	// Issue the mutation, exactly once.
-	mctx := ctx
+	// The lease again once the node's slot is granted (pve.WithGate): the
+	// wait for it may outlast the lease.
+	mctx := pve.WithGate(ctx, func() bool { return e.holds(j.part) })
 	if j.leads {
-		mctx = pve.Ahead(ctx)
+		mctx = pve.Ahead(mctx)
 	}
 	t, err := j.mutate(mctx)
 	if ctx.Err() != nil {
 		// The call may or may not have reached Proxmox: like a crash, the
 		// redelivery re-checks.
+		return abandon
+	}
+	if errors.Is(err, pve.ErrGateClosed) {
+		j.log.Warn().Int("partition", j.part).Msg("partition lost while waiting for the node; leaving the action to its owner (not sent)")
 		return abandon
 	}
 	if err != nil {

@@ -129,8 +129,12 @@ func (j *job) started(ctx context.Context, t pve.TaskRef) outcome {
 const maxWaitRetry = 30 * time.Second
 
 // unknownPollCap caps the pause between polls of a task whose length no
-// earlier task of its operation told (taskPace).
-const unknownPollCap = 100 * time.Millisecond
+// earlier task of its operation told (taskPace), for its first
+// unknownFine (power tasks take seconds).
+const (
+	unknownPollCap = 100 * time.Millisecond
+	unknownFine    = 3 * time.Second
+)
 
 // wait waits for a journalled task and turns its outcome into the final
 // result. When Proxmox cannot be asked (transient poll failures) it keeps
@@ -145,9 +149,10 @@ func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 			// Nothing known of such tasks yet: pauses doubling up to 1 s
 			// would find a 1 s task some 260 ms late, which a one-shot
 			// change of a few guests (one wave per node) pays in full.
-			// The cost, polls every unknownPollCap, falls on the first
-			// task of an operation only.
-			opts.MaxInterval = min(opts.MaxInterval, unknownPollCap)
+			// For its first unknownFine the task is polled at most every
+			// unknownPollCap, then as any other: a long task (a clone)
+			// costs a few more polls, not ten a second.
+			opts.Fine, opts.FineInterval = unknownFine, unknownPollCap
 		}
 	}
 	retry := 250 * time.Millisecond

@@ -84,7 +84,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.BoolVar(&f.waitForProxmox, "wait-for-proxmox", false, "start even if Proxmox refuses the credentials or its certificate is not trusted, and keep retrying (/readyz answers 503 meanwhile); without it such a start fails at once")
 	fl.DurationVar(&f.pve.Timeout, "pve-timeout", f.pve.Timeout, "timeout of one Proxmox API request")
 	fl.Var(&limitInt{n: &f.pve.NodeCalls, unlimited: &f.nodeCallsUnlimited, name: "node-calls", note: note}, "node-calls",
-		"most Proxmox API calls a process has in flight to one node (3: what a node's pvedaemon and pveproxy workers serve at once); more wait their turn"+unlimitedNote)
+		"most Proxmox API calls a process has in flight to one node, of each of its two kinds of worker (3: what a node's pvedaemon and pveproxy each serve at once; each executor process has its own); more wait their turn, task starts and status reads first"+unlimitedNote)
 	fl.IntVar(&ex.Concurrency, "executor-concurrency", ex.Concurrency, "actions an executor runs at once")
 	fl.DurationVar(&ex.AckWait, "ack-wait", ex.AckWait, "how long an action may go without a heartbeat before another executor may take it")
 	fl.DurationVar(&c.Bus.MaxAge, "retention-age", 0, "keep journal events this long (0: no age limit); set the same on every role, each provisions the stream")
@@ -99,7 +99,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.StringVar(&pol.RestartWindow, "restart-window", "", "allow those restarts only inside this weekly window, local time, e.g. \"Sat 02:00-05:00\" or \"Mon-Fri 22:00-02:00\" (default: any time)")
 	unlimited := unlimitedNote
 	fl.Var(&limitInt{n: &lim.NodeConcurrency, unlimited: &lim.NodeConcurrencyUnlimited, name: "node-concurrency", note: note}, "node-concurrency",
-		"most node tasks (starts, shutdowns, stops, reboots, clones, destroys, snapshots, resizes; a migration on both nodes) in flight per node, across all planners and executors; config writes take none"+unlimited)
+		"most node tasks (starts, shutdowns, stops, reboots, destroys, snapshots, resizes; a migration on both nodes) in flight per node, across all planners and executors; config writes and clones take none (clones wait for --clone-concurrency and their template)"+unlimited)
 	fl.Var(&limitFloat{r: &ex.NodeRate, unlimited: &ex.NodeRateUnlimited, name: "node-rate", note: note}, "node-rate",
 		"most mutating Proxmox API calls per second per node, shared by all executors (Proxmox has no rate limiter; --node-calls bounds what converge puts in a node's queue)"+unlimited)
 	fl.DurationVar(&lim.GuardWindow, "guard-window", lim.GuardWindow, "the mass-change guard's window")

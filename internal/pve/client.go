@@ -176,9 +176,10 @@ func (c *Client) send(ctx context.Context, op Op, ref GuestRef, method, path str
 		}
 	}
 	before := c.session.Load()
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	answer, err := c.exchange(rctx, method, path, data)
+	answer, sent, err := c.exchangeInSlot(ctx, method, path, data, mutation)
+	if !sent {
+		return &Error{Class: ClassTransient, Op: op, Ref: ref, Err: err} // not sent
+	}
 	if err != nil && op != OpLogin && c.login != nil && isStatus(err, http.StatusUnauthorized) {
 		// The ticket was rejected (expired, server restarted). PVE answers
 		// 401 before running anything, so re-sending after a fresh login
@@ -186,7 +187,9 @@ func (c *Client) send(ctx context.Context, op Op, ref GuestRef, method, path str
 		if lerr := c.relogin(ctx, before); lerr != nil {
 			return lerr
 		}
-		answer, err = c.exchange(rctx, method, path, data)
+		if answer, sent, err = c.exchangeInSlot(ctx, method, path, data, mutation); !sent {
+			return &Error{Class: ClassTransient, Op: op, Ref: ref, Err: err} // not sent
+		}
 	}
 	if decode == nil {
 		decode = discardAnswer
@@ -200,6 +203,27 @@ func (c *Client) send(ctx context.Context, op Op, ref GuestRef, method, path str
 		c.log.Debug().Str("op", string(op)).Str("method", method).Str("path", path).Err(err).Msg("pve call failed")
 	}
 	return wrapError(op, ref, mutation, err)
+}
+
+// exchangeInSlot is exchange within one of the node's slots
+// (Config.NodeCalls): the wait for the slot is bounded by ctx alone, the
+// call by the request timeout from then on, as the wait in the node's own
+// queue is not a call Proxmox is running. A mutation is sent only if ctx's
+// gate (WithGate), asked once the slot is granted, still allows it. sent
+// is false when nothing reached Proxmox (the wait ended, the gate closed).
+func (c *Client) exchangeInSlot(ctx context.Context, method, path string, data []byte, mutation bool) (answer []byte, sent bool, err error) {
+	release, err := c.wire.slots.acquire(ctx, method, path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	if g := gateOf(ctx); mutation && g != nil && !g() {
+		return nil, false, ErrGateClosed
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	answer, err = c.exchange(rctx, method, path, data)
+	return answer, true, err
 }
 
 // exchange sends one request through a go-proxmox client of its own, whose

@@ -70,7 +70,7 @@ type Config struct {
 	// NodeCalls is the most requests this client has in flight to one
 	// node (DefaultNodeCalls: what the node's API workers serve at once);
 	// the others wait their turn here rather than in the node's queue. The
-	// cluster-wide paths count against the entry node's. 0: no limit.
+	// cluster-wide paths have slots of their own. 0: no limit.
 	NodeCalls int
 	// Logger receives debug logs of calls and tasks. Secrets are never logged.
 	Logger zerolog.Logger

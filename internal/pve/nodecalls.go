@@ -2,9 +2,11 @@ package pve
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // DefaultNodeCalls is Config.NodeCalls' default: a Proxmox node serves
@@ -21,8 +23,8 @@ const DefaultNodeCalls = 3
 // pveproxy's (the other reads) take slots of their own, so that a config
 // read never waits behind a node's queued config writes, as it does not
 // on Proxmox. A request under /nodes/{node}/ takes one of that node's
-// slots, any other (the cluster-wide paths the entry node serves) one of
-// the entry node's.
+// slots; the cluster-wide paths (served by the entry node) have slots of
+// their own.
 //
 // Waiters are served in three lines: first the short calls (reads such as
 // a task's status poll, and task starts: POST …/status/…), which hold a
@@ -31,9 +33,10 @@ const DefaultNodeCalls = 3
 // reboot); then the other writes. The sooner a long task is under way and
 // its end seen, the sooner the change is done.
 type nodeSlots struct {
-	n  int
-	mu sync.Mutex
-	by map[slotKey]*slotPool
+	n   int
+	now func() time.Time
+	mu  sync.Mutex
+	by  map[slotKey]*slotPool
 }
 
 type slotKey struct {
@@ -44,17 +47,36 @@ type slotKey struct {
 // daemonRead reports whether a GET of path is one Proxmox serves in
 // pvedaemon ("protected": 1 in its API schema): a guest's current status
 // (QEMU asks QMP), a task's status and log, and the guest agent. Other
-// reads are served by pveproxy itself.
+// reads are served by pveproxy itself. (qemu-server PVE/API2/Qemu.pm,
+// pve-container src/PVE/API2/LXC.pm, pve-manager PVE/API2/Tasks.pm.)
 func daemonRead(path string) bool {
-	return strings.Contains(path, "/status/current") || strings.Contains(path, "/tasks/") || strings.Contains(path, "/agent/")
+	for _, p := range []string{"/status/current", "/tasks/", "/agent/", "/snapshot", "/migrate", "/feature"} {
+		if strings.Contains(path, p) {
+			return true
+		}
+	}
+	// The guest lists (GET /nodes/{node}/qemu, …/lxc).
+	return strings.HasSuffix(path, "/qemu") || strings.HasSuffix(path, "/lxc")
 }
 
 // slotPool is n slots with FIFO lines of waiters, served in order: task
-// starts, then the writes a task waits on, then the rest.
+// starts and reads, then the writes a task waits on, then the rest; but a
+// waiter of a later line that has waited agingBound goes before them all
+// (oldest first), so that a steady stream of polls never starves a write.
 type slotPool struct {
 	free  int
-	lines [3][]chan struct{}
+	lines [3][]waiter
 }
+
+type waiter struct {
+	ch    chan struct{}
+	since time.Time
+}
+
+// agingBound is how long a waiter of a later line waits at most before
+// it is served ahead of the first line: well under a request timeout, and
+// several config writes' length.
+const agingBound = time.Second
 
 // The lines of a slotPool.
 const (
@@ -67,7 +89,7 @@ func newNodeSlots(n int) *nodeSlots {
 	if n <= 0 {
 		return nil
 	}
-	return &nodeSlots{n: n, by: map[slotKey]*slotPool{}}
+	return &nodeSlots{n: n, now: time.Now, by: map[slotKey]*slotPool{}}
 }
 
 // acquire waits for a slot for a request (method, path), or for ctx;
@@ -99,7 +121,7 @@ func (s *nodeSlots) acquire(ctx context.Context, method, path string) (release f
 		return release, nil
 	}
 	ch := make(chan struct{})
-	p.lines[line] = append(p.lines[line], ch)
+	p.lines[line] = append(p.lines[line], waiter{ch, s.now()})
 	s.mu.Unlock()
 	select {
 	case <-ch:
@@ -127,27 +149,55 @@ func (p *slotPool) waiting(line int) int {
 func (s *nodeSlots) release(p *slotPool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for l := range p.lines {
-		if line := &p.lines[l]; len(*line) > 0 {
-			ch := (*line)[0]
-			*line = (*line)[1:]
-			close(ch)
-			return
+	next := -1
+	// A later line's head that has waited agingBound goes first.
+	now := s.now()
+	for l := lineStart + 1; l < len(p.lines); l++ {
+		if line := p.lines[l]; len(line) > 0 && now.Sub(line[0].since) >= agingBound &&
+			(next < 0 || line[0].since.Before(p.lines[next][0].since)) {
+			next = l
 		}
 	}
-	p.free++
+	for l := 0; next < 0 && l < len(p.lines); l++ {
+		if len(p.lines[l]) > 0 {
+			next = l
+		}
+	}
+	if next < 0 {
+		p.free++
+		return
+	}
+	w := p.lines[next][0]
+	p.lines[next] = p.lines[next][1:]
+	close(w.ch)
 }
 
 // drop removes ch from line, reporting whether it was there.
-func drop(line *[]chan struct{}, ch chan struct{}) bool {
-	for i, c := range *line {
-		if c == ch {
+func drop(line *[]waiter, ch chan struct{}) bool {
+	for i, w := range *line {
+		if w.ch == ch {
 			*line = append((*line)[:i], (*line)[i+1:]...)
 			return true
 		}
 	}
 	return false
 }
+
+type gateKey struct{}
+
+// ErrGateClosed is the error of a mutation not sent because its context's
+// gate (WithGate) closed while it waited for a slot.
+var ErrGateClosed = errors.New("not sent: the caller's gate closed while the call waited for a slot of its node")
+
+// WithGate makes ctx's mutations ask open once their node's slot is
+// granted, right before they are sent, and not be sent (ErrGateClosed)
+// if it says no: an executor's lease, checked before the call, may have
+// lapsed while it waited.
+func WithGate(ctx context.Context, open func() bool) context.Context {
+	return context.WithValue(ctx, gateKey{}, open)
+}
+
+func gateOf(ctx context.Context) func() bool { g, _ := ctx.Value(gateKey{}).(func() bool); return g }
 
 type aheadKey struct{}
 

@@ -3,8 +3,11 @@ package pve
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestNodeOfPath(t *testing.T) {
@@ -182,5 +185,126 @@ func TestNodeCallsValidated(t *testing.T) {
 	c.NodeCalls = -1
 	if _, err := c.checked(); err == nil {
 		t.Fatal("NodeCalls -1 accepted")
+	}
+}
+
+// A write of a later line that has waited agingBound goes ahead of the
+// first line, so that a steady stream of polls never starves it.
+func TestNodeSlotsAging(t *testing.T) {
+	s := newNodeSlots(1)
+	now := time.Unix(0, 0)
+	var nowMu sync.Mutex
+	s.now = func() time.Time { nowMu.Lock(); defer nowMu.Unlock(); return now }
+	ctx := context.Background()
+	r, err := s.acquire(ctx, "GET", "/nodes/pve1/tasks/U/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 2)
+	go func() {
+		rel, err := s.acquire(ctx, "PUT", cfg101)
+		if err == nil {
+			got <- "write"
+			rel()
+		}
+	}()
+	waitLines := func(start, rest int) {
+		for {
+			s.mu.Lock()
+			p := s.by[slotKey{"pve1", true}]
+			a, b := len(p.lines[lineStart]), len(p.lines[lineRest])
+			s.mu.Unlock()
+			if a == start && b == rest {
+				return
+			}
+		}
+	}
+	waitLines(0, 1)
+	nowMu.Lock()
+	now = now.Add(agingBound)
+	nowMu.Unlock()
+	go func() {
+		rel, err := s.acquire(ctx, "GET", "/nodes/pve1/tasks/V/status")
+		if err == nil {
+			got <- "poll"
+			rel()
+		}
+	}()
+	waitLines(1, 1)
+	r()
+	if first := <-got; first != "write" {
+		t.Fatalf("%s served first; the write had waited %s", first, agingBound)
+	}
+	<-got
+}
+
+// testClient is a Client of srv with one slot per node and a short
+// request timeout.
+func testClient(t *testing.T, srv *httptest.Server) *Client {
+	t.Helper()
+	c, err := New(Config{URL: srv.URL, TokenID: "root@pam!t", TokenSecret: "s", Timeout: 200 * time.Millisecond, NodeCalls: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The wait for a node's slot is not the request's time: a call that waits
+// longer than the request timeout for its slot is still sent; one whose
+// context ends while it waits was never sent and says so (not an unknown
+// outcome); a mutation whose gate closed while it waited is not sent.
+func TestNodeSlotWaitIsNotTheRequest(t *testing.T) {
+	var mu sync.Mutex
+	received := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data":"UPID:pve1:00000001:00000001:00000001:qmstart:101:root@pam:"}`))
+	}))
+	defer srv.Close()
+	c := testClient(t, srv)
+	ref := GuestRef{Kind: KindQEMU, Node: "pve1", VMID: 101}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return received }
+
+	// Waited out its context: not sent, not indeterminate.
+	hold, err := c.wire.slots.acquire(context.Background(), "POST", "/nodes/pve1/qemu/101/status/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c.Start(ctx, ref)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Indeterminate || count() != 0 {
+		t.Fatalf("a start that never left its slot's line: %v (indeterminate %v), %d requests", err, pe != nil && pe.Indeterminate, count())
+	}
+
+	// Waits longer than the request timeout, then is sent and succeeds.
+	done := make(chan error, 1)
+	go func() { _, err := c.Start(context.Background(), ref); done <- err }()
+	for {
+		c.wire.slots.mu.Lock()
+		n := len(c.wire.slots.by[slotKey{"pve1", true}].lines[lineStart])
+		c.wire.slots.mu.Unlock()
+		if n == 1 {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // longer than the 200 ms request timeout: the wait must not count
+	hold()
+	if err := <-done; err != nil || count() != 1 {
+		t.Fatalf("a start that waited for its slot: %v, %d requests", err, count())
+	}
+
+	// A closed gate: not sent.
+	_, err = c.Start(WithGate(context.Background(), func() bool { return false }), ref)
+	if !errors.Is(err, ErrGateClosed) || !errors.As(err, &pe) || pe.Indeterminate || count() != 1 {
+		t.Fatalf("a start behind a closed gate: %v, %d requests", err, count())
+	}
+	// Reads pass a closed gate.
+	if _, err := c.GuestStatus(WithGate(context.Background(), func() bool { return false }), ref); count() != 2 {
+		t.Fatalf("a read behind a closed gate was not sent: %v", err)
 	}
 }

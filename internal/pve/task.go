@@ -128,6 +128,10 @@ type WaitOptions struct {
 	// poll, within a few Intervals of its end, where doubling from the
 	// start took up to twice its length and several polls.
 	Expect time.Duration
+	// Fine, if set, caps the pause at FineInterval for the wait's first
+	// Fine: a task whose length nothing told yet is found soon after its
+	// end if it is short, and a long one is polled at MaxInterval after.
+	Fine, FineInterval time.Duration
 }
 
 func (o WaitOptions) withDefaults() WaitOptions {
@@ -198,6 +202,7 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 	path := "/nodes/" + node + "/tasks/" + t.UPID
 	interval := opts.Interval
 	pollErrs := 0
+	began := c.now()
 	if opts.Expect > 0 {
 		if err := Sleep(ctx, opts.Expect); err != nil {
 			return res, fmt.Errorf("pve: waiting for task %s: %w", t.UPID, err)
@@ -223,7 +228,11 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 		default:
 			return c.taskEnded(ctx, path, u, res, st.ExitStatus, opts)
 		}
-		if err := Sleep(ctx, interval); err != nil {
+		pause := interval
+		if opts.Fine > 0 && c.now().Sub(began) < opts.Fine {
+			pause = min(pause, opts.FineInterval)
+		}
+		if err := Sleep(ctx, pause); err != nil {
 			return res, fmt.Errorf("pve: waiting for task %s: %w", t.UPID, err)
 		}
 		interval = min(interval*2, opts.MaxInterval)

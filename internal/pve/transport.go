@@ -103,20 +103,11 @@ type statusTransport struct {
 }
 
 // exchange sends req and returns a successful answer with its whole body
-// read (res.Body closed), or an error. It waits first for a slot of the
-// node the request addresses (Config.NodeCalls); that wait counts in the
-// request's time, as a wait in the node's own queue would.
+// read (res.Body closed), or an error. (The caller holds the node's slot:
+// Client.exchangeInSlot.)
 func (t *statusTransport) exchange(req *http.Request) (res *http.Response, body []byte, err error) {
 	start := time.Now()
-	release, err := t.slots.acquire(req.Context(), req.Method, req.URL.Path)
-	if err != nil {
-		if t.metrics != nil {
-			t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
-		}
-		return nil, nil, err
-	}
 	res, body, err = t.send(req)
-	release()
 	if t.metrics != nil {
 		t.metrics.observe(req.Context(), req.Method, time.Since(start), err)
 	}
