@@ -106,7 +106,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.Float64Var(&lim.GuardShare, "guard-share", lim.GuardShare, "the mass-change guard lets at most this share of the managed guests (or --guard-min, the larger) be shut down, stopped, rebooted, migrated or destroyed within --guard-window; the rest are held until \"converge approve\"")
 	fl.IntVar(&lim.GuardMin, "guard-min", lim.GuardMin, "the mass-change guard's threshold is never below this many guests")
 	fl.Var(&limitInt{n: &lim.CloneConcurrency, unlimited: &lim.CloneConcurrencyUnlimited, name: "clone-concurrency", note: note}, "clone-concurrency",
-		"most clones at once per storage, full or linked, whose lock each takes (a container template also clones one at a time)"+unlimited)
+		"most VM clones at once per storage, full or linked, whose lock each takes (a container template clones one at a time instead)"+unlimited)
 	fl.Var(&limitInt{n: &lim.CreateRate, unlimited: &lim.CreateRateUnlimited, name: "create-rate", note: note}, "create-rate",
 		"most clones started per minute across the cluster"+unlimited)
 	fl.IntVar(&lim.MaxGuests, "max-guests", 0, "most managed guests that exist or are being created; beyond it creations wait (0: no cap)")
