@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	json "github.com/go-json-experiment/json/v1"
@@ -25,6 +26,9 @@ type Ledger interface {
 // ledgerAttempts bounds compare-and-set retries on one key per batch: each
 // failed attempt means another planner wrote it meanwhile.
 const ledgerAttempts = 8
+
+// ledgerParallel is how many node and storage keys one batch asks at once.
+const ledgerParallel = 32
 
 // admit asks the ledger for the claims of the actions handed out, one
 // read and write per key for the whole batch (nodes first, the guard
@@ -54,7 +58,19 @@ func (l *Loop) admit(ctx context.Context, ps []planner.Publish) []planner.Publis
 	now := l.clk.Now()
 	refused := map[string]planner.Claim{}
 	granted := map[string][]string{} // action id → keys granted
-	for _, key := range keys {
+	// The node and storage keys are independent of one another: they are
+	// asked at once (an estate's batch names a hundred nodes, and one
+	// read and write after another held the loop for a round trip each).
+	// The guard's keys follow, for the actions every other key granted.
+	first := 0
+	for first < len(keys) && !planner.IsGuardKey(keys[first]) {
+		first++
+	}
+	type answer struct {
+		ok  map[string]bool
+		err error
+	}
+	wants := func(key string) ([]planner.Publish, planner.Claim) {
 		var want []planner.Publish
 		var claim planner.Claim
 		for _, p := range ps {
@@ -67,17 +83,44 @@ func (l *Loop) admit(ctx context.Context, ps []planner.Publish) []planner.Publis
 				}
 			}
 		}
-		ok, err := l.grant(ctx, key, claim, want, now)
-		if err != nil {
-			l.log.Warn().Err(err).Str("key", key).Msg("limits ledger unavailable; actions wait")
+		return want, claim
+	}
+	settle := func(key string, want []planner.Publish, claim planner.Claim, a answer) {
+		if a.err != nil {
+			l.log.Warn().Err(a.err).Str("key", key).Msg("limits ledger unavailable; actions wait")
 		}
 		for _, p := range want {
-			if ok[p.Action.ID] {
+			if a.ok[p.Action.ID] {
 				granted[p.Action.ID] = append(granted[p.Action.ID], key)
 			} else {
 				refused[p.Action.ID] = claim
 			}
 		}
+	}
+	answers := make([]answer, first)
+	wantOf := make([][]planner.Publish, first)
+	claimOf := make([]planner.Claim, first)
+	sem := make(chan struct{}, ledgerParallel)
+	var wg sync.WaitGroup
+	for i, key := range keys[:first] {
+		wantOf[i], claimOf[i] = wants(key)
+		live := l.eng.LiveFunc(claimOf[i], now) // it reads the engine, which the loop leaves alone while it waits here
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ok, err := l.grant(ctx, key, claimOf[i], wantOf[i], now, live)
+			answers[i] = answer{ok, err}
+		}()
+	}
+	wg.Wait()
+	for i, key := range keys[:first] {
+		settle(key, wantOf[i], claimOf[i], answers[i])
+	}
+	for _, key := range keys[first:] {
+		want, claim := wants(key)
+		ok, err := l.grant(ctx, key, claim, want, now, l.eng.LiveFunc(claim, now))
+		settle(key, want, claim, answer{ok, err})
 	}
 	out := ps[:0:0]
 	for _, p := range ps {
@@ -112,8 +155,7 @@ func boolInt(b bool) int {
 
 // grant decides the claims of want on key, retrying when another planner
 // wrote the key meanwhile.
-func (l *Loop) grant(ctx context.Context, key string, c planner.Claim, want []planner.Publish, now time.Time) (map[string]bool, error) {
-	live := l.eng.LiveFunc(c, now)
+func (l *Loop) grant(ctx context.Context, key string, c planner.Claim, want []planner.Publish, now time.Time, live func(planner.Entry) bool) (map[string]bool, error) {
 	for range ledgerAttempts {
 		entries, rev, err := l.loadLedger(ctx, key)
 		if err != nil {
