@@ -39,10 +39,12 @@ type CloneIdealInput struct {
 // locks alone (no client limits), and the resource that sets it. It is
 // the largest of these lower bounds:
 //
-//   - any clone: L + D + L + C (its clone call, its task, its config
-//     write call and the write's work);
-//   - a container template t with n_t clones: L + n_t × D_lxc + L + C
-//     (its clones run back to back; the last one's config write follows);
+//   - any clone: L + H + D + L + C (its clone call, its task: the
+//     volume made under the storage's lock, then the rest of its work,
+//     its config write call and the write's work);
+//   - a container template t with n_t clones: L + n_t × (H + D_lxc) + L + C
+//     (its clones, each a whole task, run back to back; the last one's
+//     config write follows);
 //   - a storage s whose lock n_s clones take: L + n_s × H + L + C (the
 //     lock's holds run one after another; H ≤ D, so this never exceeds
 //     what the task needs unless the lock is the bottleneck);
@@ -67,7 +69,7 @@ func CloneIdeal(in CloneIdealInput) (time.Duration, string) {
 			d = in.LXCClone
 			tpl[c.Template]++
 		}
-		take(2*L+d+C, "one clone")
+		take(2*L+in.LockHold+d+C, "one clone")
 		if c.Storage != "" {
 			sto[c.Storage]++
 		}
@@ -76,7 +78,7 @@ func CloneIdeal(in CloneIdealInput) (time.Duration, string) {
 	// In key order: of equal bounds, the first named is reported.
 	for _, t := range slices.Sorted(maps.Keys(tpl)) {
 		n := tpl[t]
-		take(2*L+time.Duration(n)*in.LXCClone+C, fmt.Sprintf("container template %d", t))
+		take(2*L+time.Duration(n)*(in.LockHold+in.LXCClone)+C, fmt.Sprintf("container template %d", t))
 	}
 	for _, s := range slices.Sorted(maps.Keys(sto)) {
 		n := sto[s]

@@ -18,16 +18,16 @@ func TestCloneIdeal(t *testing.T) {
 		why  string
 	}{
 		// 10 QEMU clones of one template: parallel (shared source lock);
-		// the lock holds 10 × 0.1 s = 1 s < the 2 s task.
-		{"qemu parallel", CloneIdealInput{Clones: rep(10, q(9000, "a")), QEMUClone: 2 * s, LockHold: s / 10}, 2 * s, "one clone"},
+		// the lock holds 10 × 0.1 s = 1 s < one clone's 0.1 + 2 s.
+		{"qemu parallel", CloneIdealInput{Clones: rep(10, q(9000, "a")), QEMUClone: 2 * s, LockHold: s / 10}, 2100 * time.Millisecond, "one clone"},
 		// The same with a 0.5 s hold: 10 × 0.5 = 5 s on one storage's lock.
 		{"storage lock", CloneIdealInput{Clones: rep(10, q(9000, "a")), QEMUClone: 2 * s, LockHold: s / 2}, 5 * s, "storage a's lock"},
 		// Split over two storages: 6 × 0.5 = 3 s on a's (4 × 0.5 on b's).
 		{"two storages", CloneIdealInput{Clones: append(rep(4, q(9000, "b")), rep(6, q(9000, "a"))...), QEMUClone: 2 * s, LockHold: s / 2}, 3 * s, "storage a's lock"},
-		// 4 container clones of template 9001, 1 of 9003: 4 × 3 s, plus
-		// two 20 ms calls and a 0.2 s config write: 12.24 s.
+		// 4 container clones of template 9001, 1 of 9003: 4 × (0.1 + 3 s),
+		// plus two 20 ms calls and a 0.2 s config write: 12.64 s.
 		{"ct template", CloneIdealInput{Clones: append(rep(4, ct(9001, "a")), ct(9003, "b")), LXCClone: 3 * s, LockHold: s / 10,
-			APILatency: 20 * time.Millisecond, ConfigWrite: s / 5}, 12240 * time.Millisecond, "container template 9001"},
+			APILatency: 20 * time.Millisecond, ConfigWrite: s / 5}, 12640 * time.Millisecond, "container template 9001"},
 		// 30 config writes of 1 s on 3 workers: 10 s, above the 2 s task.
 		{"pvedaemon", CloneIdealInput{Clones: rep(30, q(9000, "")), QEMUClone: s, ConfigWrite: s, Workers: 3}, 10 * s, "node pve1's pvedaemon"},
 	} {
