@@ -74,9 +74,12 @@ type waiter struct {
 }
 
 // agingBound is how long a waiter of a later line waits at most before
-// it is served ahead of the first line: well under a request timeout, and
-// several config writes' length.
-const agingBound = time.Second
+// it is served ahead of the first line. Longer than a node's line of
+// writes in a fleet change (100 guests' config writes on one node drain
+// in about 7 s), so that their reboots still go first (at 1 s, the Terraform
+// harness on one node went from 16.3 to 22.8 s); short enough that a
+// stream of polls cannot hold a write for long.
+const agingBound = 10 * time.Second
 
 // The lines of a slotPool.
 const (
