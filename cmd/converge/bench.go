@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -123,20 +124,9 @@ partitions stand still (docs/benchmarks.md).`,
 				return usageError{flagError(err)}
 			}
 			rep, det, err := bench.Run(cmd.Context(), o)
-			if memProfile != "" && err == nil {
-				if err := writeHeapProfile(memProfile); err != nil {
-					return err
-				}
-			}
-			if tty {
-				fmt.Fprint(os.Stderr, "\r\033[K")
-			}
-			if err != nil {
+			out, done, err := benchDone(cmd, g, memProfile, tty, rep, err)
+			if done {
 				return err
-			}
-			out := cmd.OutOrStdout()
-			if g.output == "json" {
-				return json.NewEncoder(out).Encode(rep)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			where := "simulator in-process"
@@ -201,6 +191,29 @@ partitions stand still (docs/benchmarks.md).`,
 	fail.addFlags(fl)
 	clones.addFlags(fl, func(s string) { prox.deprecated = append(prox.deprecated, s) })
 	return cmd
+}
+
+// benchDone ends a profile's run the same way for every profile: the heap
+// profile written (if asked, and the run succeeded), the progress line
+// cleared, the error returned, or the report printed as JSON. It returns
+// the writer a text report goes to, or done (with the error to return).
+func benchDone(cmd *cobra.Command, g *globals, memProfile string, tty bool, rep any, runErr error) (out io.Writer, done bool, err error) {
+	if memProfile != "" && runErr == nil {
+		if err := writeHeapProfile(memProfile); err != nil {
+			return nil, true, err
+		}
+	}
+	if tty {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if runErr != nil {
+		return nil, true, runErr
+	}
+	out = cmd.OutOrStdout()
+	if g.output == "json" {
+		return nil, true, json.NewEncoder(out).Encode(rep)
+	}
+	return out, false, nil
 }
 
 func writeHeapProfile(path string) error {

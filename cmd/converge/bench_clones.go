@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"text/tabwriter"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -64,15 +62,9 @@ func (c *clonesBench) run(cmd *cobra.Command, g *globals, prox *proxmoxBench, ba
 		return usageError{flagError(err)}
 	}
 	rep, err := bench.RunClones(cmd.Context(), o)
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
-	if err != nil {
+	out, done, err := benchDone(cmd, g, "", tty, rep, err)
+	if done {
 		return err
-	}
-	out := cmd.OutOrStdout()
-	if g.output == "json" {
-		return json.NewEncoder(out).Encode(rep)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	lim := func(n int) string {

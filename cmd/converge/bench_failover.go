@@ -90,15 +90,9 @@ func (f *failoverBench) run(cmd *cobra.Command, g *globals, base bench.Options, 
 		return usageError{flagError(err)}
 	}
 	rep, det, err := bench.RunFailover(cmd.Context(), o)
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
-	if err != nil {
+	out, done, err := benchDone(cmd, g, "", tty, rep, err)
+	if done {
 		return err
-	}
-	out := cmd.OutOrStdout()
-	if g.output == "json" {
-		return json.NewEncoder(out).Encode(rep)
 	}
 	return printFailoverReport(out, rep, det)
 }

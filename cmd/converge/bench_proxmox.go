@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	json "github.com/go-json-experiment/json/v1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -138,20 +137,9 @@ func (p *proxmoxBench) run(cmd *cobra.Command, g *globals, base bench.Options, m
 		return usageError{flagError(err)}
 	}
 	rep, det, err := bench.RunProxmox(cmd.Context(), o)
-	if memProfile != "" && err == nil {
-		if err := writeHeapProfile(memProfile); err != nil {
-			return err
-		}
-	}
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
-	if err != nil {
+	out, done, err := benchDone(cmd, g, memProfile, tty, rep, err)
+	if done {
 		return err
-	}
-	out := cmd.OutOrStdout()
-	if g.output == "json" {
-		return json.NewEncoder(out).Encode(rep)
 	}
 	return printProxmoxReport(out, rep, det)
 }
@@ -226,20 +214,9 @@ func (p *proxmoxBench) runEstate(cmd *cobra.Command, g *globals, base bench.Opti
 		return usageError{flagError(err)}
 	}
 	rep, det, err := bench.RunEstate(cmd.Context(), o)
-	if memProfile != "" && err == nil {
-		if err := writeHeapProfile(memProfile); err != nil {
-			return err
-		}
-	}
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
-	if err != nil {
+	out, done, err := benchDone(cmd, g, memProfile, tty, rep, err)
+	if done {
 		return err
-	}
-	out := cmd.OutOrStdout()
-	if g.output == "json" {
-		return json.NewEncoder(out).Encode(rep)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "converge bench --profile estate: %d guests on %d nodes, %s, API calls %g ms, power tasks %g s, config tasks %g s, simulator in its own process (%s, %d CPUs, %s; setup %s, first observation %s)\n",

@@ -231,11 +231,7 @@ func isLockTimeout(exit string) bool {
 // storage's lock; a clone task's id is its source, so the storage comes
 // from the target vmid in its log's first line.
 func maxPerStorage(clones []pvesim.TaskInfo, lockOf map[string]string) int {
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	per := map[string][]edge{}
+	byStorage := make([]pvesim.TaskInfo, 0, len(clones))
 	for _, t := range clones {
 		st := ""
 		if len(t.Log) > 0 {
@@ -243,27 +239,10 @@ func maxPerStorage(clones []pvesim.TaskInfo, lockOf map[string]string) int {
 				st = lockOf[strings.TrimSpace(id)]
 			}
 		}
-		end := t.End
-		if end.IsZero() {
-			end = time.Now()
-		}
-		per[st] = append(per[st], edge{t.Start, 1}, edge{end, -1})
+		t.Node = st // maxInFlight counts per node: here per storage
+		byStorage = append(byStorage, t)
 	}
-	most := 0
-	for _, es := range per {
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].at.Equal(es[j].at) {
-				return es[i].delta < es[j].delta
-			}
-			return es[i].at.Before(es[j].at)
-		})
-		n := 0
-		for _, e := range es {
-			n += e.delta
-			most = max(most, n)
-		}
-	}
-	return most
+	return maxInFlight(byStorage)
 }
 
 // cloneStorages are the simulator's storages that hold both VM images and
