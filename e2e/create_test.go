@@ -22,9 +22,9 @@ const createGuests = 200
 
 // TestCreateSurvivesSIGKILL: 200 guests (QEMU and LXC, linked and full)
 // created from templates on three nodes under the creation limits (scaled
-// down: full clones two at a time on the shared storage, whose lock the
-// simulator makes fail a third; containers' templates one clone at a time;
-// 20 clones a second), by two executor processes, one SIGKILLed while its
+// down: VM clones two at a time per storage, whose lock the simulator
+// holds 50 ms per volume and fails after 10 s; containers' templates one
+// clone at a time; 20 clones a second), by two executor processes, one SIGKILLed while its
 // clones run. Afterwards every guest exists exactly once, converge's; the
 // simulator's task list holds exactly one clone per guest and no failed
 // clone; all converge, and the journal audit holds.
@@ -39,10 +39,11 @@ func TestCreateSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	// Tasks last long enough for a kill to land mid-clone; a third full
-	// clone at once on one storage fails, as a real storage lock does.
+	// Tasks last long enough for a kill to land mid-clone; every clone
+	// takes its storage's lock for 50 ms (a waiter fails after 10 s, as on
+	// Proxmox): the limits must keep the line short enough.
 	sim, err := pvesim.New(pvesim.Options{Nodes: 3, Tokens: map[string]string{"root@pam!create": "create-secret"},
-		Faults: pvesim.Faults{TaskLatency: pvesim.Duration(250 * time.Millisecond), StorageCloneLimit: 2}})
+		Faults: pvesim.Faults{TaskLatency: pvesim.Duration(250 * time.Millisecond), StorageLockHold: pvesim.Duration(50 * time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,19 @@ func (h *hookReceiver) has(keys ...string) bool {
 		}
 	}
 	return true
+}
+
+// received is the first key received that is key or extends it by a
+// further "/…" part, or "".
+func (h *hookReceiver) received(key string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range h.order {
+		if k == key || strings.HasPrefix(k, key+"/") {
+			return k
+		}
+	}
+	return ""
 }
 
 // leaseOwners are the executor partition leases' owners, by key.

@@ -17,16 +17,18 @@ import (
 // TestPendingEditCorrected: someone sets cores=1 on a running VM whose
 // desired cores are 3; Proxmox keeps it pending, /cluster/resources shows
 // nothing, and converge used to report "converged" until the guest came
-// back with one core. At 100 guests the rolling verification (20 reads/s,
-// a pass every 10 s) sees it, and the planner reverts the pending value,
-// within two verification periods, counted in observer passes on a fake
-// clock: a period is as many passes as the observer reports it takes to
-// verify every guest.
+// back with one core. At 100 guests the verification sees it, and the
+// planner reverts the pending value, within two verification periods,
+// counted in observer passes on a fake clock: a period is as many passes
+// as the observer reports it takes to verify every guest. The test drives
+// passes alone (the rounds between them run only under Run), so the
+// per-node budget is set to what a pass reads: the budget's own pace is
+// internal/observer's TestVerificationBound.
 func TestPendingEditCorrected(t *testing.T) {
 	const vmid = 900
 	clk := clocktest.New(time.Now())
 	const interval = 10 * time.Second
-	p := startPipeline(t, pvesim.Options{Guests: 99}, func(c *observer.Config) { c.Clock, c.Interval = clk, interval })
+	p := startPipeline(t, pvesim.Options{Guests: 99}, func(c *observer.Config) { c.Clock, c.Interval, c.VerifyRate = clk, interval, 100 })
 	sim, obs := p.sim, p.obs
 	if err := sim.AddGuest(pvesim.GuestSpec{VMID: vmid, Cores: 3, Running: true, Name: "web"}); err != nil {
 		t.Fatal(err)
