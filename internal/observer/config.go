@@ -36,8 +36,9 @@ const (
 	// DefaultResyncInterval: at most one full re-verification per minute
 	// however many resyncs are asked for; those in between are merged.
 	DefaultResyncInterval = time.Minute
-	// DefaultReadConcurrency: pveproxy has three workers; four config
-	// reads at once keep a pass short without taking them all.
+	// DefaultReadConcurrency: pveproxy has three workers per node; four
+	// reads at once a node keep a pass short, and the Proxmox client
+	// holds each node's share to its workers (pve.Config.NodeCalls).
 	DefaultReadConcurrency = 4
 	// DefaultMaxInFlight bounds unacknowledged observed publishes.
 	DefaultMaxInFlight = 1000
@@ -78,8 +79,8 @@ type Config struct {
 	// verification) is carried out per ResyncInterval; requests in
 	// between are merged into the next one.
 	ResyncInterval time.Duration
-	// ReadConcurrency bounds parallel config reads (pveproxy has few
-	// workers, so keep it small against a real cluster).
+	// ReadConcurrency bounds a pass's parallel reads per node (each
+	// node's pveproxy has few workers and serves its own guests' reads).
 	ReadConcurrency int
 	// MaxInFlight bounds unacknowledged publishes (at most 4000: the async
 	// window of the bus's JetStream context).

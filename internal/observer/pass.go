@@ -212,8 +212,8 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 	return out
 }
 
-// readConfigs reads, with bounded concurrency, the configs plan asked for
-// and records the successful reads.
+// readConfigs reads, with bounded concurrency (readers), the configs plan
+// asked for and records the successful reads.
 func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time.Time, afterSeq uint64) (reads, failed int) {
 	var todo []int
 	for i := range guests {
@@ -221,7 +221,11 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 			todo = append(todo, i)
 		}
 	}
-	reads = parallel(ctx, o.cfg.ReadConcurrency, len(todo), func(k int) {
+	nodes := map[string]bool{}
+	for _, i := range todo {
+		nodes[guests[i].res.Node] = true
+	}
+	reads = parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
 		l := &guests[todo[k]]
 		l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
 		if l.err == nil && l.cfg == nil {
@@ -347,3 +351,12 @@ func (o *Observer) expiring(prev *events.Observed, now time.Time) bool {
 
 // expect stamps the observer's events with their term (ObservedTTL).
 func (o *Observer) expect() journal.Expect { return journal.Expect{TTL: o.cfg.ObservedTTL} }
+
+// readers is how many reads a pass runs at once over nodes nodes:
+// ReadConcurrency a node, since each node's pveproxy serves its own
+// guests' reads (the Proxmox client keeps each node's share to what its
+// workers serve). Four at once for the whole cluster made a pass over an
+// estate's changed guests take a read's latency per four guests: at 100
+// nodes and 10,000 guests changed, 40 s a pass (converge bench --profile
+// estate, 3.6 × the ideal).
+func (o *Observer) readers(nodes int) int { return o.cfg.ReadConcurrency * max(nodes, 1) }

@@ -86,10 +86,14 @@ func (o *Observer) newestJournalled(ctx context.Context, vmid int) journalled {
 // confirmStatuses decides the status of each guest in checks: it looks up
 // the newest journalled status and reads status/current where the
 // inventory's (or the standing decision's) disagrees with it. Lookups and
-// reads run ReadConcurrency at a time. A failed read leaves the guest
+// reads run ReadConcurrency a node at a time (readers). A failed read leaves the guest
 // unpublished this pass (err set, read again next pass).
 func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks []statusCheck) (reads, failed int) {
-	parallel(ctx, o.cfg.ReadConcurrency, len(checks), func(i int) {
+	nodes := map[string]bool{}
+	for _, c := range checks {
+		nodes[guests[c.idx].res.Node] = true
+	}
+	parallel(ctx, o.readers(len(nodes)), len(checks), func(i int) {
 		c := &checks[i]
 		l := &guests[c.idx]
 		c.j = o.newestJournalled(ctx, l.res.VMID)
