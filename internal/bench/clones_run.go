@@ -156,20 +156,8 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 	actions0 := streamCount(ctx, b, "pve.action.>")
 	calls0, tasks0 := sim.Calls(), len(sim.Tasks())
 	t0 := time.Now()
-	futures := make([]jetstream.PubAckFuture, o.Guests)
-	for i := range futures {
-		if futures[i], err = publishAsync(ctx, b.JS, events.Subject(events.KindDesired, events.DefaultCluster, 100+i), []byte(bodies[i])); err != nil {
-			return err
-		}
-	}
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("bench: publish the desired state of %d: %w", 100+i, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := publishDesired(ctx, b.JS, o.Guests, func(i int) string { return bodies[i] }); err != nil {
+		return err
 	}
 	limit := 10*time.Minute + 4*d
 	err = waitForEvery(ctx, 50*time.Millisecond, limit, "convergence of every clone", func() (int, int, bool) {

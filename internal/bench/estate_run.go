@@ -2,15 +2,10 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/natsserver"
 	"github.com/converge-pve/converge/internal/pve"
@@ -118,23 +113,8 @@ func estateChange(ctx context.Context, o EstateOptions, a *app.App, sim *estateS
 		return err
 	}
 	simCPU0, cpu0, t0 := sim.cpu(), selfCPU(), time.Now()
-	futures := make([]jetstream.PubAckFuture, o.Guests)
-	for i := range futures {
-		vmid := 100 + i
-		body := `{"vmid":` + strconv.Itoa(vmid) + `,"power":"running","cores":` + strconv.Itoa(proxmoxCores) +
-			`,"description":"` + proxmoxDescription + `"}`
-		if futures[i], err = publishAsync(ctx, b.JS, events.Subject(events.KindDesired, events.DefaultCluster, vmid), []byte(body)); err != nil {
-			return err
-		}
-	}
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("bench: publish the desired state of %d: %w", 100+i, err)
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+	if err := publishDesired(ctx, b.JS, o.Guests, proxmoxBody); err != nil {
+		return err
 	}
 	limit := 10*time.Minute + time.Duration(o.Guests/o.Nodes+1)*(o.PowerTask+o.ConfigTask+4*o.APILatency)
 	err = waitForEvery(ctx, 50*time.Millisecond, limit, "convergence of every guest", func() (int, int, bool) {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/app"
 	"github.com/converge-pve/converge/internal/bus"
 	"github.com/converge-pve/converge/internal/natsserver"
@@ -23,6 +21,14 @@ import (
 	"github.com/converge-pve/converge/planner"
 	"github.com/converge-pve/converge/projector"
 )
+
+// proxmoxBody is the Proxmox-shaped profiles' desired state of guest
+// 100+i: running, with new cores and description (a config write and a
+// start).
+func proxmoxBody(i int) string {
+	return `{"vmid":` + strconv.Itoa(100+i) + `,"power":"running","cores":` + strconv.Itoa(proxmoxCores) +
+		`,"description":"` + proxmoxDescription + `"}`
+}
 
 // convergeTracker follows the planner's decisions: which guests it has
 // observed, and when each converged at its desired state.
@@ -108,23 +114,8 @@ func runConverge(ctx context.Context, o ProxmoxOptions, conv applied, dir string
 	actions0 := streamCount(ctx, b, "pve.action.>")
 	calls0, tasks0 := sim.Calls(), len(sim.Tasks())
 	t0 := time.Now()
-	futures := make([]jetstream.PubAckFuture, o.Guests)
-	for i := range futures {
-		vmid := 100 + i
-		body := `{"vmid":` + strconv.Itoa(vmid) + `,"power":"running","cores":` + strconv.Itoa(proxmoxCores) +
-			`,"description":"` + proxmoxDescription + `"}`
-		if futures[i], err = publishAsync(ctx, b.JS, events.Subject(events.KindDesired, events.DefaultCluster, vmid), []byte(body)); err != nil {
-			return nil, err
-		}
-	}
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return nil, fmt.Errorf("bench: publish the desired state of %d: %w", 100+i, err)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := publishDesired(ctx, b.JS, o.Guests, proxmoxBody); err != nil {
+		return nil, err
 	}
 	// Generous: a run far slower than the baseline still ends.
 	limit := 10*time.Minute + time.Duration(o.Guests)*(o.PowerTask+o.ConfigTask+4*o.APILatency)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,29 @@ func publishAsync(ctx context.Context, js jetstream.JetStream, subject string, d
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// publishDesired publishes the desired state body(i) of guests 100 …
+// 100+n-1 at once (asynchronously) and waits until the stream has every
+// one, as a platform publishing a fleet change would.
+func publishDesired(ctx context.Context, js jetstream.JetStream, n int, body func(i int) string) error {
+	futures := make([]jetstream.PubAckFuture, n)
+	for i := range futures {
+		var err error
+		if futures[i], err = publishAsync(ctx, js, events.Subject(events.KindDesired, events.DefaultCluster, 100+i), []byte(body(i))); err != nil {
+			return err
+		}
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("bench: publish the desired state of %d: %w", 100+i, err)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 // raw measures the bus alone with the pipeline's message count and size.
