@@ -59,20 +59,31 @@ func DefaultEstateOptions() EstateOptions {
 
 // Validate refuses EstateOptions that make no sense, naming the field.
 func (o EstateOptions) Validate() error {
-	const f = "bench.EstateOptions."
+	return checkFleet("bench.EstateOptions.", o.Guests, o.Nodes, o.ConvergeLimits, namedDuration{"APILatency", o.APILatency},
+		namedDuration{"PowerTask", o.PowerTask}, namedDuration{"ConfigTask", o.ConfigTask}, namedDuration{"VerifyWait", o.VerifyWait},
+		namedDuration{"ResourcesLag", o.ResourcesLag})
+}
+
+// namedDuration is an option's name and value, for checkFleet.
+type namedDuration struct {
+	name string
+	v    time.Duration
+}
+
+// checkFleet refuses, naming the field (f is the options' type), what the
+// Proxmox-shaped profiles share: the guests and nodes out of range, bad
+// limit overrides, and a negative duration.
+func checkFleet(f string, guests, nodes int, l ConvergeLimits, ds ...namedDuration) error {
 	switch {
-	case o.Guests < 1 || o.Guests > 100000:
-		return fmt.Errorf(f+"Guests: must be within 1..100000, got %d", o.Guests)
-	case o.Nodes < 1 || o.Nodes > 1000:
-		return fmt.Errorf(f+"Nodes: must be within 1..1000, got %d", o.Nodes)
+	case guests < 1 || guests > 100000:
+		return fmt.Errorf(f+"Guests: must be within 1..100000, got %d", guests)
+	case nodes < 1 || nodes > 1000:
+		return fmt.Errorf(f+"Nodes: must be within 1..1000, got %d", nodes)
 	}
-	if err := o.ConvergeLimits.validate(f); err != nil {
+	if err := l.validate(f); err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"APILatency", o.APILatency}, {"PowerTask", o.PowerTask}, {"ConfigTask", o.ConfigTask}, {"VerifyWait", o.VerifyWait}, {"ResourcesLag", o.ResourcesLag}} {
+	for _, d := range ds {
 		if d.v < 0 {
 			return fmt.Errorf(f+"%s: must be >= 0 (0: none), got %s", d.name, d.v)
 		}

@@ -66,24 +66,13 @@ func DefaultProxmoxOptions() ProxmoxOptions {
 // RunProxmox calls it.
 func (o ProxmoxOptions) Validate() error {
 	const f = "bench.ProxmoxOptions."
-	switch {
-	case o.Guests < 1 || o.Guests > 100000:
-		return fmt.Errorf(f+"Guests: must be within 1..100000, got %d", o.Guests)
-	case o.Nodes < 1 || o.Nodes > 1000:
-		return fmt.Errorf(f+"Nodes: must be within 1..1000, got %d", o.Nodes)
-	case o.BaselineParallelism < 1:
-		return fmt.Errorf(f+"BaselineParallelism: must be >= 1, got %d", o.BaselineParallelism)
-	}
-	if err := o.ConvergeLimits.validate(f); err != nil {
+	if err := checkFleet(f, o.Guests, o.Nodes, o.ConvergeLimits, namedDuration{"APILatency", o.APILatency},
+		namedDuration{"PowerTask", o.PowerTask}, namedDuration{"ConfigTask", o.ConfigTask}, namedDuration{"BaselinePoll", o.BaselinePoll},
+		namedDuration{"ResourcesLag", o.ResourcesLag}); err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"APILatency", o.APILatency}, {"PowerTask", o.PowerTask}, {"ConfigTask", o.ConfigTask}, {"BaselinePoll", o.BaselinePoll}, {"ResourcesLag", o.ResourcesLag}} {
-		if d.v < 0 {
-			return fmt.Errorf(f+"%s: must be >= 0 (0: none), got %s", d.name, d.v)
-		}
+	if o.BaselineParallelism < 1 {
+		return fmt.Errorf(f+"BaselineParallelism: must be >= 1, got %d", o.BaselineParallelism)
 	}
 	return nil
 }
