@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"golang.org/x/time/rate"
+
+	"github.com/converge-pve/converge/internal/pve"
 )
 
 // nodeRates paces this executor's mutating Proxmox calls per node. The
@@ -52,9 +54,6 @@ func (r *nodeRates) wait(ctx context.Context, node string) error {
 	return l.Wait(ctx)
 }
 
-// pvedaemonWorkers is how many API workers a Proxmox node runs.
-const pvedaemonWorkers = 3
-
 // nodeBurst is the calls an executor may make to a node at once within
 // its share: up to the node's three pvedaemon workers, divided among the
 // executors, and never more than a second's share. A burst of one spread
@@ -63,5 +62,5 @@ const pvedaemonWorkers = 3
 // 90 ms each (the Proxmox profile's makespan 1.15 × the ideal; 1.06 with
 // the burst).
 func nodeBurst(perNode float64, executors int) int {
-	return max(1, min(pvedaemonWorkers/max(executors, 1), int(perNode/float64(max(executors, 1)))))
+	return max(1, min(pve.DefaultNodeCalls/max(executors, 1), int(perNode/float64(max(executors, 1)))))
 }
