@@ -37,14 +37,16 @@ func cancelled() context.Context {
 	return ctx
 }
 
-// A node's writes beyond its slots wait; its reads, other nodes' calls and
-// the cluster-wide paths do not wait for them; a freed slot lets the next
-// one in.
+// A node's writes beyond its slots wait, and they hold one slot less
+// than the node has: the last is kept for the short calls (a task's start,
+// its polls, a guest's status). Its reads, other nodes' calls and the
+// cluster-wide paths do not wait for them; a freed slot lets the next one
+// in.
 func TestNodeSlotsBoundCallsPerNode(t *testing.T) {
 	s := newNodeSlots(DefaultNodeCalls)
 	ctx := context.Background()
 	var held []func()
-	for range DefaultNodeCalls {
+	for range DefaultNodeCalls - 1 {
 		r, err := s.acquire(ctx, "PUT", cfg101)
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +54,11 @@ func TestNodeSlotsBoundCallsPerNode(t *testing.T) {
 		held = append(held, r)
 	}
 	if _, err := s.acquire(cancelled(), "PUT", cfg101); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a 4th write to pve1 got a slot (err %v); want it to wait", err)
+		t.Fatalf("a 3rd write to pve1 got the slot kept for short calls (err %v); want it to wait", err)
+	}
+	boot, err := s.acquire(cancelled(), "POST", boot102)
+	if err != nil {
+		t.Fatalf("a reboot waited behind 2 writes with a slot free: %v", err)
 	}
 	for _, c := range [][2]string{{"GET", cfg101}, {"GET", "/api2/json/nodes/pve1/qemu/101/pending"}, {"PUT", "/api2/json/nodes/pve2/qemu/201/config"}, {"GET", "/api2/json/cluster/resources"}} {
 		r, err := s.acquire(cancelled(), c[0], c[1])
@@ -66,6 +72,10 @@ func TestNodeSlotsBoundCallsPerNode(t *testing.T) {
 		if _, err := s.acquire(cancelled(), "GET", p); !errors.Is(err, context.Canceled) {
 			t.Fatalf("GET %s did not wait for pve1's pvedaemon slots (err %v)", p, err)
 		}
+	}
+	boot()
+	if _, err := s.acquire(cancelled(), "PUT", cfg101); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a 3rd write got the short calls' slot once it was free (err %v)", err)
 	}
 	held[0]()
 	r, err := s.acquire(cancelled(), "PUT", cfg101)
@@ -306,5 +316,53 @@ func TestNodeSlotWaitIsNotTheRequest(t *testing.T) {
 	// Reads pass a closed gate.
 	if _, err := c.GuestStatus(WithGate(context.Background(), func() bool { return false }), ref); count() != 2 {
 		t.Fatalf("a read behind a closed gate was not sent: %v", err)
+	}
+}
+
+// A slot freed while the long calls hold all theirs goes to a short call,
+// never to a waiting write; a write's freed slot goes to the next write.
+func TestNodeSlotsKeepOneForShortCalls(t *testing.T) {
+	s := newNodeSlots(3)
+	ctx := context.Background()
+	acq := func(method, path string) func() {
+		t.Helper()
+		r, err := s.acquire(ctx, method, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	w1, _ := acq("PUT", cfg101), acq("PUT", cfg101)
+	poll := acq("GET", "/api2/json/nodes/pve1/tasks/U/status")
+	got := make(chan string, 2)
+	waitFor := func(name, method, path string) {
+		go func() {
+			if _, err := s.acquire(ctx, method, path); err == nil {
+				got <- name
+			}
+		}()
+	}
+	lines := func(start, rest int) {
+		for {
+			s.mu.Lock()
+			p := s.by[slotKey{"pve1", true}]
+			a, b := len(p.lines[lineStart]), len(p.lines[lineRest])
+			s.mu.Unlock()
+			if a == start && b == rest {
+				return
+			}
+		}
+	}
+	waitFor("write", "PUT", cfg101)
+	lines(0, 1)
+	poll() // the short calls' slot: free, and not for the write
+	waitFor("start", "POST", boot102)
+	if first := <-got; first != "start" {
+		t.Fatalf("%s took the slot kept for short calls", first)
+	}
+	lines(0, 1)
+	w1()
+	if next := <-got; next != "write" {
+		t.Fatalf("%s took a write's freed slot, want the waiting write", next)
 	}
 }
