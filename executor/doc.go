@@ -91,16 +91,18 @@
 //     started since the action was planned (in whole seconds), was issued by
 //     a predecessor that died before journalling it: continue at step 6 with
 //     it. If the lookup fails, the pre-check below decides instead.
-//  5. Pre-check and mutate. For a reboot, and for a redelivered start,
-//     stop or shutdown (its mutation may have been made before a crash),
-//     the guest's status is read first: already in the wanted state is
+//  5. Pre-check and mutate. For a redelivered start, stop, shutdown or
+//     reboot (its mutation may have been made before a crash), and a
+//     reboot whose basis is not running, the guest's status is read
+//     first: already in the wanted state is
 //     "succeeded" with the reason "already running"/"already stopped" and
 //     no mutation; a Proxmox lock (other than "suspended") is "skipped"
 //     with error class "locked", which the planner waits out. A first
-//     delivery of a verified start, stop or shutdown trusts its basis (the
-//     newest reading, by the fence) and saves the call: Proxmox answers a
-//     start of a running guest with "already running" (already-done) and
-//     refuses a locked one ("locked"). set_config carries the planned
+//     delivery of a verified start, stop, shutdown or reboot (of a running
+//     guest) trusts its basis (the newest reading, by the fence) and
+//     saves the call: Proxmox answers a start of a running guest with
+//     "already running" (already-done), a reboot of a stopped one with
+//     "not running" (terminal), and refuses a locked one ("locked"). set_config carries the planned
 //     config digest instead: a stale write is refused by Proxmox (class
 //     "conflict"); one planned from a derived read-back (below) has none,
 //     so the config is read first, and the write is skipped as superseded
