@@ -192,6 +192,12 @@ const (
 	// second behind the planner at most, without rewriting documents per
 	// event.
 	DefaultFlushInterval = 250 * time.Millisecond
+	// PromptFlushInterval is how soon the document of a guest that
+	// reached a state `wait` stops on (converged, error, held…) goes
+	// out: a change's last step is not a quarter second behind in
+	// `converge wait`, and a mass change's documents still go out in
+	// batches (Engine.FlushDue).
+	PromptFlushInterval = 25 * time.Millisecond
 	// DefaultCheckpointInterval bounds what a restarted planner folds to
 	// five minutes of journal, for one object-store write per interval.
 	DefaultCheckpointInterval = 5 * time.Minute

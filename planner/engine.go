@@ -76,6 +76,9 @@ type Engine struct {
 	dirty     map[int]bool
 	dirtyHigh int // the most guests dirty at a flush since dirty was made
 	lastFlush time.Time
+	// prompt: a dirty document shows a state a waiter stops on
+	// (FlushDue).
+	prompt bool
 
 	// reported is each guest's desired revision last reported converged
 	// (Ready.Converged).

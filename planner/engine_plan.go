@@ -352,6 +352,7 @@ func (e *Engine) record(vmid int, d Decision) {
 	}
 	if !had || prev.Status.Kind != d.Status.Kind || prev.Status.Reason != d.Status.Reason || !stepsEqual(prev.Steps, d.Steps) {
 		e.dirty[vmid] = true
+		e.prompt = e.prompt || e.caughtUp && (!had || prev.Status.Kind != d.Status.Kind) && d.Status.Kind.settled()
 	}
 	if d.Status.Kind == Held && (!had || prev.Status.Kind != Held) {
 		e.out.Held = append(e.out.Held, HeldNote{VMID: vmid, Reason: d.Status.Reason})

@@ -58,9 +58,27 @@ func slim(v *projector.View) *projector.View {
 // the following flushes (status lags, decisions do not).
 const maxDocsPerFlush = 1000
 
+// FlushDue is when the loop should call [Engine.FlushPrompt]: the zero
+// time unless a guest reached a state a waiter stops on since the last
+// flush, then PromptFlushInterval after that flush (flushes stay batches:
+// at most one per PromptFlushInterval).
+func (e *Engine) FlushDue() time.Time {
+	if !e.prompt {
+		return time.Time{}
+	}
+	return e.lastFlush.Add(PromptFlushInterval)
+}
+
+// FlushPrompt flushes if FlushDue has come.
+func (e *Engine) FlushPrompt(now time.Time) {
+	if at := e.FlushDue(); !at.IsZero() && !now.Before(at) {
+		e.flush(now)
+	}
+}
+
 // flush hands out the documents of changed guests this planner owns.
 func (e *Engine) flush(now time.Time) {
-	e.lastFlush = now
+	e.lastFlush, e.prompt = now, false
 	f := e.out.Flush
 	if f == nil {
 		f = &Flush{}

@@ -88,6 +88,8 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"foreign":   scenario.Cmd("fold an action another planner published", "VMID OP", h.foreign),
 		"tick":      scenario.Cmd("advance the time (default 250ms) and tick", "[DURATION]", h.tick),
 		"advance":   scenario.Cmd("advance the time without a tick", "DURATION", h.advance),
+		"prompt":    scenario.Cmd("advance the time (default 0) and flush if a prompt flush is due", "[DURATION]", h.prompt),
+		"due":       scenario.Cmd("print when a prompt flush is due", "", h.due),
 		"lease":     scenario.Cmd("lose or win partitions (all: every one)", "lose|win P...|all", h.lease),
 		"partition": scenario.Cmd("print the partition of a guest", "VMID", h.partition),
 		"status":    scenario.Cmd("print a guest's decision", "VMID", h.status),
@@ -410,6 +412,26 @@ func (h *harness) tick(args []string) (string, error) {
 	h.now = h.now.Add(d)
 	h.e.Tick(h.now)
 	return h.ready(), nil
+}
+
+func (h *harness) prompt(args []string) (string, error) {
+	if len(args) > 0 {
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return "", err
+		}
+		h.now = h.now.Add(d)
+	}
+	h.e.FlushPrompt(h.now)
+	return h.ready(), nil
+}
+
+func (h *harness) due([]string) (string, error) {
+	at := h.e.FlushDue()
+	if at.IsZero() {
+		return "no prompt flush\n", nil
+	}
+	return fmt.Sprintf("prompt flush in %s\n", at.Sub(h.now)), nil
 }
 
 func (h *harness) advance(args []string) (string, error) {

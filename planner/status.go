@@ -34,6 +34,10 @@ var StatusKinds = []StatusKind{Converged, Absent, Pending, Acting, Held, Paused,
 // Done reports whether the guest is as desired (converged or absent).
 func (k StatusKind) Done() bool { return k == Converged || k == Absent }
 
+// settled reports a state `converge wait` stops on: done, or one that
+// needs someone (error, rejected, held, paused, blocked).
+func (k StatusKind) settled() bool { return k != Pending && k != Acting && k != Unmanaged }
+
 // Status is a guest's state with the reason for it.
 type Status struct {
 	Kind   StatusKind `json:"state"`

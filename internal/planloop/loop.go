@@ -198,6 +198,15 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer tick.Stop()
 	entries := feed.C()
 	batch := make([]projector.Event, 0, 1024)
+	// A prompt flush (planner.Engine.FlushDue): a guest reached a state
+	// `wait` stops on, and its document goes out before the next tick.
+	var promptC <-chan time.Time
+	var prompt clock.Timer
+	defer func() {
+		if prompt != nil {
+			prompt.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -242,8 +251,27 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-tick.C():
 			l.settle()
 			l.eng.Tick(l.clk.Now())
+		case <-promptC:
+			promptC = nil
 		}
 		l.carryOut(ctx)
+		if at := l.eng.FlushDue(); promptC == nil && !at.IsZero() {
+			// Not while the writer is busy with the last flush: it would
+			// refuse this one, and the documents would wait for a tick.
+			now := l.clk.Now()
+			if d := at.Sub(now); d <= 0 && l.writer.Writing() == 0 {
+				l.eng.FlushPrompt(now)
+				l.carryOut(ctx)
+			} else {
+				d = max(d, planner.PromptFlushInterval)
+				if prompt == nil {
+					prompt = l.clk.NewTimer(d)
+				} else {
+					prompt.Reset(d)
+				}
+				promptC = prompt.C()
+			}
+		}
 	}
 }
 
