@@ -134,7 +134,11 @@
 //     the write, is stopped) from a basis with nothing pending, the basis
 //     with the written values and digest "" (unknown); after a start, stop
 //     or shutdown of a guest with nothing converge manages pending, the
-//     status read and the basis's config, digest "". A derived
+//     status read and the basis's config, digest ""; after a start that
+//     booted the guest or a reboot, of a guest whose pending values are
+//     all of those keys, the status read (running) and the basis's config
+//     with them applied (a boot applies the pending section), digest "".
+//     A derived
 //     observation carries AfterSeq, the newest journal sequence read
 //     before acting, and the projector adopts it only if nothing
 //     journalled after that supersedes it.

@@ -72,29 +72,7 @@ func (j *job) derivedConfig(r *events.Result) (o *events.Observed, cold bool) {
 			}
 			cold = true
 		}
-		switch k {
-		case "name":
-			c.Name = v
-		case "description":
-			c.Description = events.NormaliseDescription(v)
-		case "tags":
-			c.Tags = events.NormaliseTags(events.ParseTags(v))
-		case "onboot":
-			c.OnBoot = v == "1"
-		case "cores":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return false
-			}
-			c.Cores = n
-		case "memory":
-			mib, err := pve.ParseMemoryMiB(v)
-			if err != nil {
-				return false
-			}
-			c.MemoryMiB = mib
-		}
-		return true
+		return applyKey(&c, k, v)
 	}
 	for k, v := range a.Set {
 		if v == "" || !apply(k, v) {
@@ -107,6 +85,37 @@ func (j *job) derivedConfig(r *events.Result) (o *events.Observed, cold bool) {
 	o = j.derivedMeta(b)
 	o.Config, o.Digest = c, "" // c shares the basis's maps, as the planner's copy does
 	return o, cold
+}
+
+// applyKey sets a managed key's value (PVE's name and form, as written or
+// as an observation's Pending lists it) in c; false for a key or value it
+// cannot derive (then the guest is read back).
+func applyKey(c *events.GuestConfig, k, v string) bool {
+	switch k {
+	case "name":
+		c.Name = v
+	case "description":
+		c.Description = events.NormaliseDescription(v)
+	case "tags":
+		c.Tags = events.NormaliseTags(events.ParseTags(v))
+	case "onboot":
+		c.OnBoot = v == "1"
+	case "cores":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return false
+		}
+		c.Cores = n
+	case "memory":
+		mib, err := pve.ParseMemoryMiB(v)
+		if err != nil {
+			return false
+		}
+		c.MemoryMiB = mib
+	default:
+		return false
+	}
+	return true
 }
 
 // configReadBack is derivedConfig checked against the guest's status when
@@ -139,23 +148,54 @@ func (j *job) raced(ctx context.Context) bool {
 }
 
 // derivedPower is the observation after a successful start, stop or
-// shutdown task of a guest with nothing pending: status as read, config
-// from the basis. nil when it cannot be derived.
+// shutdown task of a guest with nothing pending, or a start or reboot of
+// one whose pending values converge derives (applyKey): a boot applies
+// every pending change (qemu-server and pve-container apply the pending
+// section at start; a reboot is a stop and a start). Status as read,
+// config from the basis with its pending values applied. nil when it
+// cannot be derived. (A fleet change's next reboot on a node waits for
+// this result: one read instead of two.)
 func (j *job) derivedPower(ctx context.Context, r *events.Result) (*events.Observed, error) {
 	a, b := j.a, j.basis
+	boots := false
 	switch a.Op {
-	case events.OpStart, events.OpStop, events.OpShutdown:
+	case events.OpStart, events.OpReboot:
+		boots = true
+	case events.OpStop, events.OpShutdown:
 	default:
 		return nil, nil
 	}
-	if r.Status != events.ResultSucceeded || b == nil || !b.Exists || len(b.Pending) > 0 || b.Lock != "" || b.Node != j.ref.Node || j.raced(ctx) {
+	// Pending values apply only if the guest booted: not after "already
+	// running" (ErrorClass already-done), nor at a stop.
+	if r.Status != events.ResultSucceeded || b == nil || !b.Exists || len(b.Pending) > 0 && (!boots || r.ErrorClass != "") ||
+		b.Lock != "" || b.Node != j.ref.Node {
+		return nil, nil
+	}
+	if a.Op == events.OpReboot && len(b.Pending) == 0 {
+		return nil, nil // a reboot for nothing pending: read what it did
+	}
+	cfg := b.Config
+	if len(b.Pending) > 0 {
+		cfg.Tags = slices.Clone(cfg.Tags)
+		for k, v := range b.Pending {
+			if v == "" || !applyKey(&cfg, k, v) {
+				return nil, nil
+			}
+		}
+	}
+	if j.raced(ctx) {
 		return nil, nil
 	}
 	st, err := j.e.px.GuestStatus(ctx, j.ref)
 	if err != nil {
 		return nil, err
 	}
+	if boots && st.Status != "running" {
+		return nil, nil // booted and stopped again since: read it
+	}
 	o := j.derivedFrom(b)
+	o.Config.Name, o.Config.Description, o.Config.Tags, o.Config.OnBoot = cfg.Name, cfg.Description, cfg.Tags, cfg.OnBoot
+	o.Config.Cores, o.Config.MemoryMiB = cfg.Cores, cfg.MemoryMiB
 	// Starting and stopping apply pending changes of keys converge does
 	// not manage (and a start regenerates cloud-init): the config file
 	// may have been rewritten, so its digest is not known. The next write

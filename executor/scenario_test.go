@@ -207,7 +207,7 @@ func describeResult(en journal.Entry) string {
 			s += " pool=" + r.Observed.Pool
 		}
 		if r.Observed.AfterSeq > 0 {
-			s += fmt.Sprintf(" derived@%d digest=%q", r.Observed.AfterSeq, r.Observed.Digest)
+			s += fmt.Sprintf(" derived@%d digest=%q cores=%d", r.Observed.AfterSeq, r.Observed.Digest, r.Observed.Config.Cores)
 		}
 		if r.Observed.Node != "pve1" {
 			s += " on " + r.Observed.Node // read back elsewhere (a migration)
