@@ -37,14 +37,15 @@ func cancelled() context.Context {
 	return ctx
 }
 
-// A node's writes beyond its slots wait, and they hold one slot less
-// than the node has: the last is kept for the short calls (a task's start,
-// its polls, a guest's status). Its reads, other nodes' calls and the
-// cluster-wide paths do not wait for them; a freed slot lets the next one
-// in.
+// A node's writes beyond its slots wait, and while a task runs there they
+// hold one slot less than the node has: the last is kept for the short
+// calls (a task's start, its polls, a guest's status). Its reads, other
+// nodes' calls and the cluster-wide paths do not wait for them; a freed
+// slot lets the next one in.
 func TestNodeSlotsBoundCallsPerNode(t *testing.T) {
 	s := newNodeSlots(DefaultNodeCalls)
 	ctx := context.Background()
+	defer s.waitingOn("pve1")()
 	var held []func()
 	for range DefaultNodeCalls - 1 {
 		r, err := s.acquire(ctx, "PUT", cfg101)
@@ -319,11 +320,14 @@ func TestNodeSlotWaitIsNotTheRequest(t *testing.T) {
 	}
 }
 
-// A slot freed while the long calls hold all theirs goes to a short call,
-// never to a waiting write; a write's freed slot goes to the next write.
+// While a task runs on the node, a slot freed while the long calls hold
+// all theirs goes to a short call, never to a waiting write; a write's
+// freed slot goes to the next write. With no task to wait on, the writes
+// take every slot.
 func TestNodeSlotsKeepOneForShortCalls(t *testing.T) {
 	s := newNodeSlots(3)
 	ctx := context.Background()
+	taskDone := s.waitingOn("pve1")
 	acq := func(method, path string) func() {
 		t.Helper()
 		r, err := s.acquire(ctx, method, path)
@@ -364,5 +368,26 @@ func TestNodeSlotsKeepOneForShortCalls(t *testing.T) {
 	w1()
 	if next := <-got; next != "write" {
 		t.Fatalf("%s took a write's freed slot, want the waiting write", next)
+	}
+	taskDone()
+
+	// No task to wait on: the writes take every slot.
+	idle := newNodeSlots(3)
+	for range 3 {
+		if _, err := idle.acquire(cancelled(), "PUT", cfg101); err != nil {
+			t.Fatalf("with no task running, a write waited for the kept slot: %v", err)
+		}
+	}
+	// A write waiting for the kept slot gets it when the node's last task
+	// ends.
+	s = newNodeSlots(3)
+	taskDone = s.waitingOn("pve1")
+	acq("PUT", cfg101)
+	acq("PUT", cfg101)
+	waitFor("write 3", "PUT", cfg101)
+	lines(0, 1)
+	taskDone()
+	if name := <-got; name != "write 3" {
+		t.Fatalf("got %s", name)
 	}
 }

@@ -197,6 +197,7 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 		return res, &Error{Class: ClassTerminal, Op: OpTaskStatus, Message: err.Error(), Err: err, UPID: t.UPID}
 	}
 	opts = opts.withDefaults()
+	defer c.wire.slots.waitingOn(node)()
 	// The raw UPID goes into the path: PVE expects its colons, '@' and '!'
 	// unescaped.
 	path := "/nodes/" + node + "/tasks/" + t.UPID
