@@ -84,7 +84,7 @@ func addRoleFlags(cmd *cobra.Command, f *roleFlags, httpDefault string) {
 	fl.BoolVar(&f.waitForProxmox, "wait-for-proxmox", false, "start even if Proxmox refuses the credentials or its certificate is not trusted, and keep retrying (/readyz answers 503 meanwhile); without it such a start fails at once")
 	fl.DurationVar(&f.pve.Timeout, "pve-timeout", f.pve.Timeout, "timeout of one Proxmox API request")
 	fl.Var(&limitInt{n: &f.pve.NodeCalls, unlimited: &f.nodeCallsUnlimited, name: "node-calls", note: note}, "node-calls",
-		"most Proxmox API calls a process has in flight to one node, of each of its two kinds of worker (3: what a node's pvedaemon and pveproxy each serve at once; each executor process has its own); more wait their turn, task starts and status reads first"+unlimitedNote)
+		"most Proxmox API calls a process has in flight to one node, of each of its two kinds of worker (3: what a node's pvedaemon and pveproxy each serve at once; each executor process has its own); more wait their turn, task starts and status reads first, and while a task of the process runs on the node its writes keep one of its slots free for them"+unlimitedNote)
 	fl.IntVar(&ex.Concurrency, "executor-concurrency", ex.Concurrency, "actions an executor runs at once")
 	fl.DurationVar(&ex.AckWait, "ack-wait", ex.AckWait, "how long an action may go without a heartbeat before another executor may take it")
 	fl.DurationVar(&c.Bus.MaxAge, "retention-age", 0, "keep journal events this long (0: no age limit); set the same on every role, each provisions the stream")
