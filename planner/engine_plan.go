@@ -259,9 +259,9 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		return
 	}
 	if v.Desired != nil {
-		e.lim.managed[v.VMID] = struct{}{}
+		e.lim.managed.add(v.VMID)
 	} else {
-		delete(e.lim.managed, v.VMID)
+		e.lim.managed.remove(v.VMID)
 	}
 	if v.Desired != nil && v.Observed == nil {
 		e.unseen[v.VMID] = true
