@@ -190,7 +190,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
-		decision: decisions{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
+		counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
 		unseen: map[int]bool{}, reported: map[int]uint64{},
 		// Until a heartbeat is folded, observations count as stale: the
