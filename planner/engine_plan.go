@@ -33,6 +33,9 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && a.Op == events.OpClone {
 			e.lim.created = append(e.lim.created, disruption{vmid: v.VMID, at: streamTime(ev, now)})
 		}
+		if v.DesiredSeq == ev.Seq {
+			e.reported.remove(v.VMID) // a new revision, not reported yet
+		}
 		e.dirty[v.VMID] = true
 		switch {
 		case e.caughtUp && !deferPlan && continuing(v):
@@ -362,10 +365,10 @@ func (e *Engine) record(vmid int, d Decision) {
 // (Ready.Converged), by the guest's owner, for revisions journalled while
 // this engine was live (after Begin's target).
 func (e *Engine) noteConverged(v *projector.View, d Decision, now time.Time) {
-	if !d.Status.Kind.Done() || v.Desired == nil || v.DesiredSeq <= e.target || e.reported[v.VMID] == v.DesiredSeq || !e.mine(v.VMID) {
+	if !d.Status.Kind.Done() || v.Desired == nil || v.DesiredSeq <= e.target || e.reported.has(v.VMID) || !e.mine(v.VMID) {
 		return
 	}
-	e.reported[v.VMID] = v.DesiredSeq
+	e.reported.add(v.VMID)
 	e.out.Converged = append(e.out.Converged, Convergence{VMID: v.VMID, DesiredSeq: v.DesiredSeq, Took: max(now.Sub(v.DesiredAt), 0)})
 }
 
