@@ -34,7 +34,9 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 			e.lim.created = append(e.lim.created, disruption{vmid: v.VMID, at: streamTime(ev, now)})
 		}
 		if v.DesiredSeq == ev.Seq {
-			e.reported.remove(v.VMID) // a new revision, not reported yet
+			// A new revision, not reported yet: a view's DesiredSeq changes
+			// only when a desired event is accepted, to that event's Seq.
+			e.reported.remove(v.VMID)
 		}
 		e.dirty[v.VMID] = true
 		switch {
