@@ -83,8 +83,8 @@ func (e *Engine) admitCreate(v *projector.View, d Decision, step Step, now time.
 		return d, nil, true
 	}
 	if lim.MaxGuests > 0 {
-		n := len(e.lim.existing)
-		if _, ok := e.lim.existing[v.VMID]; ok {
+		n := e.lim.existing.len()
+		if e.lim.existing.has(v.VMID) {
 			n--
 		}
 		if n >= lim.MaxGuests {
@@ -147,8 +147,8 @@ func (e *Engine) noteExisting(v *projector.View) {
 	exists := d != nil && !d.Absent && (o != nil && o.Exists ||
 		v.InFlight != nil && v.InFlight.Op == events.OpClone || e.awaitingOp[v.VMID] == events.OpClone)
 	if exists {
-		e.lim.existing[v.VMID] = struct{}{}
+		e.lim.existing.add(v.VMID)
 	} else {
-		delete(e.lim.existing, v.VMID)
+		e.lim.existing.remove(v.VMID)
 	}
 }

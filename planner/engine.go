@@ -80,9 +80,11 @@ type Engine struct {
 	// (FlushDue).
 	prompt bool
 
-	// reported is each guest's desired revision last reported converged
-	// (Ready.Converged).
-	reported map[int]uint64
+	// reported are the guests whose desired revision was reported
+	// converged (Ready.Converged); fold takes a guest out when a desired
+	// event becomes its revision. (A set, not each guest's revision in a
+	// map: 23 B a guest less at 100,000, BenchmarkPlannerMemory.)
+	reported vmidSet
 
 	lastCkpt    time.Time
 	lastCkptSeq uint64
@@ -193,9 +195,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	proj.Partitions = cfg.Partitions // events that skipped the partition transform are not folded
 	proj.Auth = cfg.Auth
 	return &Engine{cfg: cfg, proj: proj,
-		decision: decisions{}, counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
+		counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
-		unseen: map[int]bool{}, reported: map[int]uint64{},
+		unseen: map[int]bool{},
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}, nil

@@ -33,6 +33,11 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && a.Op == events.OpClone {
 			e.lim.created = append(e.lim.created, disruption{vmid: v.VMID, at: streamTime(ev, now)})
 		}
+		if v.DesiredSeq == ev.Seq {
+			// A new revision, not reported yet: a view's DesiredSeq changes
+			// only when a desired event is accepted, to that event's Seq.
+			e.reported.remove(v.VMID)
+		}
 		e.dirty[v.VMID] = true
 		switch {
 		case e.caughtUp && !deferPlan && continuing(v):
@@ -259,9 +264,9 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		return
 	}
 	if v.Desired != nil {
-		e.lim.managed[v.VMID] = struct{}{}
+		e.lim.managed.add(v.VMID)
 	} else {
-		delete(e.lim.managed, v.VMID)
+		e.lim.managed.remove(v.VMID)
 	}
 	if v.Desired != nil && v.Observed == nil {
 		e.unseen[v.VMID] = true
@@ -363,10 +368,10 @@ func (e *Engine) record(vmid int, d Decision) {
 // (Ready.Converged), by the guest's owner, for revisions journalled while
 // this engine was live (after Begin's target).
 func (e *Engine) noteConverged(v *projector.View, d Decision, now time.Time) {
-	if !d.Status.Kind.Done() || v.Desired == nil || v.DesiredSeq <= e.target || e.reported[v.VMID] == v.DesiredSeq || !e.mine(v.VMID) {
+	if !d.Status.Kind.Done() || v.Desired == nil || v.DesiredSeq <= e.target || e.reported.has(v.VMID) || !e.mine(v.VMID) {
 		return
 	}
-	e.reported[v.VMID] = v.DesiredSeq
+	e.reported.add(v.VMID)
 	e.out.Converged = append(e.out.Converged, Convergence{VMID: v.VMID, DesiredSeq: v.DesiredSeq, Took: max(now.Sub(v.DesiredAt), 0)})
 }
 

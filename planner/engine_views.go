@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"time"
 
@@ -8,19 +9,18 @@ import (
 )
 
 // docSig is what makes a guest's document worth rewriting: what status
-// shows of the decision (its kind and reason, hashed), and the view as of
-// the last event that changed it (every fold that changes a view moves its
-// Seq: desired, observed, action, result, rejection, an operator's
-// request). At 100,000 guests the seven sequences and flag it held before
-// cost 80 B a guest more, and the kind and reason strings' headers 30 B
+// shows of the decision (its kind and reason) and the view as of the last
+// event that changed it (every fold that changes a view moves its Seq:
+// desired, observed, action, result, rejection, an operator's request),
+// hashed together into one word. At 100,000 guests the seven sequences
+// and flag it held before cost 80 B a guest more, the kind and reason
+// strings' headers 30 B, and the Seq beside the hash 11 B
 // (BenchmarkPlannerMemory); the documents it adds are those of the rare
-// events that changed a view and nothing status shows. Two statuses with
-// one 64-bit hash at one Seq (about 2^-64) would leave a status document
-// one event behind: only what people read, never a decision.
-type docSig struct {
-	seq    uint64
-	status uint64
-}
+// events that changed a view and nothing status shows. Two signatures
+// with one 64-bit hash (about 2^-64 a comparison) would leave a status
+// document one event behind: only what people read, never a decision.
+// Zero is a guest with no document handed out (the map's zero value).
+type docSig uint64
 
 // sigSeed seeds the status hash; signatures are never kept beyond the
 // process, so any seed does.
@@ -29,10 +29,16 @@ var sigSeed = maphash.MakeSeed()
 func sigOf(v *projector.View, d Decision) docSig {
 	var h maphash.Hash
 	h.SetSeed(sigSeed)
+	var seq [8]byte
+	binary.LittleEndian.PutUint64(seq[:], v.Seq)
+	h.Write(seq[:])
 	h.WriteString(string(d.Status.Kind))
 	h.WriteByte(0)
 	h.WriteString(d.Status.Reason)
-	return docSig{seq: v.Seq, status: h.Sum64()}
+	if s := docSig(h.Sum64()); s != 0 {
+		return s
+	}
+	return 1 // never the zero of a guest without a document
 }
 
 // slim copies a view for its document without the observations results

@@ -21,8 +21,7 @@ type limiter struct {
 	disrupted []disruption
 	// managed are the guests with desired state (the guard's base);
 	// existing those of them that exist or are being created (MaxGuests).
-	// (Sets: a map of empty values costs half a map of bools a guest.)
-	managed, existing map[int]struct{}
+	managed, existing vmidSet
 	// created are clones folded, oldest first (CreateRate).
 	created []disruption
 }
@@ -50,7 +49,7 @@ type queueEntry struct {
 }
 
 func newLimiter() limiter {
-	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}, managed: map[int]struct{}{}, existing: map[int]struct{}{}}
+	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}}
 }
 
 // setBusy records the nodes vmid has an action in flight on (none, or

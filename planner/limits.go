@@ -234,7 +234,7 @@ func (l Limits) GuardThreshold(managed int) int {
 }
 
 // managed is the number of guests with desired state, as last planned.
-func (e *Engine) managed() int { return len(e.lim.managed) }
+func (e *Engine) managed() int { return e.lim.managed.len() }
 
 // losses is how many managed guests the observer found gone within the
 // guard's window.
