@@ -60,8 +60,12 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 			errs[k] = errors.New("no config returned")
 		}
 	})
+	deferred := 0
 	for k := range picked[:reads] {
 		c := &picked[k]
+		if c.g.stale() {
+			deferred++
+		}
 		if errs[k] != nil {
 			failed++
 			c.g.force = true // the next pass reads it at once
@@ -69,9 +73,10 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 				Err(errs[k]).Msg("verification read failed; the next pass reads the guest again")
 			continue
 		}
-		c.g.cfg, c.g.readAt, c.g.afterSeq, c.g.due = o.ownSnap(cfgs[k]), now, info.LastSeq, false
+		c.g.cfg, c.g.readAt, c.g.afterSeq, c.g.due, c.g.deferred = o.ownSnap(cfgs[k]), now, info.LastSeq, false, time.Time{}
 	}
-	o.metrics.reads.WithLabelValues("verify").Add(float64(reads))
+	o.metrics.reads.WithLabelValues("verify").Add(float64(reads - deferred))
+	o.metrics.reads.WithLabelValues("deferred").Add(float64(deferred))
 	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("nodes", len(nodes)).
 		Dur("window", o.nodes.window).Msg("verification round")
 	return reads, failed
