@@ -87,6 +87,7 @@ func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time
 		l := &guests[i]
 		g := l.state
 		l.read, g.row = false, o.ownRow(l.res)
+		g.gen++
 		if g.deferred.IsZero() || at.Before(g.deferred) {
 			g.deferred = at
 		}

@@ -154,6 +154,9 @@ type guestState struct {
 	read     bool   // cfg holds a successful read
 	force    bool   // re-read at once (a failed read)
 	due      bool   // verify before any other (resync)
+	// gen counts the reads and deferrals recorded, so that a round's read
+	// in flight meanwhile is dropped (verifyround.go).
+	gen uint32
 	// deferred, when set, says that row was adopted without a read (a
 	// change an executor's read-back explains, explain.go): cfg predates
 	// it, so no snapshot is built until the guest is read, and it is

@@ -263,6 +263,7 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 		}
 		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
 		g.deferred = time.Time{}
+		g.gen++
 		g.placement = o.placement(l.res)
 	}
 	if firstErr != nil {
