@@ -180,7 +180,7 @@
 // Passes are serialised. A verification round holds the observer's lock
 // to pick its guests and to record its reads, not while they are in
 // flight; a read a pass overtook meanwhile is dropped (verifyround.go).
-// Resync is safe from any goroutine, non-blocking
-// and coalescing. The observer logs with zerolog and never logs secrets:
-// Proxmox errors carry no credentials.
+// Resync is safe from any goroutine, non-blocking and coalescing. The
+// observer logs with zerolog and never logs secrets: Proxmox errors carry
+// no credentials.
 package observer
