@@ -72,7 +72,9 @@ type Config struct {
 	// one per 1/VerifyRate). Every guest is verified at least once per
 	// max(ConfigRefresh, guests of the fullest node / VerifyRate), plus a
 	// second, and its drift published within one Interval more. Reads of
-	// new or changed guests are not verification and happen at once.
+	// new or changed guests are not verification and happen at once, but
+	// for changes an executor's read-back explains, which are verified
+	// first (explain.go).
 	// Agent reads have a budget of their own at the same rate.
 	VerifyRate float64
 	// ResyncInterval: at most one resync (every guest due for

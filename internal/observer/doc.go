@@ -31,9 +31,22 @@
 //     values, pending ones and the digest), at once for guests that were
 //     never read by this process, whose inventory row changed since their
 //     last successful read (status, lock, tags, name, node, kind,
-//     template, maxcpu, maxmem), whose last read failed, or whose last
-//     changed snapshot is unconfirmed (below). Then verification: the
-//     other guests are re-read within a budget per node, Config.VerifyRate
+//     template, maxcpu, maxmem, HA state, pool), whose last read failed,
+//     or whose last changed snapshot is unconfirmed (below). Except a row
+//     change an executor's read-back explains (explain.go): the guest's
+//     newest result (the direct get of step 4), journalled after the
+//     journal's end before the guest's last read, held by the fold (no
+//     observation journalled after it, or after a derived read-back's
+//     basis), saying what the new row says, field by field (cores =
+//     maxcpu, memory = maxmem). That guest is not read at once: its row
+//     is adopted, nothing is built or published from it until it is read
+//     (the fold holds the read-back, which the row agrees with), and it
+//     is verified as if last read a verification period ago, so first
+//     among the guests within their period (PassStats.Deferred, reads
+//     reason "deferred"). Verification off, a snapshot due again (half
+//     ObservedTTL), a changed placement or a last read without an
+//     AfterSeq read at once. Then verification: the other guests, deferred
+//     ones included, are re-read within a budget per node, Config.VerifyRate
 //     reads a second (each node's pveproxy serves its own guests' reads):
 //     a sliding window on Config.Clock, so no node serves more than
 //     ⌊VerifyRate⌋ verification reads in any second (nodebudget.go). The
@@ -43,17 +56,20 @@
 //     settled (read, last read successful, confirmed), recording their
 //     configs, ReadAt and AfterSeq those of the round, for the next pass
 //     to publish. Either way longest unverified first, those of a resync
-//     before any, none within Config.ConfigRefresh of its last read. One
-//     read (…/pending) answers applied and pending values. This catches
-//     drift /cluster/resources does not show (pending values, description,
-//     onboot): every guest is verified at least once per
-//     max(ConfigRefresh, guests of the fullest node / VerifyRate), plus
-//     one window (PassStats.VerifyPeriod, the metric
-//     converge_observer_verify_period_seconds; docs/drift.md), and its
-//     drift published within one Interval more: 10,000 guests on 100
-//     nodes at the default 2 a second in 50 s. An idle small estate costs
-//     one inventory call a pass plus its verification; a large one never
-//     more than each node's budget.
+//     before any, none within Config.ConfigRefresh of its last read (but a
+//     deferred one). One read (…/pending) answers applied and pending
+//     values. This catches drift /cluster/resources does not show
+//     (pending values, description, onboot): every guest is verified at
+//     least once per max(ConfigRefresh, guests of the fullest node /
+//     VerifyRate), plus one window (PassStats.VerifyPeriod, the metric
+//     converge_observer_verify_period_seconds; docs/drift.md), while
+//     deferred reads leave the budget room (a deferred read is its
+//     guest's verification: only a guest changed again within its period
+//     costs the others a read, and none goes ahead of a guest past its
+//     period), and its drift published within one Interval more: 10,000
+//     guests on 100 nodes at the default 2 a second in 50 s. An idle small
+//     estate costs one inventory call a pass plus its verification; a
+//     large one never more than each node's budget.
 //  3. One [events.Observed] per guest, built from the inventory row and the
 //     applied config, with the managed keys whose new value waits for a
 //     restart in Pending (PVE key names, "hostname" reported as "name";
@@ -161,7 +177,10 @@
 //
 // # Concurrency
 //
-// Passes are serialised. Resync is safe from any goroutine, non-blocking
-// and coalescing. The observer logs with zerolog and never logs secrets:
-// Proxmox errors carry no credentials.
+// Passes are serialised. A verification round holds the observer's lock
+// to pick its guests and to record its reads, not while they are in
+// flight; a read a pass overtook meanwhile is dropped (verifyround.go).
+// Resync is safe from any goroutine, non-blocking and coalescing. The
+// observer logs with zerolog and never logs secrets: Proxmox errors carry
+// no credentials.
 package observer

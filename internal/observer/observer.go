@@ -89,6 +89,12 @@ type PassStats struct {
 	// agent.go), AgentUnavailable those that got no addresses.
 	AgentReads       int
 	AgentUnavailable int
+	// Deferred are the guests whose row changed in a way an executor's
+	// read-back explains (explain.go): not read at once, but first within
+	// the verification budget. DeferredReads are those of Verified that
+	// read such a guest.
+	Deferred      int
+	DeferredReads int
 }
 
 // Observer polls Proxmox and publishes observations. Create it with New.
@@ -148,6 +154,14 @@ type guestState struct {
 	read     bool   // cfg holds a successful read
 	force    bool   // re-read at once (a failed read)
 	due      bool   // verify before any other (resync)
+	// gen counts the reads and deferrals recorded, so that a round's read
+	// in flight meanwhile is dropped (verifyround.go).
+	gen uint32
+	// deferred, when set, says that row was adopted without a read (a
+	// change an executor's read-back explains, explain.go): cfg predates
+	// it, so no snapshot is built until the guest is read, and it is
+	// verified as if last read at deferred.
+	deferred time.Time
 	// unconfirmed: a changed snapshot was published; it is read and
 	// published once more, with a newer AfterSeq, in case the projector
 	// ordered it before a concurrent executor's read-back.

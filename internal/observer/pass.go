@@ -21,8 +21,11 @@ type listed struct {
 	res   *pve.Resource // the inventory's row (the inventory lives as long as the pass)
 	state *guestState
 	read  bool // its config is read this pass
-	cfg   *pve.GuestConfig
-	err   error
+	// explain: read only for its row's change, which an executor's
+	// read-back may explain (explain.go)
+	explain bool
+	cfg     *pve.GuestConfig
+	err     error
 }
 
 // Pass observes Proxmox once: one inventory call, the config reads that are
@@ -69,12 +72,14 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	o.lastCount = len(guests)
 	most, nodes := perNode(guests)
 	o.lastPerNode = most
+	// Before the budget is spent: a deferred guest goes first (explain.go).
+	st.Deferred = o.deferExplained(ctx, guests, readAt)
 	// Agent reads get VerifyRate a second per node too (agent.go), as one
 	// bucket for the cluster.
 	o.budget.SetLimitAt(readAt, rate.Limit(o.cfg.VerifyRate*float64(max(nodes, 1))))
 	o.budget.SetBurstAt(readAt, burst(o.cfg)*max(nodes, 1))
 	o.reserveAgentReads(guests, readAt) // agent.go
-	st.Verified = o.verify(guests, readAt)
+	st.Verified, st.DeferredReads = o.verify(guests, readAt)
 	st.VerifyPeriod = o.verifyPeriod(o.lastPerNode)
 	o.period.Store(int64(st.VerifyPeriod))
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
@@ -91,7 +96,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	checks := o.checks[:0]
 	for i := range guests {
 		l := &guests[i]
-		if l.read && l.err != nil || !l.state.read {
+		if l.read && l.err != nil || !l.state.read || l.state.stale() {
 			continue
 		}
 		snap := o.snapshot(l.res, l.state, now)
@@ -113,7 +118,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 			chk = &checks[c]
 			c++
 		}
-		if l.read && l.err != nil || !l.state.read || chk != nil && chk.err != nil {
+		if l.read && l.err != nil || !l.state.read || l.state.stale() || chk != nil && chk.err != nil {
 			if o.published[l.res.VMID] == nil {
 				unread = append(unread, l.res.VMID) // listed, yet nothing journalled
 			}
@@ -153,7 +158,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
-		Int("verified", st.Verified).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
+		Int("verified", st.Verified).Int("deferred", st.Deferred).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
 		Int("config_errors", st.ConfigErrors).Int("status_reads", st.StatusReads).Int("status_errors", st.StatusErrors).
 		Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")
@@ -162,11 +167,12 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 
 // plan matches the inventory against what is remembered and decides which
 // configs to read at once: guests never read, whose row changed, whose last
-// read failed, or whose last changed snapshot is unconfirmed. verify adds
-// those the budget lets it verify. (A snapshot about to expire from the
-// journal is published again as it is, with the after_seq of the read it
-// comes from: it cannot supersede anything newer.) Guests no longer listed
-// are forgotten here; disappeared reports them.
+// read failed, or whose last changed snapshot is unconfirmed; those read
+// only for a row change an executor's read-back may explain are marked for
+// deferExplained. verify adds those the budget lets it verify. (A snapshot
+// about to expire from the journal is published again as it is, with the
+// after_seq of the read it comes from: it cannot supersede anything newer.)
+// Guests no longer listed are forgotten here; disappeared reports them.
 // plan is paced by p (package pace): a pass is background work.
 //
 // The list and the set of listed vmids (o.seen, which disappeared reads)
@@ -200,8 +206,13 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 		// A new HA placement (a rule changed) is read like a changed row:
 		// a snapshot carries the AfterSeq of its read, and one older than
 		// the guest's last observation would not be adopted.
-		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed || !g.placement.Equal(o.placement(r))
-		out = append(out, listed{res: r, state: g, read: read})
+		placed := g.placement.Equal(o.placement(r))
+		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed || !placed
+		explain := read && placed && o.mayDefer(r.VMID, g, readAt)
+		if !read && g.stale() && o.expiring(o.published[r.VMID], readAt) {
+			read = true // its snapshot is due again: not left for the budget
+		}
+		out = append(out, listed{res: r, state: g, read: read, explain: explain})
 	}
 	for vmid := range o.guests {
 		if _, ok := o.seen[vmid]; !ok {
@@ -251,6 +262,8 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 			continue
 		}
 		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
+		g.deferred = time.Time{}
+		g.gen++
 		g.placement = o.placement(l.res)
 	}
 	if firstErr != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -64,11 +65,11 @@ type statusCheck struct {
 // then keeps the read-back), else that observation.
 func (o *Observer) newestJournalled(ctx context.Context, vmid int) journalled {
 	prev := o.published[vmid]
-	es, err := o.j.Lasts(ctx, o.cfg.Cluster, vmid, events.KindResult)
-	if err != nil || len(es) != 1 {
+	e, _, err := o.lastResult(ctx, vmid, false)
+	if err != nil {
 		return journalled{}
 	}
-	if e := es[0]; e != nil && (prev == nil || e.Seq > prev.AfterSeq) {
+	if e != nil && (prev == nil || e.Seq > prev.AfterSeq) {
 		r, err := events.Decode[events.Result](e.Data)
 		if err != nil || r.Observed == nil {
 			// An action under way, or one that ended without a read-back:
@@ -78,9 +79,36 @@ func (o *Observer) newestJournalled(ctx context.Context, vmid int) journalled {
 		return journalled{known: true, exists: r.Observed.Exists, status: r.Observed.Status}
 	}
 	if prev == nil {
-		return journalled{none: es[0] == nil}
+		return journalled{none: e == nil}
 	}
 	return journalled{known: true, exists: prev.Exists, status: prev.Status}
+}
+
+// lastResult is the guest's newest result (nil: none) and, if observed,
+// the sequence of its newest observation (0: none): one direct get on the
+// journal, for the status check and for the deferral of changes a
+// read-back explains (explain.go).
+func (o *Observer) lastResult(ctx context.Context, vmid int, observed bool) (*journal.Entry, uint64, error) {
+	var es []*journal.Entry
+	var err error
+	kinds := 1
+	if observed {
+		kinds = 2
+		es, err = o.j.Lasts(ctx, o.cfg.Cluster, vmid, events.KindResult, events.KindObserved)
+	} else {
+		es, err = o.j.Lasts(ctx, o.cfg.Cluster, vmid, events.KindResult)
+	}
+	if err == nil && len(es) != kinds {
+		err = errors.New("journal: lasts answered for the wrong number of kinds")
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var seq uint64
+	if observed && es[1] != nil {
+		seq = es[1].Seq
+	}
+	return es[0], seq, nil
 }
 
 // confirmStatuses decides the status of each guest in checks: it looks up

@@ -5,13 +5,15 @@ import (
 )
 
 // Verification re-reads the configs of guests whose inventory row did not
-// change, within a budget per node (Config.VerifyRate reads a second per
+// change, or changed as an executor's read-back says (explain.go), within
+// a budget per node (Config.VerifyRate reads a second per
 // node, nodeBudget, on the observer's clock, so tests drive it with a fake
 // one): each node's pveproxy serves its own guests' reads. A pass spends
 // what the budget allows at its start, and between passes verifyRound
 // (verifyround.go) spends the rest, every budget window, so every node is
 // verified at its rate and no second of any node holds more. Candidates
-// are the guests longest unverified, those of a resync first; none is
+// are the guests longest unverified (a deferred one as if unverified for a
+// whole period), those of a resync first; none but a deferred one is
 // verified twice within Config.ConfigRefresh.
 
 // verifyCand is a guest that may be verified: its index in the pass's
@@ -24,20 +26,21 @@ type verifyCand struct {
 }
 
 // verifyBefore reports whether a is verified before b: those of a resync
-// first, then the longest unverified, then by vmid.
+// first, then the longest unverified (a deferred guest as if unverified for
+// a whole period, explain.go), then by vmid.
 func verifyBefore(a, b *verifyCand) bool {
 	switch {
 	case a.g.due != b.g.due:
 		return a.g.due
-	case !a.g.readAt.Equal(b.g.readAt):
-		return a.g.readAt.Before(b.g.readAt)
+	case !a.g.verifiedAt().Equal(b.g.verifiedAt()):
+		return a.g.verifiedAt().Before(b.g.verifiedAt())
 	}
 	return a.vmid < b.vmid
 }
 
 // verifyDue reports whether g may be verified at now.
 func (o *Observer) verifyDue(g *guestState, now time.Time) bool {
-	return g.due || now.Sub(g.readAt) >= o.cfg.ConfigRefresh
+	return g.due || now.Sub(g.verifiedAt()) >= o.cfg.ConfigRefresh
 }
 
 // pickVerify keeps, of the candidates offered to add, each node's best
@@ -116,10 +119,11 @@ func pushBounded(h []verifyCand, limit int, c verifyCand) []verifyCand {
 }
 
 // verify marks, among the guests this pass does not read anyway, those
-// whose config the budget lets it verify now, and returns how many.
-func (o *Observer) verify(guests []listed, now time.Time) int {
+// whose config the budget lets it verify now, and returns how many, and
+// how many of them were deferred (explain.go).
+func (o *Observer) verify(guests []listed, now time.Time) (n, deferred int) {
 	if o.cfg.VerifyOff {
-		return 0
+		return 0, 0
 	}
 	picked := o.pickVerify(now, func(add func(verifyCand)) {
 		for i := range guests {
@@ -132,8 +136,11 @@ func (o *Observer) verify(guests []listed, now time.Time) int {
 	})
 	for _, c := range picked {
 		guests[c.idx].read = true
+		if c.g.stale() {
+			deferred++
+		}
 	}
-	return len(picked)
+	return len(picked), deferred
 }
 
 // perNode counts the guests of the node that has most, and the nodes.

@@ -20,28 +20,28 @@ import (
 // pass reads at once anyway. A round that cannot read the journal's extent
 // reads nothing: its reads would carry no AfterSeq.
 //
+// The observer's lock is held to pick the guests and to record the reads,
+// not while they are in flight (a read on a busy node takes seconds, and a
+// pass must not wait for it). A read whose guest was read, deferred,
+// forgotten or unsettled meanwhile (a pass) is dropped: the pass's
+// knowledge is at least as new, and the budget it spent is spent.
+//
 // It returns how many configs it read and how many of those failed (the
 // guest is read again by the next pass).
 func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.cfg.VerifyOff || !o.loaded || o.pass == 0 || !o.reachable {
+	ready := !o.cfg.VerifyOff && o.loaded && o.pass > 0 && o.reachable
+	o.mu.Unlock()
+	if !ready {
 		return 0, 0
 	}
-	now := o.now()
+	// Before the reads: what they read is at least as new (AfterSeq).
 	info, err := o.j.Info(ctx)
 	if err != nil {
 		o.log.Debug().Err(err).Msg("journal extent unknown; verification waits for the next pass")
 		return 0, 0
 	}
-	picked := o.pickVerify(now, func(add func(verifyCand)) {
-		for vmid, g := range o.guests {
-			if !g.read || g.force || g.unconfirmed || !o.verifyDue(g, now) {
-				continue
-			}
-			add(verifyCand{vmid: vmid, node: g.row.Node, g: g})
-		}
-	})
+	now, picked := o.pickRound()
 	if len(picked) == 0 {
 		return 0, 0
 	}
@@ -55,26 +55,74 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 	errs := make([]error, len(picked))
 	reads = parallel(ctx, max(o.cfg.ReadConcurrency, len(nodes)), len(picked), func(k int) {
 		c := &picked[k]
-		cfgs[k], errs[k] = o.px.GuestConfig(ctx, pve.GuestRef{Kind: c.g.row.Kind, Node: c.node, VMID: c.vmid})
+		cfgs[k], errs[k] = o.px.GuestConfig(ctx, pve.GuestRef{Kind: c.kind, Node: c.node, VMID: c.vmid})
 		if errs[k] == nil && cfgs[k] == nil {
 			errs[k] = errors.New("no config returned")
 		}
 	})
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	deferred, dropped := 0, 0
 	for k := range picked[:reads] {
 		c := &picked[k]
+		g := c.g
+		if c.deferred {
+			deferred++
+		}
 		if errs[k] != nil {
 			failed++
-			c.g.force = true // the next pass reads it at once
 			o.log.Debug().Int("vmid", c.vmid).Str("node", c.node).Str("class", pve.Classify(errs[k]).String()).
 				Err(errs[k]).Msg("verification read failed; the next pass reads the guest again")
+		}
+		if o.guests[c.vmid] != g || g.gen != c.gen || !g.read || g.force || g.unconfirmed {
+			dropped++
 			continue
 		}
-		c.g.cfg, c.g.readAt, c.g.afterSeq, c.g.due = o.ownSnap(cfgs[k]), now, info.LastSeq, false
+		if errs[k] != nil {
+			g.force = true // the next pass reads it at once
+			continue
+		}
+		g.cfg, g.readAt, g.afterSeq, g.due, g.deferred = o.ownSnap(cfgs[k]), now, info.LastSeq, false, time.Time{}
+		g.gen++
 	}
-	o.metrics.reads.WithLabelValues("verify").Add(float64(reads))
-	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("nodes", len(nodes)).
+	o.metrics.reads.WithLabelValues("verify").Add(float64(reads - deferred))
+	o.metrics.reads.WithLabelValues("deferred").Add(float64(deferred))
+	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("dropped", dropped).Int("nodes", len(nodes)).
 		Dur("window", o.nodes.window).Msg("verification round")
 	return reads, failed
+}
+
+// roundRead is a guest a round reads, as it was when picked.
+type roundRead struct {
+	vmid     int
+	node     string
+	kind     pve.Kind
+	g        *guestState
+	gen      uint32
+	deferred bool
+}
+
+// pickRound picks, under the observer's lock, the settled guests each
+// node's budget allows now and spends it. The list is the round's own:
+// pickVerify's is reused by the next pass.
+func (o *Observer) pickRound() (time.Time, []roundRead) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	picked := o.pickVerify(now, func(add func(verifyCand)) {
+		for vmid, g := range o.guests {
+			if !g.read || g.force || g.unconfirmed || !o.verifyDue(g, now) {
+				continue
+			}
+			add(verifyCand{vmid: vmid, node: g.row.Node, g: g})
+		}
+	})
+	out := make([]roundRead, len(picked))
+	for i, c := range picked {
+		out[i] = roundRead{vmid: c.vmid, node: c.node, kind: c.g.row.Kind, g: c.g, gen: c.g.gen, deferred: c.g.stale()}
+	}
+	return now, out
 }
 
 // verifyEvery is how often Run calls verifyRound: once per budget window

@@ -1,0 +1,137 @@
+package observer
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// An executor's action changes the guest's inventory row some seconds
+// later (pvestatd's broadcast), after the executor read the guest back and
+// journalled the read-back with its result, which the fold holds. Reading
+// the guest at once then tells the fold nothing new, and at an estate's
+// scale it was the observer's burst: every changed guest of a node read as
+// soon as its broadcast came (converge bench --profile estate: 46 reads to
+// one node in one second, against a budget of 2). So a row change that the
+// guest's newest read-back explains in full is not read at once: the row
+// is adopted and the guest is verified first, within its node's budget.
+//
+// Explained, by the guest's newest result (one direct get, lastResult):
+//   - journalled after the journal's end before the observer's last read
+//     of the guest (a read-back that read knew of cannot explain a change
+//     since);
+//   - held by the fold: a read-back read (no AfterSeq) with no observation
+//     journalled after it, or one derived with no observation journalled
+//     after its basis (AfterSeq), which the fold would otherwise have
+//     given way to (projector.Supersedes);
+//   - saying what the row says, field by field of rowKey: exists, node,
+//     kind, status, lock, template, HA state, pool, name, tags, cores =
+//     maxcpu, memory = maxmem (the running values; pending ones are not in
+//     Config). An unnamed VM ("VM 100") or sockets × cores are read at once.
+//
+// Until its read the guest's snapshot (new row, older config) is neither
+// built nor published: the last published one stands, and what the fold
+// holds, the read-back, is what the row shows, so nothing the inventory
+// shows is hidden. Nothing published carries the deferral: the read that
+// ends it carries its own AfterSeq, at or past the read-back (journalled
+// before the lookup that found it). A guest never read, whose last read
+// failed, unconfirmed, whose placement changed, whose snapshot is about
+// to expire, with verification off (nothing would read it) or after a
+// read without a known AfterSeq is read at once, as is any change the
+// read-back does not explain.
+//
+// Deferred guests are verified as if last read a whole verification period
+// ago: ahead of every guest still within its period, so first while the
+// budget keeps up, yet never ahead of one already past it, so an executor
+// changing a node's guests faster than its budget delays everyone alike
+// instead of starving the guests it does not touch.
+
+// mayDefer reports whether a row change of g may wait for the budget, if a
+// read-back explains it (looked up by deferExplained).
+func (o *Observer) mayDefer(vmid int, g *guestState, now time.Time) bool {
+	prev := o.published[vmid]
+	return !o.cfg.VerifyOff && g.read && !g.force && !g.unconfirmed && g.afterSeq > 0 &&
+		prev != nil && prev.Exists && !o.expiring(prev, now)
+}
+
+// deferExplained looks up the newest result of each guest plan would read
+// only for its row's change (l.explain), ReadConcurrency a node at a time,
+// and defers the read of those whose read-back explains the row. It
+// returns how many it deferred.
+func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time.Time) int {
+	var todo []int
+	nodes := map[string]bool{}
+	for i := range guests {
+		if guests[i].explain {
+			todo = append(todo, i)
+			nodes[guests[i].res.Node] = true
+		}
+	}
+	if len(todo) == 0 {
+		return 0
+	}
+	ok := make([]bool, len(todo))
+	parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
+		l := &guests[todo[k]]
+		ok[k] = o.explained(ctx, l.res, l.state)
+	})
+	at := now.Add(-o.verifyPeriod(o.lastPerNode))
+	n := 0
+	for k, i := range todo {
+		if !ok[k] {
+			continue // read at once
+		}
+		l := &guests[i]
+		g := l.state
+		l.read, g.row = false, o.ownRow(l.res)
+		g.gen++
+		if g.deferred.IsZero() || at.Before(g.deferred) {
+			g.deferred = at
+		}
+		n++
+	}
+	return n
+}
+
+// explained reports whether the guest's newest result carries a read-back
+// that the fold holds, journalled after g's last read, saying what r says.
+func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState) bool {
+	e, observedSeq, err := o.lastResult(ctx, r.VMID, true)
+	if err != nil || e == nil || e.Seq <= g.afterSeq {
+		return false
+	}
+	res, err := events.Decode[events.Result](e.Data)
+	if err != nil || res.Observed == nil {
+		return false // an action under way, or no read-back
+	}
+	rb := res.Observed
+	if rb.AfterSeq > 0 && observedSeq > rb.AfterSeq || rb.AfterSeq == 0 && observedSeq > e.Seq {
+		return false // the fold may hold an observation instead
+	}
+	return rb.VMID == r.VMID && explains(rb, r)
+}
+
+// explains reports whether ob says what r says, for every field of rowKey
+// (TestExplainsEveryRowField keeps the two together).
+func explains(ob *events.Observed, r *pve.Resource) bool {
+	c := &ob.Config
+	return ob.Exists && ob.Node == r.Node && ob.Kind == eventKind(r.Kind) && ob.Status == r.Status &&
+		ob.Lock == r.Lock && ob.Template == r.Template && ob.HA == r.HAState && ob.Pool == r.Pool &&
+		c.Name == r.Name && slices.Equal(c.Tags, r.Tags) && c.Cores == r.MaxCPU && int64(c.MemoryMiB) == r.MaxMemMiB
+}
+
+// verifiedAt is when g counts as last verified: its last read, or for a
+// deferred guest the earlier time deferExplained gave it.
+func (g *guestState) verifiedAt() time.Time {
+	if !g.deferred.IsZero() && g.deferred.Before(g.readAt) {
+		return g.deferred
+	}
+	return g.readAt
+}
+
+// stale reports that g's row was adopted without a read: its config
+// predates the row, so no snapshot is built from it.
+func (g *guestState) stale() bool { return !g.deferred.IsZero() }
