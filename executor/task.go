@@ -149,7 +149,7 @@ func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 		// its own timer, heartbeat.go), then every afterExpectPoll for a
 		// while: a task's end is found within that of its end.
 		opts.Expect = j.e.pace.expect(t.Node, pk)
-		opts.Fine, opts.FineInterval = opts.Expect+afterExpect(opts.Expect), afterExpectPoll
+		opts.Fine, opts.FineInterval = opts.Expect+afterExpect(opts.Expect), afterExpectPoll(opts.Expect)
 		if opts.Expect == 0 {
 			// Nothing known of such tasks yet: pauses doubling up to 1 s
 			// would find a 1 s task some 260 ms late, which a one-shot

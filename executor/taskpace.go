@@ -56,9 +56,13 @@ const maxExpect = 10 * time.Second
 // was busy runs a second or more longer, and doubling pauses from 20 ms
 // found it up to 640 ms late, on the critical path of a container
 // template's clones (converge bench --profile clones: the next clone of
-// the template waits for this one's result). A few polls more for the
-// tasks that overrun, each a 20 ms call.
-const afterExpectPoll = 50 * time.Millisecond
+// the template waits for this one's result). A fiftieth of the expected
+// length, at least 50 ms: at most 25 polls more for a task that overruns
+// the whole window (a 60 s backup no more than a 2.5 s clone), each a
+// 20 ms call, and a task's end found within 2 % of its length.
+func afterExpectPoll(expected time.Duration) time.Duration {
+	return max(expected/50, 50*time.Millisecond)
+}
 
 // afterExpect is how long past a task's expected end it is polled every
 // afterExpectPoll: half as long again (at least a second), then as any

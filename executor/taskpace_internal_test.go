@@ -82,12 +82,21 @@ func TestTaskPaceByKind(t *testing.T) {
 	}
 }
 
-// A task found running at its expected end is polled every
-// afterExpectPoll for half as long again (at least a second).
+// A task found running at its expected end is polled every fiftieth of
+// that (at least 50 ms) for half as long again (at least a second): at
+// most 25 polls more however long the task.
 func TestAfterExpect(t *testing.T) {
-	for _, c := range []struct{ e, want time.Duration }{{0, time.Second}, {time.Second, time.Second}, {5 * time.Second, 2500 * time.Millisecond}} {
-		if got := afterExpect(c.e); got != c.want {
-			t.Errorf("afterExpect(%s) = %s, want %s", c.e, got, c.want)
+	ms := time.Millisecond
+	for _, c := range []struct{ e, window, every time.Duration }{
+		{0, time.Second, 50 * ms}, {time.Second, time.Second, 50 * ms},
+		{2500 * ms, 1250 * ms, 50 * ms}, {maxExpect, 5 * time.Second, 200 * ms},
+	} {
+		w, p := afterExpect(c.e), afterExpectPoll(c.e)
+		if w != c.window || p != c.every {
+			t.Errorf("expected %s: every %s for %s, want every %s for %s", c.e, p, w, c.every, c.window)
+		}
+		if w/p > 25 {
+			t.Errorf("expected %s: %d polls in the window", c.e, w/p)
 		}
 	}
 }
