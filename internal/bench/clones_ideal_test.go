@@ -7,7 +7,9 @@ import (
 
 func TestCloneIdeal(t *testing.T) {
 	s := time.Second
-	q := func(tpl int, st string) IdealClone { return IdealClone{Template: tpl, Storage: st, Node: "pve1", Shared: true} }
+	q := func(tpl int, st string) IdealClone {
+		return IdealClone{Template: tpl, Storage: st, Node: "pve1", Shared: true}
+	}
 	local := func(st, node string) IdealClone { return IdealClone{Template: 9000, Storage: st, Node: node} }
 	ct := func(tpl int, st string) IdealClone {
 		return IdealClone{LXC: true, Template: tpl, Storage: st, Node: "pve1"}

@@ -81,9 +81,9 @@ func (s *Sim) usedDiskNames() map[string]bool {
 // ("scsi0=local-lvm:8", "scsi0=file=local-lvm:8,size=…", "mp0=ceph:2,mp=/x"),
 // as qemu-server's create_disks and pve-container's create_disks do: a
 // volume vm-<vmid>-disk-<n> (the lowest n free on that storage; base- for
-// a template; a container's subvol- on a zfspool, volPrefix) of SIZE GiB, the drive re-printed with size= and without
-// format=. defStorage is the create's "storage" parameter. Caller holds
-// s.mu.
+// a template; a container's subvol- on a zfspool, volPrefix) of SIZE GiB,
+// the drive re-printed with size= and without format=. defStorage is the
+// create's "storage" parameter. Caller holds s.mu.
 func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]string, defStorage string) error {
 	if kind == QEMU {
 		if err := s.allocCloudInit(vmid, set); err != nil {
