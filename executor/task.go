@@ -144,9 +144,14 @@ const (
 // how the action ended.
 func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 	opts := pve.WaitOptions{OnPoll: j.hb.touch, MaxInterval: min(time.Second, j.e.cfg.AckWait/3)}
+	pk := paceKind{op: j.a.Op, kind: j.a.Kind}
 	if j.fresh {
-		// A task this job just started: its first poll at its expected end.
-		opts.Expect = min(j.e.pace.expect(t.Node, j.a.Op), j.e.cfg.AckWait/3)
+		// A task this job just started: its first poll at its expected
+		// end, however far (the heartbeat keeps the action's message on
+		// its own timer, heartbeat.go), then every afterExpectPoll for a
+		// while: a task's end is found within that of its end.
+		opts.Expect = j.e.pace.expect(t.Node, pk)
+		opts.Fine, opts.FineInterval = opts.Expect+afterExpect(opts.Expect), afterExpectPoll(opts.Expect)
 		if opts.Expect == 0 {
 			// Nothing known of such tasks yet: pauses doubling up to 1 s
 			// would find a 1 s task some 260 ms late, which a one-shot
@@ -165,9 +170,9 @@ func (j *job) wait(ctx context.Context, t pve.TaskRef) outcome {
 			return abandon // no outcome claimed; the redelivery resumes
 		}
 		if ended := new(*pve.Error); j.fresh && (err == nil || (errors.As(err, ended) && (*ended).UPID != "")) {
-			j.e.pace.observe(t.Node, j.a.Op, opts.Expect, j.e.clk.Now().Sub(began), res.Polls)
+			j.e.pace.observe(t.Node, pk, opts.Expect, j.e.clk.Now().Sub(began), res.Polls)
 		}
-		opts.Expect, j.fresh = 0, false // a retry polls from the start
+		opts.Expect, opts.Fine, j.fresh = 0, 0, false // a retry polls from the start
 		var pe *pve.Error
 		switch {
 		case err == nil:

@@ -7,8 +7,8 @@ import (
 	"github.com/converge-pve/converge/events"
 )
 
-// taskPace learns how long each node's tasks of each operation run, so
-// that waiting on a task polls about once, at its end
+// taskPace learns how long each node's tasks of each operation and guest
+// kind run, so that waiting on a task polls about once, at its end
 // (pve.WaitOptions.Expect), instead of doubling pauses from 20 ms that
 // found a 1 s start some 300 ms late after seven polls. Each status poll
 // is a request to the node's pveproxy, and each late one an idle slot of
@@ -19,8 +19,10 @@ import (
 // (it may have ended earlier); found later, it moves half-way to the time
 // that took, but at most to twice the estimate, so that one long task (a
 // forced shutdown after its timeout) costs the next ones little: back
-// under a second within seven tasks. A task longer than expected costs
-// polls from Interval again; none waits past maxExpect.
+// under a second within seven tasks. A task longer than expected is
+// polled every afterExpectPoll for a while (its length varies: a clone
+// waits for its storage's lock), then from Interval again; none waits
+// past maxExpect.
 //
 // A node with no estimate of its own for an operation starts from the
 // latest estimate of any node's (nodes differ, but by less than the
@@ -29,29 +31,59 @@ import (
 type taskPace struct {
 	mu  sync.Mutex
 	m   map[paceKey]time.Duration
-	any map[events.Op]time.Duration // the latest estimate of any node
+	any map[paceKind]time.Duration // the latest estimate of any node
+}
+
+// paceKind is what tasks are told apart by besides their node: the
+// operation, and the guest's kind (a container's clone or start is not a
+// VM's: one estimate for both is wrong for each, and a first poll past a
+// task's end is found late by the whole difference).
+type paceKind struct {
+	op   events.Op
+	kind events.GuestKind
 }
 
 type paceKey struct {
 	node string
-	op   events.Op
+	paceKind
 }
 
 // maxExpect bounds the first pause before a task's first poll.
 const maxExpect = 10 * time.Second
 
-func (p *taskPace) expect(node string, op events.Op) time.Duration {
+// afterExpectPoll is the pause between polls of a task found running at
+// its expected end, for afterExpect(expected): a clone whose storage lock
+// was busy runs a second or more longer, and doubling pauses from 20 ms
+// found it up to 640 ms late, on the critical path of a container
+// template's clones (converge bench --profile clones: the next clone of
+// the template waits for this one's result). A fiftieth of the expected
+// length, at least 50 ms: at most 25 polls more for a task that overruns
+// the whole window (a 60 s backup no more than a 2.5 s clone), each a
+// 20 ms call, and a task's end found within 2 % of its length.
+func afterExpectPoll(expected time.Duration) time.Duration {
+	return max(expected/50, 50*time.Millisecond)
+}
+
+// afterExpect is how long past a task's expected end it is polled every
+// afterExpectPoll: half as long again (at least a second), then as any
+// task, so that a task far longer than expected (a forced shutdown) is
+// not polled twenty times a second to its end.
+func afterExpect(expected time.Duration) time.Duration {
+	return max(expected/2, time.Second)
+}
+
+func (p *taskPace) expect(node string, k paceKind) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.m[paceKey{node, op}]; ok {
+	if e, ok := p.m[paceKey{node, k}]; ok {
 		return e
 	}
-	return p.any[op]
+	return p.any[k]
 }
 
 // observe records a wait that expected expected and found the task ended
 // after took, at its polls-th poll.
-func (p *taskPace) observe(node string, op events.Op, expected, took time.Duration, polls int) {
+func (p *taskPace) observe(node string, k paceKind, expected, took time.Duration, polls int) {
 	if polls < 1 || took < 0 {
 		return
 	}
@@ -72,7 +104,7 @@ func (p *taskPace) observe(node string, op events.Op, expected, took time.Durati
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m, p.any = map[paceKey]time.Duration{}, map[events.Op]time.Duration{}
+		p.m, p.any = map[paceKey]time.Duration{}, map[paceKind]time.Duration{}
 	}
-	p.m[paceKey{node, op}], p.any[op] = e, e
+	p.m[paceKey{node, k}], p.any[k] = e, e
 }

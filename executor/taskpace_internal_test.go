@@ -9,10 +9,11 @@ import (
 
 // The expected length of a node's tasks settles near what they take:
 // down 10 % when found finished at the first poll, half-way up when not,
-// never above maxExpect, and per node and operation.
+// never above maxExpect, and per node, operation and guest kind.
 func TestTaskPaceLearns(t *testing.T) {
 	var p taskPace
-	const op = events.OpStart
+	op := paceKind{op: events.OpStart, kind: events.QEMU}
+	shutdown := paceKind{op: events.OpShutdown, kind: events.QEMU}
 	if e := p.expect("pve1", op); e != 0 {
 		t.Fatalf("unknown task expected to take %s", e)
 	}
@@ -45,11 +46,11 @@ func TestTaskPaceLearns(t *testing.T) {
 	if e := p.expect("pve1", op); e > task+20*time.Millisecond {
 		t.Errorf("pve2's task changed pve1's estimate: %s", e)
 	}
-	if e := p.expect("pve1", events.OpShutdown); e != 0 {
+	if e := p.expect("pve1", shutdown); e != 0 {
 		t.Errorf("another operation's tasks learnt: %s", e)
 	}
-	p.observe("pve1", events.OpShutdown, 0, 10*time.Minute, 30)
-	if e := p.expect("pve1", events.OpShutdown); e != maxExpect {
+	p.observe("pve1", shutdown, 0, 10*time.Minute, 30)
+	if e := p.expect("pve1", shutdown); e != maxExpect {
 		t.Errorf("a 10 min task: expected %s, want the cap %s", e, maxExpect)
 	}
 	// One long task among short ones (a forced shutdown): the estimate at
@@ -64,5 +65,38 @@ func TestTaskPaceLearns(t *testing.T) {
 	}
 	if e := p.expect("pve1", op); e > time.Second {
 		t.Errorf("after seven short tasks: expected %s", e)
+	}
+}
+
+// A container's clones and a VM's are learnt apart: VM clones made long
+// by their storage's lock do not push the container template's first
+// poll past its clone's end.
+func TestTaskPaceByKind(t *testing.T) {
+	var p taskPace
+	ct := paceKind{op: events.OpClone, kind: events.LXC}
+	vm := paceKind{op: events.OpClone, kind: events.QEMU}
+	p.observe("pve1", ct, 0, 2*time.Second, 7)
+	p.observe("pve1", vm, 0, 8*time.Second, 12)
+	if c, v := p.expect("pve1", ct), p.expect("pve1", vm); c != time.Second || v != 4*time.Second {
+		t.Fatalf("container clones expected %s, VM clones %s; want 1s, 4s", c, v)
+	}
+}
+
+// A task found running at its expected end is polled every fiftieth of
+// that (at least 50 ms) for half as long again (at least a second): at
+// most 25 polls more however long the task.
+func TestAfterExpect(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct{ e, window, every time.Duration }{
+		{0, time.Second, 50 * ms}, {time.Second, time.Second, 50 * ms},
+		{2500 * ms, 1250 * ms, 50 * ms}, {maxExpect, 5 * time.Second, 200 * ms},
+	} {
+		w, p := afterExpect(c.e), afterExpectPoll(c.e)
+		if w != c.window || p != c.every {
+			t.Errorf("expected %s: every %s for %s, want every %s for %s", c.e, p, w, c.every, c.window)
+		}
+		if w/p > 25 {
+			t.Errorf("expected %s: %d polls in the window", c.e, w/p)
+		}
 	}
 }

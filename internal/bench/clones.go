@@ -120,7 +120,10 @@ type ClonesReport struct {
 	// to the start of its next (the template's critical path: result,
 	// planning, the next action), in ms.
 	CTTemplateGapMs Latency `json:"ct_template_gap_ms"`
-	ElapsedS        float64 `json:"elapsed_s"`
+	// CTChain accounts for the makespan along the container template
+	// whose clones ended last.
+	CTChain  *CTChain `json:"ct_chain,omitempty"`
+	ElapsedS float64  `json:"elapsed_s"`
 }
 
 // RunClones runs the clones profile.

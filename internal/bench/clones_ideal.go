@@ -20,6 +20,20 @@ type IdealClone struct {
 	// storage: vdisk_clone), held LockHold; Node is where it runs, whose
 	// pvedaemon serves its synchronous config write.
 	Storage, Node string
+	// Shared: Storage is shared (storage.cfg), so its lock is the
+	// cluster's (PVE::Cluster::cfs_lock_storage); a local storage's is
+	// each node's own flock (PVE::Tools::lock_file), so clones on
+	// different nodes do not queue for it.
+	Shared bool
+}
+
+// lockKey names the lock c takes: a shared storage's across the
+// cluster, a local one's per node.
+func (c IdealClone) lockKey() string {
+	if c.Shared {
+		return c.Storage
+	}
+	return c.Storage + " on " + c.Node
 }
 
 // CloneIdealInput is what the ideal schedule of a batch of clones needs.
@@ -45,7 +59,8 @@ type CloneIdealInput struct {
 //   - a container template t with n_t clones: L + n_t × (H + D_lxc) + L + C
 //     (its clones, each a whole task, run back to back; the last one's
 //     config write follows);
-//   - a storage s whose lock n_s clones take: L + n_s × H + L + C (the
+//   - a storage lock s that n_s clones take (a shared storage's, or a
+//     local one's on one node): L + n_s × H + L + C (the
 //     lock's holds run one after another; H ≤ D, so this never exceeds
 //     what the task needs unless the lock is the bottleneck);
 //   - a node's pvedaemon: L + L + m_node × C ÷ W (its m config writes on
@@ -71,7 +86,7 @@ func CloneIdeal(in CloneIdealInput) (time.Duration, string) {
 		}
 		take(2*L+in.LockHold+d+C, "one clone")
 		if c.Storage != "" {
-			sto[c.Storage]++
+			sto[c.lockKey()]++
 		}
 		node[c.Node]++
 	}

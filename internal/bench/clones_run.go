@@ -57,7 +57,7 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 		return err
 	}
 	nodes := sim.NodeNames()
-	storages, err := cloneStorages(ctx, sim.URL(), nodes[0])
+	storages, shared, err := cloneStorages(ctx, sim.URL(), nodes[0])
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 		if !full {
 			lock = templateStorage(k, storages)
 		}
-		ideal.Clones = append(ideal.Clones, IdealClone{LXC: lxc, Template: from, Storage: lock, Node: nodes[k%len(nodes)]})
+		ideal.Clones = append(ideal.Clones, IdealClone{LXC: lxc, Template: from, Storage: lock, Node: nodes[k%len(nodes)], Shared: shared[lock]})
 		rep.QEMU, rep.LXC = rep.QEMU+boolN(!lxc), rep.LXC+boolN(lxc)
 		rep.Full, rep.Linked = rep.Full+boolN(full), rep.Linked+boolN(!full)
 		c := `{"from":` + strconv.Itoa(from)
@@ -193,6 +193,7 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 	}
 	rep.MaxClonesPerStorage = maxPerStorage(clones, lockOf)
 	rep.CTTemplateGapMs = templateGaps(clones)
+	rep.CTChain = ctChain(clones, t0, time.Unix(0, last), o.LockHold+o.LXCClone)
 	for i := 0; i < o.Guests; i++ {
 		if g, ok := sim.Guest(100 + i); !ok || g.Lock != "" {
 			return fmt.Errorf("bench: after converge's run guest %d is missing or locked", 100+i)
@@ -234,38 +235,42 @@ func maxPerStorage(clones []pvesim.TaskInfo, lockOf map[string]string) int {
 }
 
 // cloneStorages are the simulator's storages that hold both VM images and
-// container root disks, in its order.
-func cloneStorages(ctx context.Context, url, node string) ([]string, error) {
+// container root disks, in its order, and which of them are shared (whose
+// lock is the cluster's, not each node's).
+func cloneStorages(ctx context.Context, url, node string) ([]string, map[string]bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/nodes/"+node+"/storage", nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Authorization", "PVEAPIToken="+tokenID+"="+tokenSecret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	var body struct {
 		Data []struct {
 			Storage string `json:"storage"`
 			Content string `json:"content"`
+			Shared  int    `json:"shared"`
 		} `json:"data"`
 	}
 	if err := json.UnmarshalRead(resp.Body, &body); err != nil {
-		return nil, fmt.Errorf("bench: the simulator's storages: %w", err)
+		return nil, nil, fmt.Errorf("bench: the simulator's storages: %w", err)
 	}
 	var out []string
+	shared := map[string]bool{}
 	for _, s := range body.Data {
 		c := "," + s.Content + ","
 		if strings.Contains(c, ",images,") && strings.Contains(c, ",rootdir,") {
 			out = append(out, s.Storage)
+			shared[s.Storage] = s.Shared == 1
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("bench: the simulator has no storage for images and container root disks")
+		return nil, nil, fmt.Errorf("bench: the simulator has no storage for images and container root disks")
 	}
-	return out, nil
+	return out, shared, nil
 }
 
 // setLockHold sets the simulator's storage-lock hold (Faults.StorageLockHold)

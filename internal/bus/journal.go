@@ -113,6 +113,23 @@ func (b *Bus) Next(ctx context.Context, kind events.Kind, cluster string, vmid i
 	return entryOf(m), nil
 }
 
+// NextOfKind implements journal.KindReader: one message get, the server
+// finding the first stored subject of the kind's guests at or after seq.
+func (b *Bus) NextOfKind(ctx context.Context, kind events.Kind, cluster string, seq uint64) (*journal.Entry, error) {
+	s, err := b.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(events.ClusterSubject(kind, cluster)+".*.*")) // <vmid>.<partition>
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s at or after %d: %w", kind, seq, err)
+	}
+	return entryOf(m), nil
+}
+
 // Get implements journal.Reader.
 func (b *Bus) Get(ctx context.Context, seq uint64) (*journal.Entry, error) {
 	s, err := b.stream(ctx)

@@ -17,6 +17,9 @@
 //     duplicate, not a second entry.
 //   - [AsyncAppender]: the same without waiting, for the planner's actions
 //     and the observer's snapshots.
+//   - [KindReader]: a cluster's first entry of one kind at or after a
+//     sequence, whatever the guest (the observer's look for desired
+//     guests its last pass did not list).
 //   - [Follower]: every entry after a sequence, in order (the planner's fold).
 //   - [Kept]: every guest's newest desired events, actions and results,
 //     whatever the journal's retention dropped, under their journal

@@ -113,6 +113,14 @@ type Kept interface {
 	Kept(ctx context.Context, after, before uint64) ([]Entry, error)
 }
 
+// KindReader finds a cluster's entries of one kind whatever the guest: the
+// observer's look for desired guests its last pass did not list.
+type KindReader interface {
+	// NextOfKind returns the cluster's first entry of kind at or after
+	// seq, nil if there is none.
+	NextOfKind(ctx context.Context, kind events.Kind, cluster string, seq uint64) (*Entry, error)
+}
+
 // Follower delivers the journal in order.
 type Follower interface {
 	// Info returns the journal's extent, waiting through transient

@@ -7,8 +7,11 @@
 // # A pass
 //
 // [Observer.Pass] (run immediately by [Observer.Run], then every
-// Config.Interval, and at once after a [Observer.Resync] that is carried
-// out) does:
+// Config.Interval, at once after a [Observer.Resync] that is carried out,
+// and early, at most once a second, when a desired event journalled since
+// the last pass began names a guest that pass did not list: the planner
+// clones a missing guest only after a pass begun after its desired state,
+// soon.go) does:
 //
 //  1. Reads the journal's last sequence (the pass's AfterSeq; if that
 //     fails the pass goes on with 0), then exactly one inventory call

@@ -14,3 +14,6 @@ func (o *Observer) Unlocked() bool {
 	o.mu.Unlock()
 	return true
 }
+
+// NewGuests is Run's look for new guests between passes (soon.go).
+func (o *Observer) NewGuests(ctx context.Context) bool { return o.newGuests(ctx) }

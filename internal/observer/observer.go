@@ -37,6 +37,7 @@ type Journal interface {
 	journal.Appender
 	journal.AsyncAppender
 	journal.Latest
+	journal.KindReader // new guests' desired events (soon.go)
 	Extent
 	Lasts(ctx context.Context, cluster string, vmid int, kinds ...events.Kind) ([]*journal.Entry, error)
 }
@@ -126,6 +127,9 @@ type Observer struct {
 	budget      *rate.Limiter // agent reads, on the clock's times (agent.go)
 	metrics     *metrics
 	lastResync  time.Time // when the last resync was carried out
+	// desiredFrom is the first journal sequence whose desired events
+	// newGuests has not looked at: past the last pass's journal end.
+	desiredFrom uint64
 	// list and seen are plan's, verifyHeaps and verifyPicked
 	// pickVerify's, reused from pass to pass.
 	list         []listed
@@ -222,9 +226,10 @@ func (o *Observer) Resync() {
 }
 
 // Run passes immediately, then every Interval (measured from the end of a
-// pass) and whenever Resync is called, until ctx ends; then it returns nil.
-// Between passes it runs a verification round every budget window
-// (verifyround.go).
+// pass), whenever Resync is called and soon after a desired event names a
+// guest the last pass did not list (soon.go), until ctx ends; then it
+// returns nil. Between passes it runs a verification round every budget
+// window (verifyround.go).
 // Pass errors are logged, not returned: the next pass retries.
 func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info().Str("observer", o.cfg.Name).Dur("interval", o.cfg.Interval).
@@ -239,11 +244,14 @@ func (o *Observer) Run(ctx context.Context) error {
 		defer tk.Stop()
 		rounds = tk.C()
 	}
+	soon := o.cfg.Clock.NewTicker(newGuestPoll)
+	defer soon.Stop()
 	for ctx.Err() == nil {
 		if _, err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Msg("observer pass incomplete")
 		}
 		t.Reset(o.cfg.Interval)
+		ended := o.cfg.Clock.Now()
 	wait:
 		for {
 			select {
@@ -252,6 +260,11 @@ func (o *Observer) Run(ctx context.Context) error {
 			case <-rounds:
 				o.verifyRound(ctx)
 				continue
+			case <-soon.C():
+				if o.cfg.Clock.Now().Sub(ended) < earlyPassGap || !o.newGuests(ctx) {
+					continue
+				}
+				o.log.Debug().Msg("early pass: a desired event names a guest the last pass did not list")
 			case <-o.wake:
 				if !o.resyncAllowed() {
 					// Merged: carried out by a later pass, once allowed.

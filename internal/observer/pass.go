@@ -52,6 +52,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		o.log.Debug().Err(err).Msg("journal extent unknown; this pass's observations carry no after_seq")
 	} else {
 		st.AfterSeq = info.LastSeq
+		o.desiredFrom = max(o.desiredFrom, info.LastSeq+1) // this pass covers them (soon.go)
 	}
 	inv, err := o.px.Inventory(ctx)
 	if err != nil {

@@ -130,7 +130,8 @@ type WaitOptions struct {
 	Expect time.Duration
 	// Fine, if set, caps the pause at FineInterval for the wait's first
 	// Fine: a task whose length nothing told yet is found soon after its
-	// end if it is short, and a long one is polled at MaxInterval after.
+	// end if it is short, and a long one is polled at pauses doubling
+	// from FineInterval to MaxInterval after.
 	Fine, FineInterval time.Duration
 }
 
@@ -229,15 +230,26 @@ func (c *Client) WaitTask(ctx context.Context, t TaskRef, opts WaitOptions) (Tas
 		default:
 			return c.taskEnded(ctx, path, u, res, st.ExitStatus, opts)
 		}
-		pause := interval
-		if opts.Fine > 0 && c.now().Sub(began) < opts.Fine {
-			pause = min(pause, opts.FineInterval)
-		}
+		var pause time.Duration
+		pause, interval = opts.pause(interval, c.now().Sub(began))
 		if err := Sleep(ctx, pause); err != nil {
 			return res, fmt.Errorf("pve: waiting for task %s: %w", t.UPID, err)
 		}
-		interval = min(interval*2, opts.MaxInterval)
 	}
+}
+
+// pause is the pause before the next poll of a wait elapsed long whose
+// pauses double from interval, and the interval after it. Within Fine the
+// pause is at most FineInterval and the doubling stops there, so that
+// polling past Fine doubles on from FineInterval: a task a little longer
+// than Fine is found a FineInterval or two late, not up to MaxInterval.
+func (o WaitOptions) pause(interval, elapsed time.Duration) (pause, next time.Duration) {
+	next = min(interval*2, o.MaxInterval)
+	if o.Fine > 0 && elapsed < o.Fine {
+		fine := max(o.FineInterval, o.Interval)
+		return min(interval, fine), min(next, fine)
+	}
+	return interval, next
 }
 
 // logLine is an entry of GET …/tasks/{upid}/log: its number, its text.

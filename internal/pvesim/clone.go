@@ -10,11 +10,14 @@ import (
 
 // ---- clone --------------------------------------------------------------------
 
-var volRe = regexp.MustCompile(`^([^:]+):(?:base-\d+-disk-\d+/)?(?:vm|base)-\d+-disk-(\d+)(,.*)?$`)
+// volRe is a guest disk's volume: storage, name (a linked clone's with
+// its base), its last component's prefix and disk number, options.
+var volRe = regexp.MustCompile(`^([^:]+):((?:(?:base|basevol)-\d+-disk-\d+/)?(vm|base|subvol|basevol)-\d+-disk-(\d+))(,.*)?$`)
 
 // baseVolRe matches a template's base volume, the only kind a linked clone
-// can be made of (volume_has_feature 'clone' on lvmthin, rbd, …).
-var baseVolRe = regexp.MustCompile(`^[^:]+:base-\d+-disk-\d+(,|$)`)
+// can be made of (volume_has_feature 'clone' on lvmthin, rbd, zfspool, …;
+// a ZFS container template's is a basevol-).
+var baseVolRe = regexp.MustCompile(`^[^:]+:(base|basevol)-\d+-disk-\d+(,|$)`)
 
 // driveKeyRe matches the config keys that hold volumes: QEMU drives
 // (PVE::QemuServer::Drive::valid_drive_names) and LXC mount points.
@@ -182,10 +185,15 @@ func (s *Sim) planVolumes(p *clonePlan, storage string) error {
 			dst = storage
 		}
 		p.lockStorages = append(p.lockStorages, dst) // vdisk_alloc's target, or vdisk_clone's base
-		nv := fmt.Sprintf("%s:base-%d-disk-%s/vm-%d-disk-%s%s", m[1], g.vmid, m[2], p.newid, m[2], m[3])
+		// clone_image names the clone as the base's format: a ZFS
+		// basevol's a subvol (ZFSPoolPlugin), any other base's a vm-.
+		prefix := map[bool]string{false: "vm", true: "subvol"}[m[3] == "basevol"]
+		nv := fmt.Sprintf("%s:%s/%s-%d-disk-%s%s", m[1], m[2], prefix, p.newid, m[4], m[5])
 		mode := "linked"
 		if p.full {
-			nv = fmt.Sprintf("%s:vm-%d-disk-%s%s", dst, p.newid, m[2], m[3])
+			// vdisk_alloc on the target: a container's subvol on a
+			// zfspool (alloc_disk), else raw.
+			nv = fmt.Sprintf("%s:%s-%d-disk-%s%s", dst, volPrefix(storageByName(dst), g.kind, false), p.newid, m[4], m[5])
 			mode = "full"
 			if !seen[dst] {
 				seen[dst] = true

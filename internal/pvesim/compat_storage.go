@@ -81,9 +81,9 @@ func (s *Sim) usedDiskNames() map[string]bool {
 // ("scsi0=local-lvm:8", "scsi0=file=local-lvm:8,size=…", "mp0=ceph:2,mp=/x"),
 // as qemu-server's create_disks and pve-container's create_disks do: a
 // volume vm-<vmid>-disk-<n> (the lowest n free on that storage; base- for
-// a template) of SIZE GiB, the drive re-printed with size= and without
-// format=. defStorage is the create's "storage" parameter. Caller holds
-// s.mu.
+// a template; a container's subvol- on a zfspool, volPrefix) of SIZE GiB,
+// the drive re-printed with size= and without format=. defStorage is the
+// create's "storage" parameter. Caller holds s.mu.
 func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]string, defStorage string) error {
 	if kind == QEMU {
 		if err := s.allocCloudInit(vmid, set); err != nil {
@@ -101,10 +101,6 @@ func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]stri
 	}
 	driveOrder(keys)
 	used := s.usedDiskNames()
-	prefix := "vm"
-	if template {
-		prefix = "base"
-	}
 	for _, k := range keys {
 		defKey := "file"
 		if kind == LXC {
@@ -125,16 +121,14 @@ func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]stri
 		if sid == "" {
 			return fmt.Errorf("no storage ID specified (and no default storage)")
 		}
-		if storageByName(sid) == nil {
+		st := storageByName(sid)
+		if st == nil {
 			return fmt.Errorf("storage '%s' does not exist", sid)
 		}
 		gib, _ := strconv.ParseFloat(nd[3], 64)
 		kib := int64(gib*1024*1024 + 0.999999) // vdisk_alloc takes KiB
-		n := 0
-		for used[fmt.Sprintf("%s:%s-%d-disk-%d", sid, "vm", vmid, n)] || used[fmt.Sprintf("%s:%s-%d-disk-%d", sid, "base", vmid, n)] {
-			n++
-		}
-		name := fmt.Sprintf("%s:%s-%d-disk-%d", sid, prefix, vmid, n)
+		n := freeDiskIndex(used, sid, vmid)
+		name := fmt.Sprintf("%s:%s-%d-disk-%d", sid, volPrefix(st, kind, template), vmid, n)
 		used[name] = true
 		delete(s.freedVols, name)
 		m[defKey] = name
@@ -150,6 +144,22 @@ func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]stri
 		}
 	}
 	return nil
+}
+
+// freeDiskIndex is the lowest n no volume of vmid on storage sid uses,
+// whatever its prefix (pve-storage Plugin.pm get_next_vm_diskname:
+// vm-, base-, subvol- and basevol- names all count).
+func freeDiskIndex(used map[string]bool, sid string, vmid int) int {
+	n := 0
+	for ; ; n++ {
+		taken := false
+		for _, p := range []string{"vm", "base", "subvol", "basevol"} {
+			taken = taken || used[fmt.Sprintf("%s:%s-%d-disk-%d", sid, p, vmid, n)]
+		}
+		if !taken {
+			return n
+		}
+	}
 }
 
 // canonicalWrite applies the rewrites Proxmox makes to a config write's
@@ -228,6 +238,8 @@ func (s *Sim) volumeInfo(q *req) (any, error) {
 			return nil, fail500("can't get size of '%s':   Failed to find logical volume \"pve/%s\"", path, name)
 		}
 		return map[string]any{"path": path, "size": size, "used": 0, "format": "raw"}, nil
+	case "zfspool":
+		return s.zfsVolumeInfo(n.name, st, volid, volname)
 	default: // dir ("local"): downloaded ISO images and templates
 		vtype, _, _, err := parseDirVolname(volname) // check_volume_access
 		if err != nil {

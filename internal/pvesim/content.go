@@ -25,8 +25,9 @@ func validContent(ct string) bool {
 }
 
 // imageOwnerRe is the owner a guest image's volume name carries: the vmid of
-// its last vm-/base- component (list_images' m/^(vm|base)-(\d+)-/).
-var imageOwnerRe = regexp.MustCompile(`(?:^|/)(?:vm|base)-(\d+)-[^/]*$`)
+// its last vm-/base- component (list_images' m/^(vm|base)-(\d+)-/), or
+// subvol-/basevol- on ZFS (ZFSPoolPlugin zfs_parse_zvol_list).
+var imageOwnerRe = regexp.MustCompile(`(?:^|/)(?:vm|base|subvol|basevol)-(\d+)-[^/]*$`)
 
 // ciDefaultSize is the size of a cloud-init volume whose drive has no
 // size=: qemu-server's API2/Qemu.pm allocates $ci_size, 4 MiB.
@@ -116,11 +117,12 @@ func (s *Sim) listContent(q *req) (any, error) {
 }
 
 // listImages lists the guest volumes on st that node sees (on a local
-// storage, those of guests on node): LvmThinPlugin/RBDPlugin list_images,
-// with the content Plugin.pm's list_volumes gives each (rootdir for a
-// container's, images for the others'), keeping those of type ct. An RBD
-// linked clone is listed as base-…/vm-…, as RBDPlugin names it; an LVM
-// thin volume by its LV name. Caller holds s.mu.
+// storage, those of guests on node): LvmThinPlugin/RBDPlugin/ZFSPoolPlugin
+// list_images (format raw, a ZFS filesystem's subvol), with the content
+// Plugin.pm's list_volumes gives each (rootdir for a container's, images
+// for the others'), keeping those of type ct. An RBD or ZFS linked clone
+// is listed as base-…/vm-… (basevol-…/subvol-…), as those plugins name
+// it; an LVM thin volume by its LV name. Caller holds s.mu.
 func (s *Sim) listImages(node string, st *storageDef, vmid int, ct string) []map[string]any {
 	seen := map[string]bool{}
 	var out []map[string]any
@@ -155,7 +157,11 @@ func (s *Sim) listImages(node string, st *storageDef, vmid int, ct string) []map
 		if strings.Contains(name, "-cloudinit") {
 			size = ciDefaultSize
 		}
-		out = append(out, map[string]any{"volid": volid, "format": "raw", "vmid": owner, "content": content, "size": optSize(opts, size)})
+		format := "raw"
+		if st.typ == "zfspool" {
+			_, _, format, _ = zfsVolume(name) // a filesystem lists as "subvol"
+		}
+		out = append(out, map[string]any{"volid": volid, "format": format, "vmid": owner, "content": content, "size": optSize(opts, size)})
 	}
 	return out
 }

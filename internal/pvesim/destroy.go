@@ -30,7 +30,9 @@ func (s *Sim) template(q *req, g *guest) (any, error) {
 		}
 		for k, v := range g.conf {
 			if isDiskKey(k) {
-				g.conf[k] = strings.Replace(v, fmt.Sprintf("vm-%d-disk-", g.vmid), fmt.Sprintf("base-%d-disk-", g.vmid), 1)
+				// create_base: vm- becomes base-, a ZFS subvol- basevol-.
+				v = strings.Replace(v, fmt.Sprintf("vm-%d-disk-", g.vmid), fmt.Sprintf("base-%d-disk-", g.vmid), 1)
+				g.conf[k] = strings.Replace(v, fmt.Sprintf("subvol-%d-disk-", g.vmid), fmt.Sprintf("basevol-%d-disk-", g.vmid), 1)
 			}
 		}
 		g.conf["template"] = "1"

@@ -44,8 +44,9 @@ func noExtraParams(q *req, allowed ...string) error {
 var storageTypes = []string{"btrfs", "cephfs", "cifs", "dir", "esxi", "iscsi", "iscsidirect", "lvm", "lvmthin", "nfs", "pbs", "rbd", "zfs", "zfspool"}
 
 // cfgKeys are a storage's keys in storage.cfg besides type and content, as
-// a default install writes them (dir local, lvmthin local-lvm) and
-// pveceph's pool create adds an RBD storage.
+// a default install writes them (dir local, lvmthin local-lvm, and on a
+// ZFS root zfspool local-zfs: pool rpool/data, sparse) and pveceph's pool
+// create adds an RBD storage.
 func (st storageDef) cfgKeys() [][2]string {
 	switch st.typ {
 	case "dir":
@@ -54,6 +55,8 @@ func (st storageDef) cfgKeys() [][2]string {
 		return [][2]string{{"thinpool", "data"}, {"vgname", "pve"}}
 	case "rbd":
 		return [][2]string{{"pool", st.name}}
+	case "zfspool":
+		return [][2]string{{"pool", zfsPool}, {"sparse", "1"}}
 	}
 	return nil
 }
@@ -78,6 +81,9 @@ func (st storageDef) cfgJSON() map[string]any {
 	m := map[string]any{"storage": st.name, "type": st.typ, "content": st.content, "digest": storageCfgDigest()}
 	for _, kv := range st.cfgKeys() {
 		m[kv[0]] = kv[1]
+		if kv[0] == "sparse" {
+			m[kv[0]] = 1 // a boolean of the schema: the API answers 1
+		}
 	}
 	return m
 }

@@ -28,7 +28,7 @@ func TestStorageConfig(t *testing.T) {
 	s := startSim(t, pvesim.Options{})
 	c := tokenClient(s)
 	all, err := c.ClusterStorages(ctxT(t))
-	if err != nil || len(all) != 3 {
+	if err != nil || len(all) != 4 {
 		t.Fatalf("go-proxmox ClusterStorages: %v %v", all, err)
 	}
 	lvm, err := c.ClusterStorage(ctxT(t), "local-lvm")

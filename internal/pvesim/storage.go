@@ -2,6 +2,8 @@ package pvesim
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -16,12 +18,38 @@ type storageDef struct {
 	total, used        int64
 }
 
-// storages are the simulated storage.cfg: the two of a fresh install plus a
-// shared Ceph pool.
+// storages are the simulated storage.cfg: the two of a fresh install, a
+// shared Ceph pool, and a local ZFS pool for guests (zfspool, named as
+// the installer names its own on a ZFS root: pool rpool/data, sparse),
+// so that guests can go to two local and one shared storage.
 var storages = []storageDef{
 	{name: "local", typ: "dir", content: "backup,iso,snippets,vztmpl", total: 100 << 30, used: 10 << 30},
 	{name: "local-lvm", typ: "lvmthin", content: "images,rootdir", total: 800 << 30, used: 120 << 30},
 	{name: "ceph", typ: "rbd", content: "images,rootdir", shared: true, total: 4 << 40, used: 600 << 30},
+	{name: "local-zfs", typ: "zfspool", content: "images,rootdir", total: 1800 << 30, used: 200 << 30},
+}
+
+// zfsPool is local-zfs's dataset (storage.cfg "pool"); its subvols are
+// mounted under "/" + zfsPool (ZFSPoolPlugin path: mountpoint defaults
+// to "/$pool").
+const zfsPool = "rpool/data"
+
+// volPrefix is how a new volume of a guest of kind is named on st: a
+// container's root disk or mount point on a zfspool is a ZFS filesystem,
+// "subvol-" ("basevol-" for a template's), as pve-container's alloc_disk
+// allocates format "subvol" there and ZFSPoolPlugin names it
+// (find_free_diskname; create_base renames subvol- to basevol-); any
+// other volume is "vm-" ("base-" for a template's).
+func volPrefix(st *storageDef, kind Kind, template bool) string {
+	switch {
+	case st != nil && st.typ == "zfspool" && kind == LXC && template:
+		return "basevol"
+	case st != nil && st.typ == "zfspool" && kind == LXC:
+		return "subvol"
+	case template:
+		return "base"
+	}
+	return "vm"
 }
 
 func storageByName(name string) *storageDef {
@@ -133,4 +161,46 @@ func (s *Sim) contendedStorage(ids []string) *storageDef {
 		}
 	}
 	return nil
+}
+
+// zfsVolRe is ZFSPoolPlugin parse_volname: an optional base (a linked
+// clone's origin) and the dataset's name, whose prefix gives the format
+// (subvol-/basevol-: a filesystem, "subvol"; vm-/base-: a zvol, "raw")
+// and whether it is a base.
+var zfsVolRe = regexp.MustCompile(`^(((base|basevol)-(\d+)-\S+)/)?((base|basevol|vm|subvol)-(\d+)-\S+)$`)
+
+// zfsVolume parses a zfspool volume name: the dataset, its owner and its
+// format, or parse_volname's error.
+func zfsVolume(volname string) (name string, owner int, format string, err error) {
+	m := zfsVolRe.FindStringSubmatch(volname)
+	if m == nil {
+		return "", 0, "", fmt.Errorf("unable to parse zfs volume name '%s'", volname)
+	}
+	owner, _ = strconv.Atoi(m[7])
+	format = "raw"
+	if m[6] == "subvol" || m[6] == "basevol" {
+		format = "subvol"
+	}
+	return m[5], owner, format, nil
+}
+
+// zfsVolumeInfo is Content.pm "info" on a zfspool: ZFSPoolPlugin path
+// (a zvol's device node, a filesystem's mount point under "/$pool") and
+// volume_size_info (the zvol's volsize or the filesystem's refquota, in
+// the format parse_volname gives; "zfs get" on a dataset that is not
+// there fails). Caller holds s.mu.
+func (s *Sim) zfsVolumeInfo(node string, st *storageDef, volid, volname string) (any, error) {
+	name, _, format, err := zfsVolume(volname)
+	if err != nil {
+		return nil, fail500("%s", err)
+	}
+	path := "/dev/zvol/" + zfsPool + "/" + name
+	if format == "subvol" {
+		path = "/" + zfsPool + "/" + name
+	}
+	size, ok := s.volumeSize(node, st, volid)
+	if !ok {
+		return nil, fail500("zfs error: cannot open '%s/%s': dataset does not exist", zfsPool, name)
+	}
+	return map[string]any{"path": path, "size": size, "used": 0, "format": format}, nil
 }

@@ -61,6 +61,9 @@ func volOwner(st *storageDef, volname string) (int, error) {
 		}
 		n, _ := strconv.Atoi(m[7])
 		return n, nil
+	case "zfspool":
+		_, owner, _, err := zfsVolume(volname)
+		return owner, err
 	default:
 		_, owner, _, err := parseDirVolname(volname)
 		return owner, err
@@ -169,8 +172,9 @@ func (s *Sim) volFreed(volid string) bool {
 // not look at guest configs: a volume a guest still uses is freed all the
 // same. vdisk_free refuses a base volume linked clones still use; a
 // volume that is not there is a no-op on LVM thin (LvmThinPlugin
-// free_image), a warning on a directory (Plugin.pm free_image) and an
-// error on RBD ("rbd snap ls" fails).
+// free_image) and ZFS (ZFSPoolPlugin zfs_delete_zvol), a warning on a
+// directory (Plugin.pm free_image) and an error on RBD ("rbd snap ls"
+// fails).
 func (s *Sim) deleteVolume(q *req) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,10 +208,12 @@ func (s *Sim) deleteVolume(q *req) (any, error) {
 // Caller holds s.mu.
 func (s *Sim) freeVolume(node string, st *storageDef, volid string, warnings *[]string) error {
 	_, volname, _ := strings.Cut(volid, ":")
-	if st.typ == "rbd" && strings.HasPrefix(volname, "base-") && !strings.Contains(volname, "/") {
-		// volume_is_base_and_used: RBDPlugin's list_images names a linked
-		// clone base-…/vm-…. LVM thin's parse_volname gives no base name,
-		// so there the check never fires.
+	base := strings.HasPrefix(volname, "base-") || st.typ == "zfspool" && strings.HasPrefix(volname, "basevol-")
+	if (st.typ == "rbd" || st.typ == "zfspool") && base && !strings.Contains(volname, "/") {
+		// volume_is_base_and_used: RBDPlugin's and ZFSPoolPlugin's
+		// list_images name a linked clone base-…/vm-… (basevol-…/subvol-…
+		// on ZFS). LVM thin's parse_volname gives no base name, so there
+		// the check never fires.
 		for vol := range s.guestVolumes(node, st) {
 			if strings.HasPrefix(vol, volid+"/") {
 				return taskFail("base volume '%s' is still in use by linked clones", volname)
@@ -241,6 +247,8 @@ func (s *Sim) freeVolume(node string, st *storageDef, volid string, warnings *[]
 	switch st.typ {
 	case "lvmthin":
 		return nil // lvremove only runs for an LV that exists
+	case "zfspool":
+		return nil // zfs_delete_zvol: "dataset does not exist" is no error
 	case "rbd":
 		name := volname
 		if i := strings.LastIndexByte(name, '/'); i >= 0 {

@@ -222,7 +222,7 @@ func TestJSONTyping(t *testing.T) {
 			_, err = cl.Resources(ctx, "bad")
 			errContains(t, err, "value 'bad' does not have a value in the enumeration 'vm, storage, node, sdn'")
 			all, err := cl.Resources(ctx)
-			if err != nil || len(all) != 5+1+3 { // guests, node, storages
+			if err != nil || len(all) != 5+1+4 { // guests, node, storages
 				t.Fatalf("Resources(): %d %v", len(all), err)
 			}
 			// cpulimit is a PVE "number": a string in config, and a fractional

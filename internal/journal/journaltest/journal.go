@@ -182,6 +182,20 @@ func (j *Journal) Next(_ context.Context, kind events.Kind, cluster string, vmid
 	return nil, nil
 }
 
+// NextOfKind implements journal.KindReader.
+func (j *Journal) NextOfKind(_ context.Context, kind events.Kind, cluster string, seq uint64) (*journal.Entry, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	prefix := events.ClusterSubject(kind, cluster) + "."
+	for i := max(seq, j.first, 1) - 1; i < uint64(len(j.entries)); i++ {
+		if strings.HasPrefix(j.entries[i].Subject, prefix) {
+			e := j.entries[i]
+			return &e, nil
+		}
+	}
+	return nil, nil
+}
+
 // Get implements journal.Reader.
 func (j *Journal) Get(_ context.Context, seq uint64) (*journal.Entry, error) {
 	j.mu.Lock()
