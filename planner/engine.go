@@ -158,6 +158,9 @@ type Publish struct {
 	Action        events.Action
 	ExpectLastSeq uint64
 	Claims        []Claim
+	// lead: a node task follows this action (a config write before its
+	// guest's reboot). Ready hands these out first.
+	lead bool
 }
 
 // Flush is a batch of guest documents to write, with the cluster state and
@@ -279,6 +282,19 @@ func (e *Engine) Dirty() int { return len(e.dirty) }
 func (e *Engine) Ready() Ready {
 	r := e.out
 	e.out = Ready{}
+	// A node's API workers serve converge's calls as they come: the writes
+	// a reboot waits on are published first, so that they are first at
+	// the node, ahead of writes nothing waits on (the order of different
+	// guests' actions means nothing else).
+	slices.SortStableFunc(r.Actions, func(a, b Publish) int {
+		switch {
+		case a.lead == b.lead:
+			return 0
+		case a.lead:
+			return -1
+		}
+		return 1
+	})
 	if r.Flush != nil {
 		r.Flush.Docs = newestDocs(r.Flush.Docs)
 	}

@@ -98,7 +98,7 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 		d = holdStep(d, fmt.Sprintf("mass-change guard: the cluster's planners already used its %d guests within %s; %s waits for approval (converge approve %d, or --all)",
 			c.Limit, c.Window, d.Steps[0].Op, vmid))
 		if e.mine(vmid) {
-			e.handOut(v, d.Steps[0], nil, now)
+			e.handOut(v, d.Steps[0], nil, false, now)
 		}
 	} else {
 		// Back in line for the node: planned again when a slot frees, or

@@ -299,11 +299,12 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	if len(d.Steps) == 0 || !e.mine(v.VMID) {
 		return
 	}
-	e.handOut(v, d.Steps[0], claims, now)
+	e.handOut(v, d.Steps[0], claims, len(d.Steps) > 1 && NodeTask(d.Steps[1].Op), now)
 }
 
-// handOut hands out step as the guest's next action.
-func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.Time) {
+// handOut hands out step as the guest's next action; lead says a node
+// task follows it (Publish.lead).
+func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, lead bool, now time.Time) {
 	a := events.Action{
 		Meta: events.NewMeta(e.cfg.Name, v.CorrelationID, now),
 		// Deterministic: a restarted planner replanning the same step
@@ -332,7 +333,7 @@ func (e *Engine) handOut(v *projector.View, step Step, claims []Claim, now time.
 		e.slim.setBusy(v.VMID, storageSlot(&a))
 		e.tlim.setBusy(v.VMID, templateSlot(&a))
 	}
-	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq, Claims: claims})
+	e.out.Actions = append(e.out.Actions, Publish{Action: a, ExpectLastSeq: v.LastActionSeq, Claims: claims, lead: lead})
 }
 
 // record keeps a guest's decision, its state count and retry, and marks
