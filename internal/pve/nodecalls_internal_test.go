@@ -219,17 +219,7 @@ func TestNodeSlotsAging(t *testing.T) {
 			rel()
 		}
 	}()
-	waitLines := func(start, rest int) {
-		for {
-			s.mu.Lock()
-			p := s.by[slotKey{"pve1", true}]
-			a, b := len(p.lines[lineStart]), len(p.lines[lineRest])
-			s.mu.Unlock()
-			if a == start && b == rest {
-				return
-			}
-		}
-	}
+	waitLines := func(start, rest int) { waitPve1Lines(s, start, rest) }
 	waitLines(0, 1)
 	nowMu.Lock()
 	now = now.Add(agingBound)
@@ -346,17 +336,7 @@ func TestNodeSlotsKeepOneForShortCalls(t *testing.T) {
 			}
 		}()
 	}
-	lines := func(start, rest int) {
-		for {
-			s.mu.Lock()
-			p := s.by[slotKey{"pve1", true}]
-			a, b := len(p.lines[lineStart]), len(p.lines[lineRest])
-			s.mu.Unlock()
-			if a == start && b == rest {
-				return
-			}
-		}
-	}
+	lines := func(start, rest int) { waitPve1Lines(s, start, rest) }
 	waitFor("write", "PUT", cfg101)
 	lines(0, 1)
 	poll() // the short calls' slot: free, and not for the write
@@ -389,5 +369,19 @@ func TestNodeSlotsKeepOneForShortCalls(t *testing.T) {
 	taskDone()
 	if name := <-got; name != "write 3" {
 		t.Fatalf("got %s", name)
+	}
+}
+
+// waitPve1Lines waits until start calls wait in pve1's pvedaemon first
+// line and rest in its last.
+func waitPve1Lines(s *nodeSlots, start, rest int) {
+	for {
+		s.mu.Lock()
+		p := s.by[slotKey{"pve1", true}]
+		a, b := len(p.lines[lineStart]), len(p.lines[lineRest])
+		s.mu.Unlock()
+		if a == start && b == rest {
+			return
+		}
 	}
 }
