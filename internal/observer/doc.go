@@ -48,10 +48,11 @@
 //     AfterSeq read at once. Then verification: the other guests, deferred
 //     ones included, are re-read within a budget per node, Config.VerifyRate
 //     reads a second (each node's pveproxy serves its own guests' reads):
-//     a sliding window on Config.Clock, so no node serves more than
-//     ⌊VerifyRate⌋ verification reads in any second (nodebudget.go). The
-//     pass spends what the window allows at its start; between passes
-//     [Observer.Run] runs a verification round every window
+//     a sliding window on Config.Clock, each read counted from when it was
+//     sent, so no node is sent more than ⌊VerifyRate⌋ verification reads
+//     in any second (nodebudget.go). The pass spends what the window
+//     allows before its reads; between passes [Observer.Run] runs a
+//     verification round whenever every node's window is whole again
 //     (verifyround.go) that spends the rest on guests the last pass left
 //     settled (read, last read successful, confirmed), recording their
 //     configs, ReadAt and AfterSeq those of the round, for the next pass
@@ -177,9 +178,10 @@
 //
 // # Concurrency
 //
-// Passes are serialised. A verification round holds the observer's lock
-// to pick its guests and to record its reads, not while they are in
-// flight; a read a pass overtook meanwhile is dropped (verifyround.go).
+// Passes are serialised, and Run runs no pass during a verification
+// round. A round holds the observer's lock to pick its guests and to
+// record its reads, not while they are in flight; a read a pass overtook
+// meanwhile is dropped (verifyround.go).
 // Resync is safe from any goroutine, non-blocking and coalescing. The
 // observer logs with zerolog and never logs secrets: Proxmox errors carry
 // no credentials.

@@ -1,6 +1,9 @@
 package observer
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // VerifyRound runs one verification round, as Run does between passes.
 func (o *Observer) VerifyRound(ctx context.Context) (reads, failed int) { return o.verifyRound(ctx) }
@@ -14,3 +17,7 @@ func (o *Observer) Unlocked() bool {
 	o.mu.Unlock()
 	return true
 }
+
+// NextRound is how long Run waits for the next verification round after a
+// round or pass that read something (read) or not.
+func (o *Observer) NextRound(read bool) time.Duration { return o.nextRound(read) }

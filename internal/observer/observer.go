@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pve"
 )
@@ -223,8 +224,8 @@ func (o *Observer) Resync() {
 
 // Run passes immediately, then every Interval (measured from the end of a
 // pass) and whenever Resync is called, until ctx ends; then it returns nil.
-// Between passes it runs a verification round every budget window
-// (verifyround.go).
+// Between passes it runs a verification round whenever every node's
+// budget is whole again (verifyround.go).
 // Pass errors are logged, not returned: the next pass retries.
 func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info().Str("observer", o.cfg.Name).Dur("interval", o.cfg.Interval).
@@ -232,25 +233,31 @@ func (o *Observer) Run(ctx context.Context) error {
 		Dur("resync_interval", o.cfg.ResyncInterval).Msg("observer started")
 	t := o.cfg.Clock.NewTimer(o.cfg.Interval)
 	defer t.Stop()
-	// Verification rounds between passes, every budget window (verifyround.go).
+	// Verification rounds between passes, whenever the budget is whole
+	// again (verifyround.go).
 	var rounds <-chan time.Time
-	if every := o.verifyEvery(); every > 0 {
-		tk := o.cfg.Clock.NewTicker(every)
-		defer tk.Stop()
-		rounds = tk.C()
+	var rt clock.Timer
+	if !o.cfg.VerifyOff {
+		rt = o.cfg.Clock.NewTimer(o.nodes.window)
+		defer rt.Stop()
+		rounds = rt.C()
 	}
 	for ctx.Err() == nil {
 		if _, err := o.Pass(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Msg("observer pass incomplete")
 		}
 		t.Reset(o.cfg.Interval)
+		if rt != nil {
+			rt.Reset(o.nextRound(true))
+		}
 	wait:
 		for {
 			select {
 			case <-ctx.Done():
 			case <-t.C():
 			case <-rounds:
-				o.verifyRound(ctx)
+				n, _ := o.verifyRound(ctx)
+				rt.Reset(o.nextRound(n > 0))
 				continue
 			case <-o.wake:
 				if !o.resyncAllowed() {

@@ -24,8 +24,11 @@ type listed struct {
 	// explain: read only for its row's change, which an executor's
 	// read-back may explain (explain.go)
 	explain bool
-	cfg     *pve.GuestConfig
-	err     error
+	// verify: read within its node's budget, sent at sent (verify.go)
+	verify bool
+	sent   time.Time
+	cfg    *pve.GuestConfig
+	err    error
 }
 
 // Pass observes Proxmox once: one inventory call, the config reads that are
@@ -79,7 +82,9 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	o.budget.SetLimitAt(readAt, rate.Limit(o.cfg.VerifyRate*float64(max(nodes, 1))))
 	o.budget.SetBurstAt(readAt, burst(o.cfg)*max(nodes, 1))
 	o.reserveAgentReads(guests, readAt) // agent.go
-	st.Verified, st.DeferredReads = o.verify(guests, readAt)
+	// The budget as it is now, not at the pass's start: a round may have
+	// been due while the inventory was read.
+	st.Verified, st.DeferredReads = o.verify(guests, o.now())
 	st.VerifyPeriod = o.verifyPeriod(o.lastPerNode)
 	o.period.Store(int64(st.VerifyPeriod))
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
@@ -238,11 +243,22 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 	}
 	reads = parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
 		l := &guests[todo[k]]
+		if l.verify {
+			l.sent = o.now()
+		}
 		l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
 		if l.err == nil && l.cfg == nil {
 			l.err = errors.New("no config returned")
 		}
 	})
+	for k, i := range todo {
+		switch l := &guests[i]; {
+		case l.verify && k < reads:
+			o.nodes.sent(l.res.Node, l.sent)
+		case l.verify:
+			o.nodes.release(l.res.Node)
+		}
+	}
 
 	var firstErr error
 	for _, i := range todo[:reads] {

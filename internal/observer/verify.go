@@ -135,7 +135,7 @@ func (o *Observer) verify(guests []listed, now time.Time) (n, deferred int) {
 		}
 	})
 	for _, c := range picked {
-		guests[c.idx].read = true
+		guests[c.idx].read, guests[c.idx].verify = true, true
 		if c.g.stale() {
 			deferred++
 		}
