@@ -100,12 +100,15 @@
 //     again as it is, so it never expires from the journal; its AfterSeq,
 //     that of its read, keeps it from superseding anything newer), and
 //     once more for a changed snapshot on the next pass, re-read,
-//     unchanged or not (a confirmation): an
-//     executor's read-back journalled while the pass read Proxmox has a
-//     higher sequence than the pass's AfterSeq, so the projector keeps it
-//     and a real change would hide behind "already published". A pass
-//     after which the journal grew by exactly its own observations needs
-//     no confirmation (nothing came between). Publishes are asynchronous
+//     unchanged or not (a confirmation): an executor's read-back
+//     journalled while the pass read Proxmox has a higher sequence than
+//     the pass's AfterSeq, so the projector keeps it and a real change
+//     would hide behind "already published". A pass after which the
+//     journal grew by exactly its own observations needs no confirmation
+//     (nothing came between); nor, on a busy journal, does a snapshot
+//     whose guest has no result journalled after its read's AfterSeq and
+//     no other observation since (two gets on the journal, publish.go):
+//     the projector adopted it and holds it. Publishes are asynchronous
 //     with a bounded number in flight; one that is not acknowledged is
 //     not recorded and is retried on the next pass.
 //  6. After a successful inventory only: every vmid last published as

@@ -40,6 +40,9 @@ type Journal interface {
 	journal.Latest
 	Extent
 	Lasts(ctx context.Context, cluster string, vmid int, kinds ...events.Kind) ([]*journal.Entry, error)
+	// Next is the guest's first entry of kind at or after seq (nil: none),
+	// to tell whether an observation needs confirming (publish.go).
+	Next(ctx context.Context, kind events.Kind, cluster string, vmid int, seq uint64) (*journal.Entry, error)
 }
 
 // Extent reports the journal's extent (journal.Follower has it).
@@ -117,7 +120,7 @@ type Observer struct {
 	guests      map[int]*guestState
 	published   map[int]*events.Observed
 	goneUnconf  map[int]bool // published gone, not confirmed yet
-	acked       []int        // vmids whose observations this pass's publish got acknowledged
+	acked       []ackedObs   // the observations this pass's publish got acknowledged
 	extentKnown bool         // this pass read the journal's extent (AfterSeq)
 	lastCount   int
 	lastPerNode int // guests of the node with most, as of the last inventory

@@ -147,7 +147,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 
 	pubErr := o.publish(ctx, out, &st)
 	o.confirmContradictions()
-	o.settleConfirmations(ctx, st)
+	o.settleConfirmations(ctx, st, o.readers(nodes))
 	o.metrics.pass(st)
 	// The heartbeat vouches that every guest listed is in the journal or
 	// named unread (a guest with neither does not exist) only when nothing

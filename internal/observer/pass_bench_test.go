@@ -50,6 +50,10 @@ func (j *benchJournal) Lasts(_ context.Context, _ string, _ int, kinds ...events
 	return make([]*jrnl.Entry, len(kinds)), nil
 }
 
+func (j *benchJournal) Next(context.Context, events.Kind, string, int, uint64) (*jrnl.Entry, error) {
+	return nil, nil
+}
+
 func (j *benchJournal) LastPerSubject(context.Context, string, func(jrnl.Entry)) error { return nil }
 
 func (j *benchJournal) Info(context.Context) (jrnl.Info, error) {
