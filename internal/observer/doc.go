@@ -45,7 +45,12 @@
 //     among the guests within their period (PassStats.Deferred, reads
 //     reason "deferred"). Verification off, a snapshot due again (half
 //     ObservedTTL), a changed placement or a last read without an
-//     AfterSeq read at once. Then verification: the other guests, deferred
+//     AfterSeq read at once. Nor is a row change read at once that only
+//     catches up with what the guest's last read found, when no result
+//     of it was journalled since: live fields (node, kind, lock, tags,
+//     template, HA state, pool) unchanged, name, maxcpu and maxmem as read,
+//     and the status the fold holds; the row is adopted
+//     (PassStats.CaughtUp). Then verification: the other guests, deferred
 //     ones included, are re-read within a budget per node, Config.VerifyRate
 //     reads a second (each node's pveproxy serves its own guests' reads):
 //     a sliding window on Config.Clock, each read counted from when it was

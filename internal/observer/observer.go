@@ -99,6 +99,10 @@ type PassStats struct {
 	// read such a guest.
 	Deferred      int
 	DeferredReads int
+	// CaughtUp are the guests whose row changed only to say what their
+	// last read and the journal already said (explain.go): adopted,
+	// not read.
+	CaughtUp int
 }
 
 // Observer polls Proxmox and publishes observations. Create it with New.

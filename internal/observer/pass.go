@@ -76,7 +76,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	most, nodes := perNode(guests)
 	o.lastPerNode = most
 	// Before the budget is spent: a deferred guest goes first (explain.go).
-	st.Deferred = o.deferExplained(ctx, guests, readAt)
+	st.Deferred, st.CaughtUp = o.deferExplained(ctx, guests, readAt)
 	// Agent reads get VerifyRate a second per node too (agent.go), as one
 	// bucket for the cluster.
 	o.budget.SetLimitAt(readAt, rate.Limit(o.cfg.VerifyRate*float64(max(nodes, 1))))
@@ -163,7 +163,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
-		Int("verified", st.Verified).Int("deferred", st.Deferred).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
+		Int("verified", st.Verified).Int("deferred", st.Deferred).Int("caught_up", st.CaughtUp).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
 		Int("config_errors", st.ConfigErrors).Int("status_reads", st.StatusReads).Int("status_errors", st.StatusErrors).
 		Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")
