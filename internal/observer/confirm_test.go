@@ -67,3 +67,55 @@ func TestConfirmationSparedPerGuest(t *testing.T) {
 		})
 	}
 }
+
+// TestConfirmationsWithinBudget: the reads that confirm changed snapshots
+// go first within each node's verification budget, ahead of guests due
+// for verification, instead of at once on the next pass: after a mass
+// change that was a node's share of them in one burst. Here six guests of
+// one node changed while their own results were journalled; the rounds
+// read them two a second, and the next pass publishes them once more
+// without reading anything at once.
+func TestConfirmationsWithinBudget(t *testing.T) {
+	px := newCountingPVE(20)
+	clk := newClock()
+	o, j := memObserver(t, px, clk)
+	foreign(t, j, 999)
+	pass(t, o)
+	changed := []int{110, 111, 112, 113, 114, 115}
+	for _, vmid := range changed {
+		px.edit(vmid, func(c *pve.GuestConfig) { c.Name = "renamed" })
+		px.mu.Lock()
+		px.inv[vmid-100].Name = "renamed"
+		px.mu.Unlock()
+	}
+	px.onRead = func(vmid int) {
+		if vmid >= 110 && vmid <= 115 {
+			foreign(t, j, vmid) // its own result, while the observer reads it
+		}
+	}
+	clk.Advance(10 * time.Second)
+	if st := pass(t, o); st.ConfigReads != 8 || st.Verified != 2 || st.Published != 6 {
+		t.Fatalf("the change: %+v", st)
+	}
+	px.onRead = nil
+	var sent sentTimes
+	px.onRead = func(int) { sent.add(clk.Now()) }
+	for i := range 3 {
+		clk.Advance(time.Second)
+		if n, _ := o.VerifyRound(tctx(t)); n != 2 {
+			t.Fatalf("round %d: %d reads", i, n)
+		}
+	}
+	for _, vmid := range changed {
+		if px.reads[vmid] != 3 {
+			t.Fatalf("%d read %d times, want 3: the confirmations go first", vmid, px.reads[vmid])
+		}
+	}
+	last := j.last()
+	clk.Advance(7 * time.Second)
+	st := pass(t, o)
+	if st.ConfigReads != st.Verified || len(j.observed(t, last)) != 6 {
+		t.Fatalf("the pass after: %+v, published %d; want the six confirmed, nothing read at once", st, len(j.observed(t, last)))
+	}
+	sent.check(t)
+}

@@ -32,7 +32,8 @@
 //     never read by this process, whose inventory row changed since their
 //     last successful read (status, lock, tags, name, node, kind,
 //     template, maxcpu, maxmem, HA state, pool), whose last read failed,
-//     or whose last changed snapshot is unconfirmed (below). Except a row
+//     or whose last snapshot was published to contradict a read-back and
+//     is unconfirmed (below). Except a row
 //     change an executor's read-back explains (explain.go): the guest's
 //     newest result (the direct get of step 4), journalled after the
 //     journal's end before the guest's last read, held by the fold (no
@@ -59,11 +60,12 @@
 //     allows before its reads; between passes [Observer.Run] runs a
 //     verification round whenever every node's window is whole again
 //     (verifyround.go) that spends the rest on guests the last pass left
-//     settled (read, last read successful, confirmed), recording their
-//     configs, ReadAt and AfterSeq those of the round, for the next pass
-//     to publish. Either way longest unverified first, those of a resync
-//     before any, none within Config.ConfigRefresh of its last read (but a
-//     deferred one). One read (…/pending) answers applied and pending
+//     settled (read, last read successful, confirmed or to be re-read to
+//     confirm), recording their configs, ReadAt and AfterSeq those of the
+//     round, for the next pass to publish. Either way confirmations first,
+//     then those of a resync, then the longest unverified, none within
+//     Config.ConfigRefresh of its last read (but a deferred one or a
+//     confirmation). One read (…/pending) answers applied and pending
 //     values. This catches drift /cluster/resources does not show
 //     (pending values, description, onboot): every guest is verified at
 //     least once per max(ConfigRefresh, guests of the fullest node /
@@ -72,8 +74,10 @@
 //     deferred reads leave the budget room (a deferred read is its
 //     guest's verification: only a guest changed again within its period
 //     costs the others a read, and none goes ahead of a guest past its
-//     period), and its drift published within one Interval more: 10,000
-//     guests on 100 nodes at the default 2 a second in 50 s. An idle small
+//     period; confirmations, step 5, stretch it only while they alone
+//     outrun a node's budget), and its drift published within one
+//     Interval more: 10,000 guests on 100 nodes at the default 2 a second
+//     in 50 s. An idle small
 //     estate costs one inventory call a pass plus its verification; a
 //     large one never more than each node's budget.
 //  3. One [events.Observed] per guest, built from the inventory row and the
@@ -104,11 +108,17 @@
 //     ReadAt and AfterSeq ignored), or is past half ObservedTTL (published
 //     again as it is, so it never expires from the journal; its AfterSeq,
 //     that of its read, keeps it from superseding anything newer), and
-//     once more for a changed snapshot on the next pass, re-read,
-//     unchanged or not (a confirmation): an executor's read-back
-//     journalled while the pass read Proxmox has a higher sequence than
-//     the pass's AfterSeq, so the projector keeps it and a real change
-//     would hide behind "already published". A pass after which the
+//     once more for a changed snapshot, re-read, unchanged or not (a
+//     confirmation): an executor's read-back journalled while the pass
+//     read Proxmox has a higher sequence than the pass's AfterSeq, so the
+//     projector keeps it and a real change would hide behind "already
+//     published". The re-read goes first within the node's verification
+//     budget (before a resync's guests; at once with verification off, or
+//     for a snapshot published to contradict a read-back, whose read-back
+//     the projector holds with a status known to be wrong), and the first
+//     pass after it publishes; until then the projector holds the
+//     read-back, as for a deferred guest, and a row change is read at
+//     once. A pass after which the
 //     journal grew by exactly its own observations needs no confirmation
 //     (nothing came between); nor, on a busy journal, does a snapshot
 //     whose guest has no result journalled after its read's AfterSeq and

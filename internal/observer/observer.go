@@ -99,6 +99,9 @@ type PassStats struct {
 	// read such a guest.
 	Deferred      int
 	DeferredReads int
+	// ConfirmReads are those of Verified that read a guest whose changed
+	// snapshot is unconfirmed (publish.go).
+	ConfirmReads int
 	// CaughtUp are the guests whose row changed only to say what their
 	// last read and the journal already said (explain.go): adopted,
 	// not read.
@@ -172,8 +175,11 @@ type guestState struct {
 	deferred time.Time
 	// unconfirmed: a changed snapshot was published; it is read and
 	// published once more, with a newer AfterSeq, in case the projector
-	// ordered it before a concurrent executor's read-back.
-	unconfirmed bool
+	// ordered it before a concurrent executor's read-back. recheck: that
+	// read is still to come, first within its node's budget; at once for
+	// a snapshot published to contradict a read-back (contra) or with
+	// verification off (publish.go).
+	unconfirmed, recheck, contra bool
 	// decided: status is what the guest's status was found to be
 	// (status.go) when the inventory showed statusRow; it stands while
 	// the inventory shows the same.

@@ -84,7 +84,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	o.reserveAgentReads(guests, readAt) // agent.go
 	// The budget as it is now, not at the pass's start: a round may have
 	// been due while the inventory was read.
-	st.Verified, st.DeferredReads = o.verify(guests, o.now())
+	st.Verified, st.DeferredReads, st.ConfirmReads = o.verify(guests, o.now())
 	st.VerifyPeriod = o.verifyPeriod(o.lastPerNode)
 	o.period.Store(int64(st.VerifyPeriod))
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
@@ -105,7 +105,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 			continue
 		}
 		snap := o.snapshot(l.res, l.state, now)
-		if l.read || !sameObservation(&snap, o.published[snap.VMID]) || l.state.unconfirmed {
+		if l.read || !sameObservation(&snap, o.published[snap.VMID]) || l.state.confirmDue() {
 			checks = append(checks, statusCheck{idx: i})
 		}
 	}
@@ -132,7 +132,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		snap := o.snapshot(l.res, l.state, now)
 		prev := o.published[snap.VMID]
 		contradicts := chk != nil && chk.contradicts(&snap)
-		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed || contradicts {
+		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.confirmDue() || contradicts {
 			published := snap
 			o.ownObservation(&published)
 			out = append(out, &published)
@@ -163,7 +163,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
-		Int("verified", st.Verified).Int("deferred", st.Deferred).Int("caught_up", st.CaughtUp).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
+		Int("verified", st.Verified).Int("deferred", st.Deferred).Int("caught_up", st.CaughtUp).Int("confirm_reads", st.ConfirmReads).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
 		Int("config_errors", st.ConfigErrors).Int("status_reads", st.StatusReads).Int("status_errors", st.StatusErrors).
 		Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")
@@ -212,7 +212,10 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 		// a snapshot carries the AfterSeq of its read, and one older than
 		// the guest's last observation would not be adopted.
 		placed := g.placement.Equal(o.placement(r))
-		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed || !placed
+		// A confirmation waits for the budget (publish.go), but for one
+		// that must not.
+		recheck := g.recheck && (g.contra || o.cfg.VerifyOff)
+		read := !g.read || g.force || !g.row.matches(r) || recheck || !placed
 		explain := read && placed && o.mayDefer(r.VMID, g, readAt)
 		if !read && g.stale() && o.expiring(o.published[r.VMID], readAt) {
 			read = true // its snapshot is due again: not left for the budget
@@ -277,7 +280,7 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 				Err(l.err).Msg("config read failed; keeping the last snapshot")
 			continue
 		}
-		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
+		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due, g.recheck = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false, false
 		g.deferred = time.Time{}
 		g.gen++
 		g.placement = o.placement(l.res)

@@ -83,16 +83,21 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 // snapshot. One that changed the snapshot is unconfirmed: the projector
 // adopts it only if its AfterSeq reaches the sequence of the observation it
 // would replace, and an executor's read-back journalled while this pass
-// read Proxmox is newer. The next pass reads the guest and publishes it
-// once more, with a newer AfterSeq, so a real change never hides behind
-// "already published". A confirmation that changes nothing needs none.
+// read Proxmox is newer. The guest is read again, first within its node's
+// verification budget, and the pass after that read publishes it once
+// more, with a newer AfterSeq, so a real change never hides behind
+// "already published". Until then the projector holds the read-back, as
+// for a deferred guest (explain.go), and a row change is read at once.
+// Before, the next pass read every unconfirmed guest at once, outside the
+// budget: after a mass change, a node's share in one burst. A
+// confirmation that changes nothing needs none.
 func (o *Observer) confirm(ob *events.Observed) {
 	changed := !sameObservation(ob, o.published[ob.VMID])
 	o.published[ob.VMID] = ob
 	if ob.Exists {
 		delete(o.goneUnconf, ob.VMID)
 		if g := o.guests[ob.VMID]; g != nil {
-			g.unconfirmed = changed
+			g.unconfirmed, g.recheck, g.contra = changed, changed, false
 		}
 		return
 	}
@@ -107,11 +112,12 @@ func (o *Observer) confirm(ob *events.Observed) {
 // published to contradict a read-back (status.go) unconfirmed, even when
 // they equal the observer's last one: the read-back may have been
 // journalled after the pass's AfterSeq, so the projector kept it; the next
-// pass publishes them again with a newer one.
+// pass reads them at once (the projector holds a status known to be
+// wrong) and publishes them again with a newer one.
 func (o *Observer) confirmContradictions() {
 	for _, vmid := range o.contra {
 		if g := o.guests[vmid]; g != nil && slices.ContainsFunc(o.acked, func(a ackedObs) bool { return a.vmid == vmid }) {
-			g.unconfirmed = true
+			g.unconfirmed, g.recheck, g.contra = true, true, true
 		}
 	}
 	o.contra = o.contra[:0]
@@ -145,7 +151,7 @@ func (o *Observer) settleConfirmations(ctx context.Context, st PassStats, width 
 		switch {
 		case quiet:
 			if g != nil {
-				g.unconfirmed = false
+				g.unconfirmed, g.recheck, g.contra = false, false, false
 			}
 			delete(o.goneUnconf, a.vmid)
 		case g != nil && g.unconfirmed || o.goneUnconf[a.vmid]:
@@ -159,7 +165,7 @@ func (o *Observer) settleConfirmations(ctx context.Context, st PassStats, width 
 			continue
 		}
 		if g := o.guests[a.vmid]; g != nil {
-			g.unconfirmed = false
+			g.unconfirmed, g.recheck, g.contra = false, false, false
 		}
 		delete(o.goneUnconf, a.vmid)
 	}

@@ -17,8 +17,9 @@ import (
 // snapshot from its last read (a drift shows within one Interval more).
 //
 // Only guests the last pass left settled are verified here: read at least
-// once, last read successful, last snapshot confirmed. The others the next
-// pass reads at once anyway. A round that cannot read the journal's extent
+// once, last read successful, last snapshot confirmed or to be re-read to
+// confirm it (publish.go; those first). The others the next pass reads at
+// once anyway. A round that cannot read the journal's extent
 // reads nothing: its reads would carry no AfterSeq.
 //
 // The observer's lock is held to pick the guests and to record the reads,
@@ -75,11 +76,14 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 			o.nodes.release(picked[k].node)
 		}
 	}
-	deferred, dropped := 0, 0
+	deferred, confirm, dropped := 0, 0, 0
 	for k := range picked[:reads] {
 		c := &picked[k]
 		g := c.g
-		if c.deferred {
+		switch {
+		case c.recheck:
+			confirm++
+		case c.deferred:
 			deferred++
 		}
 		if errs[k] != nil {
@@ -87,7 +91,7 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 			o.log.Debug().Int("vmid", c.vmid).Str("node", c.node).Str("class", pve.Classify(errs[k]).String()).
 				Err(errs[k]).Msg("verification read failed; the next pass reads the guest again")
 		}
-		if o.guests[c.vmid] != g || g.gen != c.gen || !g.read || g.force || g.unconfirmed {
+		if o.guests[c.vmid] != g || g.gen != c.gen || !g.read || g.force || g.unconfirmed && !c.recheck {
 			dropped++
 			continue
 		}
@@ -95,11 +99,12 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 			g.force = true // the next pass reads it at once
 			continue
 		}
-		g.cfg, g.readAt, g.afterSeq, g.due, g.deferred = o.ownSnap(cfgs[k]), now, info.LastSeq, false, time.Time{}
+		g.cfg, g.readAt, g.afterSeq, g.due, g.deferred, g.recheck = o.ownSnap(cfgs[k]), now, info.LastSeq, false, time.Time{}, false
 		g.gen++
 	}
-	o.metrics.reads.WithLabelValues("verify").Add(float64(reads - deferred))
+	o.metrics.reads.WithLabelValues("verify").Add(float64(reads - deferred - confirm))
 	o.metrics.reads.WithLabelValues("deferred").Add(float64(deferred))
+	o.metrics.reads.WithLabelValues("confirm").Add(float64(confirm))
 	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("dropped", dropped).Int("nodes", len(nodes)).
 		Dur("window", o.nodes.window).Msg("verification round")
 	return reads, failed
@@ -113,6 +118,7 @@ type roundRead struct {
 	g        *guestState
 	gen      uint32
 	deferred bool
+	recheck  bool // a confirmation (publish.go)
 }
 
 // pickRound picks, under the observer's lock, the settled guests each
@@ -124,7 +130,7 @@ func (o *Observer) pickRound() (time.Time, []roundRead) {
 	now := o.now()
 	picked := o.pickVerify(now, func(add func(verifyCand)) {
 		for vmid, g := range o.guests {
-			if !g.read || g.force || g.unconfirmed || !o.verifyDue(g, now) {
+			if !g.read || g.force || g.unconfirmed && !g.recheck || !o.verifyDue(g, now) {
 				continue
 			}
 			add(verifyCand{vmid: vmid, node: g.row.Node, g: g})
@@ -132,7 +138,8 @@ func (o *Observer) pickRound() (time.Time, []roundRead) {
 	})
 	out := make([]roundRead, len(picked))
 	for i, c := range picked {
-		out[i] = roundRead{vmid: c.vmid, node: c.node, kind: c.g.row.Kind, g: c.g, gen: c.g.gen, deferred: c.g.stale()}
+		out[i] = roundRead{vmid: c.vmid, node: c.node, kind: c.g.row.Kind, g: c.g, gen: c.g.gen, deferred: c.g.stale(),
+			recheck: c.g.recheck}
 	}
 	return now, out
 }
