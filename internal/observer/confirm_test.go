@@ -119,3 +119,51 @@ func TestConfirmationsWithinBudget(t *testing.T) {
 	}
 	sent.check(t)
 }
+
+// TestConfirmationDueAgainReadAtOnce: a guest waiting for its
+// confirmation read whose snapshot is due again (half ObservedTTL) is read
+// at once, as a deferred one is: published again as it was, the
+// republish would have passed for its confirmation.
+func TestConfirmationDueAgainReadAtOnce(t *testing.T) {
+	px := newCountingPVE(3)
+	clk := newClock()
+	// One read a node per 20 s; snapshots due again after 20 s.
+	o, j := memObserver(t, px, clk, func(c *observer.Config) { c.ObservedTTL, c.VerifyRate = 40*time.Second, 0.05 })
+	foreign(t, j, 999)
+	pass(t, o)
+	results := map[int]uint64{}
+	for _, vmid := range []int{100, 101} {
+		px.edit(vmid, func(c *pve.GuestConfig) { c.Name = "renamed" })
+		px.mu.Lock()
+		px.inv[vmid-100].Name = "renamed"
+		px.mu.Unlock()
+	}
+	px.onRead = func(vmid int) {
+		if vmid == 100 || vmid == 101 {
+			results[vmid] = foreign(t, j, vmid) // its own result, while the observer reads it
+		}
+	}
+	clk.Advance(10 * time.Second)
+	if st := pass(t, o); st.ConfigReads != 3 || st.Verified != 1 || st.Published != 2 {
+		t.Fatalf("the change: %+v", st) // 102 verified: the budget's next read at 30 s
+	}
+	px.onRead = nil
+	last := j.last()
+	clk.Advance(20 * time.Second)
+	if n, _ := o.VerifyRound(tctx(t)); n != 1 || px.reads[100] != 3 {
+		t.Fatalf("round at 30 s: %d reads, %v; want 100's confirmation", n, px.reads)
+	}
+	st := pass(t, o)
+	obs := map[int]events.Observed{}
+	for _, ob := range j.observed(t, last) {
+		obs[ob.VMID] = ob
+	}
+	if st.ConfigReads != 1 || px.reads[101] != 3 || len(obs) != 3 {
+		t.Fatalf("30 s: %+v, reads %v, published %d; want 101 read at once, all three published", st, px.reads, len(obs))
+	}
+	for _, vmid := range []int{100, 101} {
+		if obs[vmid].AfterSeq < results[vmid] {
+			t.Fatalf("%d published with after_seq %d, before its result %d", vmid, obs[vmid].AfterSeq, results[vmid])
+		}
+	}
+}

@@ -217,7 +217,7 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 		recheck := g.recheck && (g.contra || o.cfg.VerifyOff)
 		read := !g.read || g.force || !g.row.matches(r) || recheck || !placed
 		explain := read && placed && o.mayDefer(r.VMID, g, readAt)
-		if !read && g.stale() && o.expiring(o.published[r.VMID], readAt) {
+		if !read && (g.stale() || g.recheck) && o.expiring(o.published[r.VMID], readAt) {
 			read = true // its snapshot is due again: not left for the budget
 		}
 		out = append(out, listed{res: r, state: g, read: read, explain: explain})
