@@ -12,15 +12,15 @@ import (
 // allows now (Run calls it whenever the budgets are whole again,
 // nextRound): a pass every Interval could spend a node's budget only at
 // its start, so a node's reads would come in bursts or a tenth of its
-// rate. A round reads configs only; what
-// changed is published by the next pass, which builds every guest's
-// snapshot from its last read (a drift shows within one Interval more).
+// rate. A round reads configs only; what changed is published by the next
+// pass, which builds every guest's snapshot from its last read (a drift
+// shows within one Interval more).
 //
 // Only guests the last pass left settled are verified here: read at least
 // once, last read successful, last snapshot confirmed or to be re-read to
 // confirm it (publish.go; those first). The others the next pass reads at
-// once anyway. A round that cannot read the journal's extent
-// reads nothing: its reads would carry no AfterSeq.
+// once anyway. A round that cannot read the journal's extent reads
+// nothing: its reads would carry no AfterSeq.
 //
 // The observer's lock is held to pick the guests and to record the reads,
 // not while they are in flight (a read on a busy node takes seconds). A
