@@ -163,7 +163,8 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
-		Int("verified", st.Verified).Int("deferred", st.Deferred).Int("caught_up", st.CaughtUp).Int("confirm_reads", st.ConfirmReads).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
+		Int("verified", st.Verified).Int("deferred", st.Deferred).Int("caught_up", st.CaughtUp).
+		Int("confirm_reads", st.ConfirmReads).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
 		Int("config_errors", st.ConfigErrors).Int("status_reads", st.StatusReads).Int("status_errors", st.StatusErrors).
 		Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")

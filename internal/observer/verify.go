@@ -26,8 +26,9 @@ type verifyCand struct {
 }
 
 // verifyBefore reports whether a is verified before b: confirmations
-// first (publish.go), then those of a resync, then the longest unverified (a deferred guest as if unverified for
-// a whole period, explain.go), then by vmid.
+// first (publish.go), then those of a resync, then the longest unverified
+// (a deferred guest as if unverified for a whole period, explain.go),
+// then by vmid.
 func verifyBefore(a, b *verifyCand) bool {
 	switch {
 	case a.g.recheck != b.g.recheck:
