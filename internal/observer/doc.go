@@ -35,7 +35,8 @@
 //     never read by this process, whose inventory row changed since their
 //     last successful read (status, lock, tags, name, node, kind,
 //     template, maxcpu, maxmem, HA state, pool), whose last read failed,
-//     or whose last changed snapshot is unconfirmed (below). Except a row
+//     or whose last snapshot was published to contradict a read-back and
+//     is unconfirmed (below). Except a row
 //     change an executor's read-back explains (explain.go): the guest's
 //     newest result (the direct get of step 4), journalled after the
 //     journal's end before the guest's last read, held by the fold (no
@@ -48,19 +49,26 @@
 //     among the guests within their period (PassStats.Deferred, reads
 //     reason "deferred"). Verification off, a snapshot due again (half
 //     ObservedTTL), a changed placement or a last read without an
-//     AfterSeq read at once. Then verification: the other guests, deferred
+//     AfterSeq read at once. Nor is a row change read at once that only
+//     catches up with what the guest's last read found, when no result
+//     of it was journalled since: live fields (node, kind, lock, tags,
+//     template, HA state, pool) unchanged, name, maxcpu and maxmem as read,
+//     and the status the fold holds; the row is adopted
+//     (PassStats.CaughtUp). Then verification: the other guests, deferred
 //     ones included, are re-read within a budget per node, Config.VerifyRate
 //     reads a second (each node's pveproxy serves its own guests' reads):
-//     a sliding window on Config.Clock, so no node serves more than
-//     ⌊VerifyRate⌋ verification reads in any second (nodebudget.go). The
-//     pass spends what the window allows at its start; between passes
-//     [Observer.Run] runs a verification round every window
+//     a sliding window on Config.Clock, each read counted from when it was
+//     sent, so no node is sent more than ⌊VerifyRate⌋ verification reads
+//     in any second (nodebudget.go). The pass spends what the window
+//     allows before its reads; between passes [Observer.Run] runs a
+//     verification round whenever every node's window is whole again
 //     (verifyround.go) that spends the rest on guests the last pass left
-//     settled (read, last read successful, confirmed), recording their
-//     configs, ReadAt and AfterSeq those of the round, for the next pass
-//     to publish. Either way longest unverified first, those of a resync
-//     before any, none within Config.ConfigRefresh of its last read (but a
-//     deferred one). One read (…/pending) answers applied and pending
+//     settled (read, last read successful, confirmed or to be re-read to
+//     confirm), recording their configs, ReadAt and AfterSeq those of the
+//     round, for the next pass to publish. Either way confirmations first,
+//     then those of a resync, then the longest unverified, none within
+//     Config.ConfigRefresh of its last read (but a deferred one or a
+//     confirmation). One read (…/pending) answers applied and pending
 //     values. This catches drift /cluster/resources does not show
 //     (pending values, description, onboot): every guest is verified at
 //     least once per max(ConfigRefresh, guests of the fullest node /
@@ -69,8 +77,10 @@
 //     deferred reads leave the budget room (a deferred read is its
 //     guest's verification: only a guest changed again within its period
 //     costs the others a read, and none goes ahead of a guest past its
-//     period), and its drift published within one Interval more: 10,000
-//     guests on 100 nodes at the default 2 a second in 50 s. An idle small
+//     period; confirmations, step 5, stretch it only while they alone
+//     outrun a node's budget), and its drift published within one
+//     Interval more: 10,000 guests on 100 nodes at the default 2 a second
+//     in 50 s. An idle small
 //     estate costs one inventory call a pass plus its verification; a
 //     large one never more than each node's budget.
 //  3. One [events.Observed] per guest, built from the inventory row and the
@@ -101,13 +111,22 @@
 //     ReadAt and AfterSeq ignored), or is past half ObservedTTL (published
 //     again as it is, so it never expires from the journal; its AfterSeq,
 //     that of its read, keeps it from superseding anything newer), and
-//     once more for a changed snapshot on the next pass, re-read,
-//     unchanged or not (a confirmation): an
-//     executor's read-back journalled while the pass read Proxmox has a
-//     higher sequence than the pass's AfterSeq, so the projector keeps it
-//     and a real change would hide behind "already published". A pass
-//     after which the journal grew by exactly its own observations needs
-//     no confirmation (nothing came between). Publishes are asynchronous
+//     once more for a changed snapshot, re-read, unchanged or not (a
+//     confirmation): an executor's read-back journalled while the pass
+//     read Proxmox has a higher sequence than the pass's AfterSeq, so the
+//     projector keeps it and a real change would hide behind "already
+//     published". The re-read goes first within the node's verification
+//     budget (before a resync's guests; at once with verification off, or
+//     for a snapshot published to contradict a read-back, whose read-back
+//     the projector holds with a status known to be wrong), and the first
+//     pass after it publishes; until then the projector holds the
+//     read-back, as for a deferred guest, and a row change is read at
+//     once. A pass after which the
+//     journal grew by exactly its own observations needs no confirmation
+//     (nothing came between); nor, on a busy journal, does a snapshot
+//     whose guest has no result journalled after its read's AfterSeq and
+//     no other observation since (two gets on the journal, publish.go):
+//     the projector adopted it and holds it. Publishes are asynchronous
 //     with a bounded number in flight; one that is not acknowledged is
 //     not recorded and is retried on the next pass.
 //  6. After a successful inventory only: every vmid last published as
@@ -180,9 +199,10 @@
 //
 // # Concurrency
 //
-// Passes are serialised. A verification round holds the observer's lock
-// to pick its guests and to record its reads, not while they are in
-// flight; a read a pass overtook meanwhile is dropped (verifyround.go).
+// Passes are serialised, and Run runs no pass during a verification
+// round. A round holds the observer's lock to pick its guests and to
+// record its reads, not while they are in flight; a read a pass overtook
+// meanwhile is dropped (verifyround.go).
 // Resync is safe from any goroutine, non-blocking and coalescing. The
 // observer logs with zerolog and never logs secrets: Proxmox errors carry
 // no credentials.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pve"
 )
 
@@ -48,6 +49,11 @@ import (
 // budget keeps up, yet never ahead of one already past it, so an executor
 // changing a node's guests faster than its budget delays everyone alike
 // instead of starving the guests it does not touch.
+//
+// The broadcast may come after the guest was read again (verification got
+// to it after the read-back): no result is then newer than the read, and
+// a row that says what the read and the fold say is adopted without a
+// read or a deferral (caughtUp).
 
 // mayDefer reports whether a row change of g may wait for the budget, if a
 // read-back explains it (looked up by deferExplained).
@@ -57,11 +63,21 @@ func (o *Observer) mayDefer(vmid int, g *guestState, now time.Time) bool {
 		prev != nil && prev.Exists && !o.expiring(prev, now)
 }
 
+// rowChange is what becomes of a row change mayDefer let wait.
+type rowChange uint8
+
+const (
+	readNow   rowChange = iota
+	deferRead           // an executor's read-back explains it: verified first
+	caughtUp            // the row caught up with what the observer read: adopted
+)
+
 // deferExplained looks up the newest result of each guest plan would read
 // only for its row's change (l.explain), ReadConcurrency a node at a time,
-// and defers the read of those whose read-back explains the row. It
-// returns how many it deferred.
-func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time.Time) int {
+// defers the read of those whose read-back explains the row and adopts
+// the rows of those that caught up. It returns how many it deferred and
+// how many it adopted.
+func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time.Time) (deferred, adopted int) {
 	var todo []int
 	nodes := map[string]bool{}
 	for i := range guests {
@@ -71,47 +87,89 @@ func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time
 		}
 	}
 	if len(todo) == 0 {
-		return 0
+		return 0, 0
 	}
-	ok := make([]bool, len(todo))
+	verdict := make([]rowChange, len(todo))
 	parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
 		l := &guests[todo[k]]
-		ok[k] = o.explained(ctx, l.res, l.state)
+		verdict[k] = o.explained(ctx, l.res, l.state)
 	})
 	at := now.Add(-o.verifyPeriod(o.lastPerNode))
-	n := 0
 	for k, i := range todo {
-		if !ok[k] {
-			continue // read at once
-		}
 		l := &guests[i]
 		g := l.state
-		l.read, g.row = false, o.ownRow(l.res)
-		g.gen++
-		if g.deferred.IsZero() || at.Before(g.deferred) {
-			g.deferred = at
+		switch verdict[k] {
+		case caughtUp:
+			// Its last read stands: nothing to read, defer or drop.
+			l.read, g.row = false, o.ownRow(l.res)
+			adopted++
+		case deferRead:
+			l.read, g.row = false, o.ownRow(l.res)
+			g.gen++
+			if g.deferred.IsZero() || at.Before(g.deferred) {
+				g.deferred = at
+			}
+			deferred++
 		}
-		n++
 	}
-	return n
+	return deferred, adopted
 }
 
-// explained reports whether the guest's newest result carries a read-back
-// that the fold holds, journalled after g's last read, saying what r says.
-func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState) bool {
+// explained tells whether the guest's newest result carries a read-back
+// that the fold holds, journalled after g's last read, saying what r says
+// (deferRead), or, with no result journalled after g's last read,
+// whether r caught up with what that read found (caughtUp).
+func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState) rowChange {
 	e, observedSeq, err := o.lastResult(ctx, r.VMID, true)
-	if err != nil || e == nil || e.Seq <= g.afterSeq {
-		return false
+	switch {
+	case err != nil:
+		return readNow
+	case e == nil || e.Seq <= g.afterSeq:
+		if o.caughtUp(r, g, e) {
+			return caughtUp
+		}
+		return readNow
 	}
 	res, err := events.Decode[events.Result](e.Data)
 	if err != nil || res.Observed == nil {
-		return false // an action under way, or no read-back
+		return readNow // an action under way, or no read-back
 	}
 	rb := res.Observed
 	if rb.AfterSeq > 0 && observedSeq > rb.AfterSeq || rb.AfterSeq == 0 && observedSeq > e.Seq {
-		return false // the fold may hold an observation instead
+		return readNow // the fold may hold an observation instead
 	}
-	return rb.VMID == r.VMID && explains(rb, r)
+	if rb.VMID == r.VMID && explains(rb, r) {
+		return deferRead
+	}
+	return readNow
+}
+
+// caughtUp reports whether r, a row that changed since g's last read,
+// with no result of the guest journalled after that read (e, its newest,
+// is older or nil), only caught up with what the observer knows: the
+// fields pvestatd broadcasts late (name, maxcpu, maxmem, status) say what
+// that read found (cores = maxcpu, memory = maxmem) and the status the
+// fold holds (journalledOf: the observer's confirmed snapshot, or a
+// read-back journalled after what it had read), and the live ones (node,
+// lock, tags, template, HA state, pool, kind) did not change. A guest the
+// budget read after its action, before the broadcast showed the action,
+// was read again at once when it came, outside the budget: right after a
+// mass change, a node's share of them in one burst. Its snapshot from the
+// new row is what it was, or what its last read makes it, published as
+// usual; a change the row cannot show is verification's.
+func (o *Observer) caughtUp(r *pve.Resource, g *guestState, e *journal.Entry) bool {
+	k, c := &g.row, &g.cfg.Config
+	if g.stale() {
+		return false // its config predates its row
+	}
+	if k.Node != r.Node || k.Kind != r.Kind || k.Lock != r.Lock || k.Template != r.Template || k.HA != r.HAState ||
+		k.Pool != r.Pool || !joinedEqual(k.Tags, r.Tags) {
+		return false
+	}
+	if c.Name != r.Name || c.Cores != r.MaxCPU || int64(c.MemoryMiB) != r.MaxMemMiB {
+		return false
+	}
+	return journalledOf(o.published[r.VMID], e).agrees(r.Status)
 }
 
 // explains reports whether ob says what r says, for every field of rowKey

@@ -1,6 +1,9 @@
 package observer
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // VerifyRound runs one verification round, as Run does between passes.
 func (o *Observer) VerifyRound(ctx context.Context) (reads, failed int) { return o.verifyRound(ctx) }
@@ -17,3 +20,7 @@ func (o *Observer) Unlocked() bool {
 
 // NewGuests is Run's look for new guests between passes (soon.go).
 func (o *Observer) NewGuests(ctx context.Context) bool { return o.newGuests(ctx) }
+
+// NextRound is how long Run waits for the next verification round after a
+// round or pass that read something (read) or not.
+func (o *Observer) NextRound(read bool) time.Duration { return o.nextRound(read) }

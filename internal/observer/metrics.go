@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		verifyPeriod: prometheus.NewGauge(prometheus.GaugeOpts{Name: "converge_observer_verify_period_seconds",
 			Help: "Every guest's config (applied and pending values) is verified at least this often, at the current number of guests."}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "converge_observer_config_reads_total",
-			Help: "Proxmox config reads by reason: verify (within the budget), deferred (within the budget, first: a row change an executor's read-back explained) or change (at once: new, changed, failed before, unconfirmed)."}, []string{"reason"}),
+			Help: "Proxmox config reads by reason: verify (within the budget), deferred (within the budget, first: a row change an executor's read-back explained), confirm (within the budget, before any: a changed snapshot published as a concurrent executor's read-back was journalled) or change (at once: new, changed, failed before, contradicting a read-back)."}, []string{"reason"}),
 		statusReads: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_status_reads_total",
 			Help: "Proxmox status/current reads of guests whose /cluster/resources status (pvestatd's broadcast) disagreed with the journal's newest status."}),
 		resyncAsked: prometheus.NewCounter(prometheus.CounterOpts{Name: "converge_observer_resync_requests_total",
@@ -49,8 +49,9 @@ func (m *metrics) pass(st PassStats) {
 	if st.Reachable {
 		m.verifyPeriod.Set(st.VerifyPeriod.Seconds())
 	}
-	m.reads.WithLabelValues("verify").Add(float64(st.Verified - st.DeferredReads))
+	m.reads.WithLabelValues("verify").Add(float64(st.Verified - st.DeferredReads - st.ConfirmReads))
 	m.reads.WithLabelValues("deferred").Add(float64(st.DeferredReads))
+	m.reads.WithLabelValues("confirm").Add(float64(st.ConfirmReads))
 	m.reads.WithLabelValues("change").Add(float64(st.ConfigReads - st.Verified))
 	m.statusReads.Add(float64(st.StatusReads))
 	if st.Resync {

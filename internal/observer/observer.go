@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/clock"
 	"github.com/converge-pve/converge/internal/journal"
 	"github.com/converge-pve/converge/internal/pve"
 )
@@ -40,6 +41,9 @@ type Journal interface {
 	journal.KindReader // new guests' desired events (soon.go)
 	Extent
 	Lasts(ctx context.Context, cluster string, vmid int, kinds ...events.Kind) ([]*journal.Entry, error)
+	// Next is the guest's first entry of kind at or after seq (nil: none),
+	// to tell whether an observation needs confirming (publish.go).
+	Next(ctx context.Context, kind events.Kind, cluster string, vmid int, seq uint64) (*journal.Entry, error)
 }
 
 // Extent reports the journal's extent (journal.Follower has it).
@@ -96,6 +100,13 @@ type PassStats struct {
 	// read such a guest.
 	Deferred      int
 	DeferredReads int
+	// ConfirmReads are those of Verified that read a guest whose changed
+	// snapshot is unconfirmed (publish.go).
+	ConfirmReads int
+	// CaughtUp are the guests whose row changed only to say what their
+	// last read and the journal already said (explain.go): adopted,
+	// not read.
+	CaughtUp int
 }
 
 // Observer polls Proxmox and publishes observations. Create it with New.
@@ -117,7 +128,7 @@ type Observer struct {
 	guests      map[int]*guestState
 	published   map[int]*events.Observed
 	goneUnconf  map[int]bool // published gone, not confirmed yet
-	acked       []int        // vmids whose observations this pass's publish got acknowledged
+	acked       []ackedObs   // the observations this pass's publish got acknowledged
 	extentKnown bool         // this pass read the journal's extent (AfterSeq)
 	lastCount   int
 	lastPerNode int // guests of the node with most, as of the last inventory
@@ -168,8 +179,11 @@ type guestState struct {
 	deferred time.Time
 	// unconfirmed: a changed snapshot was published; it is read and
 	// published once more, with a newer AfterSeq, in case the projector
-	// ordered it before a concurrent executor's read-back.
-	unconfirmed bool
+	// ordered it before a concurrent executor's read-back. recheck: that
+	// read is still to come, first within its node's budget; at once for
+	// a snapshot published to contradict a read-back (contra) or with
+	// verification off (publish.go).
+	unconfirmed, recheck, contra bool
 	// decided: status is what the guest's status was found to be
 	// (status.go) when the inventory showed statusRow; it stands while
 	// the inventory shows the same.
@@ -228,8 +242,8 @@ func (o *Observer) Resync() {
 // Run passes immediately, then every Interval (measured from the end of a
 // pass), whenever Resync is called and soon after a desired event names a
 // guest the last pass did not list (soon.go), until ctx ends; then it
-// returns nil. Between passes it runs a verification round every budget
-// window (verifyround.go).
+// returns nil. Between passes it runs a verification round whenever every
+// node's budget is whole again (verifyround.go).
 // Pass errors are logged, not returned: the next pass retries.
 func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info().Str("observer", o.cfg.Name).Dur("interval", o.cfg.Interval).
@@ -237,12 +251,14 @@ func (o *Observer) Run(ctx context.Context) error {
 		Dur("resync_interval", o.cfg.ResyncInterval).Msg("observer started")
 	t := o.cfg.Clock.NewTimer(o.cfg.Interval)
 	defer t.Stop()
-	// Verification rounds between passes, every budget window (verifyround.go).
+	// Verification rounds between passes, whenever the budget is whole
+	// again (verifyround.go).
 	var rounds <-chan time.Time
-	if every := o.verifyEvery(); every > 0 {
-		tk := o.cfg.Clock.NewTicker(every)
-		defer tk.Stop()
-		rounds = tk.C()
+	var rt clock.Timer
+	if !o.cfg.VerifyOff {
+		rt = o.cfg.Clock.NewTimer(o.nodes.window)
+		defer rt.Stop()
+		rounds = rt.C()
 	}
 	soon := o.cfg.Clock.NewTicker(newGuestPoll)
 	defer soon.Stop()
@@ -252,13 +268,17 @@ func (o *Observer) Run(ctx context.Context) error {
 		}
 		t.Reset(o.cfg.Interval)
 		ended := o.cfg.Clock.Now()
+		if rt != nil {
+			rt.Reset(o.nextRound(true))
+		}
 	wait:
 		for {
 			select {
 			case <-ctx.Done():
 			case <-t.C():
 			case <-rounds:
-				o.verifyRound(ctx)
+				n, _ := o.verifyRound(ctx)
+				rt.Reset(o.nextRound(n > 0))
 				continue
 			case <-soon.C():
 				if o.cfg.Clock.Now().Sub(ended) < earlyPassGap || !o.newGuests(ctx) {

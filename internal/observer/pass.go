@@ -24,8 +24,11 @@ type listed struct {
 	// explain: read only for its row's change, which an executor's
 	// read-back may explain (explain.go)
 	explain bool
-	cfg     *pve.GuestConfig
-	err     error
+	// verify: read within its node's budget, sent at sent (verify.go)
+	verify bool
+	sent   time.Time
+	cfg    *pve.GuestConfig
+	err    error
 }
 
 // Pass observes Proxmox once: one inventory call, the config reads that are
@@ -74,13 +77,15 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	most, nodes := perNode(guests)
 	o.lastPerNode = most
 	// Before the budget is spent: a deferred guest goes first (explain.go).
-	st.Deferred = o.deferExplained(ctx, guests, readAt)
+	st.Deferred, st.CaughtUp = o.deferExplained(ctx, guests, readAt)
 	// Agent reads get VerifyRate a second per node too (agent.go), as one
 	// bucket for the cluster.
 	o.budget.SetLimitAt(readAt, rate.Limit(o.cfg.VerifyRate*float64(max(nodes, 1))))
 	o.budget.SetBurstAt(readAt, burst(o.cfg)*max(nodes, 1))
 	o.reserveAgentReads(guests, readAt) // agent.go
-	st.Verified, st.DeferredReads = o.verify(guests, readAt)
+	// The budget as it is now, not at the pass's start: a round may have
+	// been due while the inventory was read.
+	st.Verified, st.DeferredReads, st.ConfirmReads = o.verify(guests, o.now())
 	st.VerifyPeriod = o.verifyPeriod(o.lastPerNode)
 	o.period.Store(int64(st.VerifyPeriod))
 	st.ConfigReads, st.ConfigErrors = o.readConfigs(ctx, guests, readAt, st.AfterSeq)
@@ -101,7 +106,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 			continue
 		}
 		snap := o.snapshot(l.res, l.state, now)
-		if l.read || !sameObservation(&snap, o.published[snap.VMID]) || l.state.unconfirmed {
+		if l.read || !sameObservation(&snap, o.published[snap.VMID]) || l.state.confirmDue() {
 			checks = append(checks, statusCheck{idx: i})
 		}
 	}
@@ -128,7 +133,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		snap := o.snapshot(l.res, l.state, now)
 		prev := o.published[snap.VMID]
 		contradicts := chk != nil && chk.contradicts(&snap)
-		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.unconfirmed || contradicts {
+		if !sameObservation(&snap, prev) || o.expiring(prev, now) || l.state.confirmDue() || contradicts {
 			published := snap
 			o.ownObservation(&published)
 			out = append(out, &published)
@@ -143,7 +148,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 
 	pubErr := o.publish(ctx, out, &st)
 	o.confirmContradictions()
-	o.settleConfirmations(ctx, st)
+	o.settleConfirmations(ctx, st, o.readers(nodes))
 	o.metrics.pass(st)
 	// The heartbeat vouches that every guest listed is in the journal or
 	// named unread (a guest with neither does not exist) only when nothing
@@ -159,7 +164,8 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 		ev = o.log.Info()
 	}
 	ev.Uint64("pass", st.Pass).Int("guests", st.Guests).Int("config_reads", st.ConfigReads).
-		Int("verified", st.Verified).Int("deferred", st.Deferred).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
+		Int("verified", st.Verified).Int("deferred", st.Deferred).Int("caught_up", st.CaughtUp).
+		Int("confirm_reads", st.ConfirmReads).Dur("verify_period", st.VerifyPeriod).Uint64("after_seq", st.AfterSeq).
 		Int("config_errors", st.ConfigErrors).Int("status_reads", st.StatusReads).Int("status_errors", st.StatusErrors).
 		Int("published", st.Published).Int("gone", st.Gone).
 		Int("publish_errors", st.PublishErrors).Msg("observer pass")
@@ -208,9 +214,12 @@ func (o *Observer) plan(inv []pve.Resource, readAt time.Time, p *pace.Pacer) []l
 		// a snapshot carries the AfterSeq of its read, and one older than
 		// the guest's last observation would not be adopted.
 		placed := g.placement.Equal(o.placement(r))
-		read := !g.read || g.force || !g.row.matches(r) || g.unconfirmed || !placed
+		// A confirmation waits for the budget (publish.go), but for one
+		// that must not.
+		recheck := g.recheck && (g.contra || o.cfg.VerifyOff)
+		read := !g.read || g.force || !g.row.matches(r) || recheck || !placed
 		explain := read && placed && o.mayDefer(r.VMID, g, readAt)
-		if !read && g.stale() && o.expiring(o.published[r.VMID], readAt) {
+		if !read && (g.stale() || g.recheck) && o.expiring(o.published[r.VMID], readAt) {
 			read = true // its snapshot is due again: not left for the budget
 		}
 		out = append(out, listed{res: r, state: g, read: read, explain: explain})
@@ -239,11 +248,22 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 	}
 	reads = parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
 		l := &guests[todo[k]]
+		if l.verify {
+			l.sent = o.now()
+		}
 		l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
 		if l.err == nil && l.cfg == nil {
 			l.err = errors.New("no config returned")
 		}
 	})
+	for k, i := range todo {
+		switch l := &guests[i]; {
+		case l.verify && k < reads:
+			o.nodes.sent(l.res.Node, l.sent)
+		case l.verify:
+			o.nodes.release(l.res.Node)
+		}
+	}
 
 	var firstErr error
 	for _, i := range todo[:reads] {
@@ -262,7 +282,7 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 				Err(l.err).Msg("config read failed; keeping the last snapshot")
 			continue
 		}
-		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false
+		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due, g.recheck = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false, false
 		g.deferred = time.Time{}
 		g.gen++
 		g.placement = o.placement(l.res)

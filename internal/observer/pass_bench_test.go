@@ -54,6 +54,10 @@ func (j *benchJournal) NextOfKind(context.Context, events.Kind, string, uint64) 
 	return nil, nil
 }
 
+func (j *benchJournal) Next(context.Context, events.Kind, string, int, uint64) (*jrnl.Entry, error) {
+	return nil, nil
+}
+
 func (j *benchJournal) LastPerSubject(context.Context, string, func(jrnl.Entry)) error { return nil }
 
 func (j *benchJournal) Info(context.Context) (jrnl.Info, error) {

@@ -38,12 +38,13 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 		o.log.Debug().Int("vmid", ob.VMID).Err(err).Msg("observed event not acknowledged; retrying next pass")
 	}
 	settle := func(f flight) {
-		if _, err := f.fut.Wait(ctx); err != nil {
+		ack, err := f.fut.Wait(ctx)
+		if err != nil {
 			fail(f.obs, err)
 			return
 		}
 		o.confirm(f.obs)
-		o.acked = append(o.acked, f.obs.VMID)
+		o.acked = append(o.acked, ackedObs{vmid: f.obs.VMID, seq: ack.Seq, afterSeq: f.obs.AfterSeq})
 		st.Published++
 		if !f.obs.Exists {
 			st.Gone++
@@ -82,16 +83,21 @@ func (o *Observer) publish(ctx context.Context, obs []*events.Observed, st *Pass
 // snapshot. One that changed the snapshot is unconfirmed: the projector
 // adopts it only if its AfterSeq reaches the sequence of the observation it
 // would replace, and an executor's read-back journalled while this pass
-// read Proxmox is newer. The next pass reads the guest and publishes it
-// once more, with a newer AfterSeq, so a real change never hides behind
-// "already published". A confirmation that changes nothing needs none.
+// read Proxmox is newer. The guest is read again, first within its node's
+// verification budget, and the pass after that read publishes it once
+// more, with a newer AfterSeq, so a real change never hides behind
+// "already published". Until then the projector holds the read-back, as
+// for a deferred guest (explain.go), and a row change is read at once.
+// Before, the next pass read every unconfirmed guest at once, outside the
+// budget: after a mass change, a node's share in one burst. A
+// confirmation that changes nothing needs none.
 func (o *Observer) confirm(ob *events.Observed) {
 	changed := !sameObservation(ob, o.published[ob.VMID])
 	o.published[ob.VMID] = ob
 	if ob.Exists {
 		delete(o.goneUnconf, ob.VMID)
 		if g := o.guests[ob.VMID]; g != nil {
-			g.unconfirmed = changed
+			g.unconfirmed, g.recheck, g.contra = changed, changed, false
 		}
 		return
 	}
@@ -106,33 +112,83 @@ func (o *Observer) confirm(ob *events.Observed) {
 // published to contradict a read-back (status.go) unconfirmed, even when
 // they equal the observer's last one: the read-back may have been
 // journalled after the pass's AfterSeq, so the projector kept it; the next
-// pass publishes them again with a newer one.
+// pass reads them at once (the projector holds a status known to be
+// wrong) and publishes them again with a newer one.
 func (o *Observer) confirmContradictions() {
 	for _, vmid := range o.contra {
-		if g := o.guests[vmid]; g != nil && slices.Contains(o.acked, vmid) {
-			g.unconfirmed = true
+		if g := o.guests[vmid]; g != nil && slices.ContainsFunc(o.acked, func(a ackedObs) bool { return a.vmid == vmid }) {
+			g.unconfirmed, g.recheck, g.contra = true, true, true
 		}
 	}
 	o.contra = o.contra[:0]
 }
 
+// ackedObs is an observation this pass's publish got acknowledged.
+type ackedObs struct {
+	vmid     int
+	seq      uint64 // its journal sequence
+	afterSeq uint64 // Observed.AfterSeq: the journal's end before its read
+}
+
 // settleConfirmations spares the confirmations when nothing can have come
 // between this pass's reads and its publishes: the journal grew by exactly
 // the observations acknowledged, so no executor's read-back is newer than
-// them (and the pass's own addresses, agent.go). On a busy journal (or an
-// unknown extent) they stay due.
-func (o *Observer) settleConfirmations(ctx context.Context, st PassStats) {
+// them (and the pass's own addresses, agent.go). On a busy journal each
+// guest's is spared on its own (settled), width journal lookups at a
+// time; on an unknown extent they stay due.
+func (o *Observer) settleConfirmations(ctx context.Context, st PassStats, width int) {
 	if len(o.acked) == 0 || !o.extentKnown {
 		return
 	}
 	info, err := o.j.Info(ctx)
-	if err != nil || info.LastSeq != st.AfterSeq+uint64(len(o.acked)+o.agents.appended) {
+	if err != nil {
 		return
 	}
-	for _, vmid := range o.acked {
-		if g := o.guests[vmid]; g != nil {
-			g.unconfirmed = false
+	quiet := info.LastSeq == st.AfterSeq+uint64(len(o.acked)+o.agents.appended)
+	var todo []ackedObs
+	for _, a := range o.acked {
+		g := o.guests[a.vmid]
+		switch {
+		case quiet:
+			if g != nil {
+				g.unconfirmed, g.recheck, g.contra = false, false, false
+			}
+			delete(o.goneUnconf, a.vmid)
+		case g != nil && g.unconfirmed || o.goneUnconf[a.vmid]:
+			todo = append(todo, a)
 		}
-		delete(o.goneUnconf, vmid)
 	}
+	ok := make([]bool, len(todo))
+	parallel(ctx, width, len(todo), func(k int) { ok[k] = o.settled(ctx, todo[k]) })
+	for k, a := range todo {
+		if !ok[k] {
+			continue
+		}
+		if g := o.guests[a.vmid]; g != nil {
+			g.unconfirmed, g.recheck, g.contra = false, false, false
+		}
+		delete(o.goneUnconf, a.vmid)
+	}
+}
+
+// settled reports whether the fold holds the acknowledged observation a
+// and nothing of its guest can have come between its read and it, so
+// that it needs no confirmation. The projector adopts an observation
+// whose AfterSeq reaches the sequence of the one it holds
+// (projector.Supersedes) and every read-back of a result of the guest's
+// own action: with no result of the guest journalled after a's read
+// (AfterSeq), and a the guest's only observation since, every observation
+// the fold held before a was journalled at or before a's AfterSeq, so it
+// adopted a and holds it still. One batched get (lastResult) and one scan
+// (Next) on the journal.
+func (o *Observer) settled(ctx context.Context, a ackedObs) bool {
+	if a.afterSeq == 0 {
+		return false
+	}
+	res, observed, err := o.lastResult(ctx, a.vmid, true)
+	if err != nil || res != nil && res.Seq > a.afterSeq || observed != a.seq {
+		return false
+	}
+	first, err := o.j.Next(ctx, events.KindObserved, o.cfg.Cluster, a.vmid, a.afterSeq+1)
+	return err == nil && first != nil && first.Seq == a.seq
 }

@@ -64,11 +64,16 @@ type statusCheck struct {
 // observer's last published observation of the guest had read (the fold
 // then keeps the read-back), else that observation.
 func (o *Observer) newestJournalled(ctx context.Context, vmid int) journalled {
-	prev := o.published[vmid]
 	e, _, err := o.lastResult(ctx, vmid, false)
 	if err != nil {
 		return journalled{}
 	}
+	return journalledOf(o.published[vmid], e)
+}
+
+// journalledOf is newestJournalled of a guest whose newest result is e
+// (nil: none) and last published observation prev.
+func journalledOf(prev *events.Observed, e *journal.Entry) journalled {
 	if e != nil && (prev == nil || e.Seq > prev.AfterSeq) {
 		r, err := events.Decode[events.Result](e.Data)
 		if err != nil || r.Observed == nil {

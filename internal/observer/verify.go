@@ -25,11 +25,14 @@ type verifyCand struct {
 	g    *guestState
 }
 
-// verifyBefore reports whether a is verified before b: those of a resync
-// first, then the longest unverified (a deferred guest as if unverified for
-// a whole period, explain.go), then by vmid.
+// verifyBefore reports whether a is verified before b: confirmations
+// first (publish.go), then those of a resync, then the longest unverified
+// (a deferred guest as if unverified for a whole period, explain.go),
+// then by vmid.
 func verifyBefore(a, b *verifyCand) bool {
 	switch {
+	case a.g.recheck != b.g.recheck:
+		return a.g.recheck // confirmations first (publish.go)
 	case a.g.due != b.g.due:
 		return a.g.due
 	case !a.g.verifiedAt().Equal(b.g.verifiedAt()):
@@ -40,8 +43,12 @@ func verifyBefore(a, b *verifyCand) bool {
 
 // verifyDue reports whether g may be verified at now.
 func (o *Observer) verifyDue(g *guestState, now time.Time) bool {
-	return g.due || now.Sub(g.verifiedAt()) >= o.cfg.ConfigRefresh
+	return g.recheck || g.due || now.Sub(g.verifiedAt()) >= o.cfg.ConfigRefresh
 }
+
+// confirmDue reports whether g's snapshot is to be published once more,
+// unconfirmed and read since (publish.go).
+func (g *guestState) confirmDue() bool { return g.unconfirmed && !g.recheck }
 
 // pickVerify keeps, of the candidates offered to add, each node's best
 // within what its budget allows at now, spends that budget and returns
@@ -119,11 +126,12 @@ func pushBounded(h []verifyCand, limit int, c verifyCand) []verifyCand {
 }
 
 // verify marks, among the guests this pass does not read anyway, those
-// whose config the budget lets it verify now, and returns how many, and
-// how many of them were deferred (explain.go).
-func (o *Observer) verify(guests []listed, now time.Time) (n, deferred int) {
+// whose config the budget lets it verify now, and returns how many, how
+// many of them were deferred (explain.go) and how many confirmations
+// (publish.go).
+func (o *Observer) verify(guests []listed, now time.Time) (n, deferred, confirm int) {
 	if o.cfg.VerifyOff {
-		return 0, 0
+		return 0, 0, 0
 	}
 	picked := o.pickVerify(now, func(add func(verifyCand)) {
 		for i := range guests {
@@ -135,12 +143,15 @@ func (o *Observer) verify(guests []listed, now time.Time) (n, deferred int) {
 		}
 	})
 	for _, c := range picked {
-		guests[c.idx].read = true
+		guests[c.idx].read, guests[c.idx].verify = true, true
 		if c.g.stale() {
 			deferred++
 		}
+		if c.g.recheck {
+			confirm++
+		}
 	}
-	return len(picked), deferred
+	return len(picked), deferred, confirm
 }
 
 // perNode counts the guests of the node that has most, and the nodes.

@@ -27,14 +27,18 @@ type memJournal struct {
 	*journaltest.Journal
 	mu      sync.Mutex
 	infoErr error
+	onInfo  func() // called before each Info answers (a journal call's latency)
 }
 
 func (m *memJournal) LastPerSubject(context.Context, string, func(ijournal.Entry)) error { return nil }
 
 func (m *memJournal) Info(ctx context.Context) (ijournal.Info, error) {
 	m.mu.Lock()
-	err := m.infoErr
+	err, hook := m.infoErr, m.onInfo
 	m.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	if err != nil {
 		return ijournal.Info{}, err
 	}
