@@ -92,14 +92,15 @@
 //     a predecessor that died before journalling it: continue at step 6 with
 //     it. If the lookup fails, the pre-check below decides instead.
 //  5. Pre-check and mutate. For a redelivered start, stop, shutdown or
-//     reboot (its mutation may have been made before a crash), and a
+//     reboot (its mutation may have been made before a crash), a
+//     container's reboot (pve-container reboots a locked container) and a
 //     reboot whose basis is not running, the guest's status is read
 //     first: already in the wanted state is
 //     "succeeded" with the reason "already running"/"already stopped" and
 //     no mutation; a Proxmox lock (other than "suspended") is "skipped"
 //     with error class "locked", which the planner waits out. A first
-//     delivery of a verified start, stop, shutdown or reboot (of a running
-//     guest) trusts its basis (the newest reading, by the fence) and
+//     delivery of a verified start, stop, shutdown or VM reboot (of a
+//     running VM) trusts its basis (the newest reading, by the fence) and
 //     saves the call: Proxmox answers a start of a running guest with
 //     "already running" (already-done), a reboot of a stopped one with
 //     "not running" (terminal), and refuses a locked one ("locked"). set_config carries the planned

@@ -106,6 +106,8 @@ func (h *xharness) observe(args []string) (string, error) {
 			if o.AfterSeq, err = strconv.ParseUint(v, 10, 64); err != nil {
 				return "", err
 			}
+		case "kind":
+			o.Kind = events.GuestKind(v)
 		default:
 			return "", fmt.Errorf("unknown observation key %q", k)
 		}

@@ -84,7 +84,7 @@ func (h *xharness) cmds() map[string]script.Cmd {
 	return map[string]script.Cmd{
 		"guest":     scenario.Cmd("set a guest in the scripted Proxmox", "VMID key=value...", h.guest),
 		"desired":   scenario.Cmd("journal a desired event", "VMID JSON", h.desired),
-		"observe":   scenario.Cmd("journal an observation of the scripted guest read at now (or read_at=±D), stopped unless status= says otherwise", "VMID [status=S] [pending=KEY:V] [read_at=D] [after=SEQ]", h.observe),
+		"observe":   scenario.Cmd("journal an observation of the scripted guest read at now (or read_at=±D), stopped unless status= says otherwise", "VMID [status=S] [pending=KEY:V] [read_at=D] [after=SEQ] [kind=K]", h.observe),
 		"action":    scenario.Cmd("journal an action as the planner plans it; prints its sequence", "VMID OP [desired=SEQ] [basis=SEQ] [digest=D] [set.KEY=V] [revert=KEY] [timeout=D] [node=N]", h.action),
 		"started":   scenario.Cmd("journal a started result as an executor would", "VMID ACTIONID OP UPID", h.started),
 		"rawaction": scenario.Cmd("journal an action body as given", "VMID BODY", h.rawAction),

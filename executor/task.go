@@ -38,17 +38,20 @@ func (j *job) precheck(ctx context.Context) (outcome, bool) {
 		}
 		return abandon, false
 	}
-	if j.delivered == 1 && j.basis != nil && j.basis.Lock == "" && j.basis.Status != want && (j.a.Op != events.OpReboot || j.basis.Status == "running") {
+	if j.delivered == 1 && j.basis != nil && j.basis.Lock == "" && j.basis.Status != want && (j.a.Op != events.OpReboot || j.basis.Status == "running" && j.a.Kind == events.QEMU) {
 		// First delivery of a verified action: the basis is the newest
 		// reading of the guest (the fence said so). Proxmox answers a
 		// start of a running guest with "already running" (the call's
 		// error for a container, the task's exit status for a VM: both
 		// already-done), a stop or shutdown of a stopped VM with a task
-		// that does nothing, a reboot of a stopped guest with "not
+		// that does nothing, a VM's reboot of a stopped VM with "not
 		// running" (terminal: nothing rebooted), and a locked guest with
 		// "locked". Only a redelivery, which may follow a mutation
 		// already made, reads first. (A reboot waits on this call in
-		// every wave of a fleet change: 20 ms and more each.)
+		// every wave of a fleet change: 20 ms and more each.) Not a
+		// container's reboot: pve-container's reboot does not check the
+		// config lock (vm_reboot: lxc-stop, then start), so a backup or
+		// snapshot begun since the basis is found here.
 		return abandon, false
 	}
 	st, err := j.e.px.GuestStatus(ctx, j.ref)

@@ -114,7 +114,17 @@ func (s *Sim) power(q *req, g *guest) (any, error) {
 			return nil, fail500("VM %d not running", g.vmid) // "VM" for containers too (sic)
 		}
 		work = func() ([]string, error) {
-			if err := ready(); err != nil {
+			// A container's reboot checks no config lock: pve-container's
+			// reboot endpoint (src/PVE/API2/LXC/Status.pm, vm_reboot) and
+			// PVE::LXC::vm_reboot take only the container's file lock and
+			// stop and start it, where start, stop, shutdown and suspend
+			// call check_lock. A VM's does (qemu-server vm_reboot →
+			// _do_vm_stop → check_lock).
+			if g.kind == LXC {
+				if err := s.gone(g); err != nil {
+					return nil, err
+				}
+			} else if err := ready(); err != nil {
 				return nil, err
 			}
 			if !g.running() {
