@@ -263,7 +263,9 @@ func (l *Loop) Run(ctx context.Context) error {
 				l.eng.FlushPrompt(now)
 				l.carryOut(ctx)
 			} else {
-				d = max(d, planner.PromptFlushInterval)
+				if d <= 0 { // due, but the writer is busy: look again soon
+					d = planner.PromptFlushInterval
+				}
 				if prompt == nil {
 					prompt = l.clk.NewTimer(d)
 				} else {
