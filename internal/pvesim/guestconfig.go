@@ -172,7 +172,7 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		}
 	}
 	ch.del = vmStateDeletes(g, ch.del)
-	if err := s.canonicalWrite(g, ch.set); err != nil {
+	if err := s.canonicalWrite(g, ch.set, map[string]string{}); err != nil {
 		return nil, fail500("%v", err)
 	}
 	return ch, nil

@@ -1,0 +1,146 @@
+package pvesim_test
+
+import (
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/internal/pvesim"
+)
+
+// Errors of a storage lock waited for in vain (pve-storage
+// PVE::Storage::Plugin::cluster_lock_storage: PVE::Tools::lock_file for a
+// local storage, PVE::Cluster::cfs_lock_storage for a shared one).
+const (
+	lvmLockErr  = "can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout"
+	zfsLockErr  = "can't lock file '/var/lock/pve-manager/pve-storage-local-zfs' - got timeout"
+	cephLockErr = "cfs-lock 'storage-ceph' error: got lock request timeout"
+)
+
+// lockTask calls path and returns the UPID of the task it starts.
+func lockTask(t *testing.T, s *pvesim.Sim, method, path, body string) string {
+	t.Helper()
+	hdr := tokenHdr()
+	hdr["Content-Type"] = "application/x-www-form-urlencoded"
+	res, m := raw(t, method, s.URL()+path, hdr, body)
+	upid, _ := m["data"].(string)
+	if res.StatusCode != 200 || upid == "" {
+		t.Fatalf("%s %s %s: %s %v", method, path, body, res.Status, m)
+	}
+	return upid
+}
+
+// lockWait waits for a task's end.
+func lockWait(t *testing.T, s *pvesim.Sim, upid string) pvesim.TaskInfo {
+	t.Helper()
+	ti, err := s.WaitTask(ctxT(t), upid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti
+}
+
+// lockFinish ends a task that still holds or waits for its locks now.
+func lockFinish(t *testing.T, s *pvesim.Sim, upid string) pvesim.TaskInfo {
+	t.Helper()
+	for _, ti := range s.Tasks() {
+		if ti.UPID == upid && !ti.Running {
+			t.Fatalf("a task holding its locks for an hour ended: %+v", ti)
+		}
+	}
+	if err := s.FinishTask(upid); err != nil {
+		t.Fatal(err)
+	}
+	return lockWait(t, s, upid)
+}
+
+// blockStorages holds pve1's local-lvm and the cluster's ceph for an hour
+// (hold an hour, timeout 1 ms): full clones of template 9000.
+func blockStorages(t *testing.T) *pvesim.Sim {
+	s := lockSim(t, pvesim.Faults{StorageLockHold: pvesim.Duration(time.Hour), StorageLockTimeout: pvesim.Duration(time.Millisecond)})
+	cloneTask(t, s, "/nodes/pve1/qemu/9000/clone", "newid=900&full=1")
+	cloneTask(t, s, "/nodes/pve1/qemu/9000/clone", "newid=901&full=1&storage=ceph")
+	return s
+}
+
+const ctTemplate = "ostemplate=" + "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+
+// TestStorageLockCreate pins the lock of a create's allocations: each new
+// volume is vdisk_alloc'd under its storage's lock (pve-storage
+// src/PVE/Storage.pm vdisk_alloc: cluster_lock_storage) inside the task
+// (qemu-server src/PVE/API2/Qemu.pm create_vm → create_disks; pve-container
+// src/PVE/API2/LXC.pm create_vm → PVE::LXC::create_disks → alloc_disk),
+// and an allocation that cannot get it fails the task "unable to create
+// VM|CT <vmid> - <error>" ($emsg) and removes the config. A create that
+// allocates nothing takes no lock.
+func TestStorageLockCreate(t *testing.T) {
+	s := blockStorages(t)
+	for _, tc := range []struct {
+		path, body, want string
+		vmid             int
+	}{
+		{"/nodes/pve1/qemu", "vmid=100&scsi0=local-lvm:8", "unable to create VM 100 - " + lvmLockErr, 100},
+		{"/nodes/pve1/qemu", "vmid=101&efidisk0=ceph:1", "unable to create VM 101 - " + cephLockErr, 101},
+		{"/nodes/pve1/qemu", "vmid=102&ide2=" + url.QueryEscape("ceph:cloudinit"), "unable to create VM 102 - " + cephLockErr, 102},
+		{"/nodes/pve1/lxc", "vmid=103&" + ctTemplate, "unable to create CT 103 - " + lvmLockErr, 103}, // rootfs local-lvm:4
+		{"/nodes/pve2/lxc", "vmid=104&" + ctTemplate + "&rootfs=ceph:4", "unable to create CT 104 - " + cephLockErr, 104},
+	} {
+		ti := lockWait(t, s, lockTask(t, s, "POST", tc.path, tc.body))
+		if ti.ExitStatus != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.path, tc.body, ti.ExitStatus, tc.want)
+		}
+		if _, ok := s.Guest(tc.vmid); ok {
+			t.Errorf("%s %s: guest %d left behind", tc.path, tc.body, tc.vmid)
+		}
+	}
+	// No volume to allocate: no lock, the task ends at once.
+	if ti := lockWait(t, s, lockTask(t, s, "POST", "/nodes/pve1/qemu", "vmid=110&memory=1024")); ti.ExitStatus != "OK" {
+		t.Fatalf("create without disks: %+v", ti)
+	}
+	// pve2's local-lvm is another flock: the create holds it, and succeeds.
+	if ti := lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve2/qemu", "vmid=111&scsi0=local-lvm:8")); ti.ExitStatus != "OK" {
+		t.Fatalf("create on pve2: %+v", ti)
+	}
+	if g, ok := s.Guest(111); !ok || g.Lock != "" {
+		t.Fatalf("guest 111 after its create: %+v", g)
+	}
+}
+
+// TestStorageLockCreateCleanup: a create whose second allocation times
+// out frees the first volume again under its storage's lock, and only
+// prints that free's failure (qemu-server create_disks: "free allocated
+// images on error", `eval { PVE::Storage::vdisk_free(...) }; warn $@ if
+// $@;`). The volumes are allocated in sorted key order (create_disks:
+// `for my $opt (sort keys $param->%*)`): ide0 before scsi0.
+func TestStorageLockCreateCleanup(t *testing.T) {
+	s := lockSim(t, pvesim.Faults{StorageLockHold: pvesim.Duration(time.Hour), StorageLockTimeout: pvesim.Duration(time.Millisecond)})
+	// A linked clone of a template with disks on local-zfs and ceph holds
+	// ceph from +1h to +2h.
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 9004, Template: true, Config: map[string]string{
+		"scsi0": "local-zfs:base-9004-disk-0,size=8G", "scsi1": "ceph:base-9004-disk-1,size=8G"}}); err != nil {
+		t.Fatal(err)
+	}
+	cloneTask(t, s, "/nodes/pve1/qemu/9004/clone", "newid=900")
+	// The create holds local-lvm for ide0 (+0..1h); ceph is not free for
+	// scsi0 at +1h: it gives up, and frees ide0's volume: its lock, its
+	// own until +1h, is free then.
+	upid := lockTask(t, s, "POST", "/nodes/pve1/qemu", "vmid=100&scsi0=ceph:8&ide0=local-lvm:4")
+	ti := lockFinish(t, s, upid)
+	if want := "unable to create VM 100 - " + cephLockErr; ti.ExitStatus != want {
+		t.Fatalf("create: %q, want %q", ti.ExitStatus, want)
+	}
+	if slices.Contains(ti.Log, lvmLockErr) {
+		t.Fatalf("the free of ide0's volume found its lock free, yet failed: %q", ti.Log)
+	}
+	// That free holds local-lvm from +1h to +2h: a create that may wait
+	// 90 minutes for it gives up. (Had the create not allocated ide0
+	// first, or not freed it, local-lvm would be free by +1h.)
+	if err := s.UpdateFaults(func(f *pvesim.Faults) { f.StorageLockTimeout = pvesim.Duration(90 * time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	ti = lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve1/qemu", "vmid=101&ide0=local-lvm:4"))
+	if want := "unable to create VM 101 - " + lvmLockErr; ti.ExitStatus != want {
+		t.Fatalf("second create: %q, want %q", ti.ExitStatus, want)
+	}
+}
