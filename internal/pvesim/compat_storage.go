@@ -27,10 +27,11 @@ var allocDriveKeyRe = map[Kind]*regexp.Regexp{
 }
 
 // driveOrder sorts drive keys as qemu-server's valid_drive_names (ide,
-// scsi, virtio, sata) and pve-container (rootfs, mp0, mp1, …) visit them.
+// scsi, virtio, sata, efidisk0, tpmstate0) and pve-container (rootfs,
+// mp0, mp1, …) visit them.
 func driveOrder(keys []string) {
 	rank := func(k string) (int, int) {
-		for i, p := range []string{"rootfs", "ide", "scsi", "virtio", "sata", "mp"} {
+		for i, p := range []string{"rootfs", "ide", "scsi", "virtio", "sata", "efidisk", "tpmstate", "mp"} {
 			if rest, ok := strings.CutPrefix(k, p); ok {
 				n, _ := strconv.Atoi(rest)
 				return i, n

@@ -55,12 +55,16 @@ func lockFinish(t *testing.T, s *pvesim.Sim, upid string) pvesim.TaskInfo {
 	return lockWait(t, s, upid)
 }
 
-// blockStorages holds pve1's local-lvm and the cluster's ceph for an hour
-// (hold an hour, timeout 1 ms): full clones of template 9000.
+// blockStorages (each hold an hour, a waiter gives up after 1 ms) holds
+// pve1's local-lvm for the first hour and the cluster's ceph for two:
+// full clones of template 9000, and a linked clone of 9004, whose ceph
+// disk follows its local-zfs one (pve1's local-zfs is held for the first
+// hour too).
 func blockStorages(t *testing.T) *pvesim.Sim {
 	s := lockSim(t, pvesim.Faults{StorageLockHold: pvesim.Duration(time.Hour), StorageLockTimeout: pvesim.Duration(time.Millisecond)})
 	cloneTask(t, s, "/nodes/pve1/qemu/9000/clone", "newid=900&full=1")
 	cloneTask(t, s, "/nodes/pve1/qemu/9000/clone", "newid=901&full=1&storage=ceph")
+	cloneTask(t, s, "/nodes/pve1/qemu/9004/clone", "newid=902")
 	return s
 }
 
@@ -115,12 +119,7 @@ func TestStorageLockCreate(t *testing.T) {
 // `for my $opt (sort keys $param->%*)`): ide0 before scsi0.
 func TestStorageLockCreateCleanup(t *testing.T) {
 	s := lockSim(t, pvesim.Faults{StorageLockHold: pvesim.Duration(time.Hour), StorageLockTimeout: pvesim.Duration(time.Millisecond)})
-	// A linked clone of a template with disks on local-zfs and ceph holds
-	// ceph from +1h to +2h.
-	if err := s.AddGuest(pvesim.GuestSpec{VMID: 9004, Template: true, Config: map[string]string{
-		"scsi0": "local-zfs:base-9004-disk-0,size=8G", "scsi1": "ceph:base-9004-disk-1,size=8G"}}); err != nil {
-		t.Fatal(err)
-	}
+	// A linked clone of 9004 holds ceph from +1h to +2h.
 	cloneTask(t, s, "/nodes/pve1/qemu/9004/clone", "newid=900")
 	// The create holds local-lvm for ide0 (+0..1h); ceph is not free for
 	// scsi0 at +1h: it gives up, and frees ide0's volume: its lock, its
