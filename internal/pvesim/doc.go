@@ -109,7 +109,8 @@
 //     it made before. Clones take it per volume (qemu-server clone_disk,
 //     pve-container copy_volume: a full clone's allocation, a linked
 //     one's vdisk_clone), creates per volume they allocate (create_disks),
-//     template conversions per volume (vdisk_create_base).
+//     template conversions per volume (vdisk_create_base), disk moves
+//     for the new volume and, with delete, the source (move_vm_disk).
 //   - LXC clone source: the source container carries lock "disk" for
 //     the whole clone task; a second clone of it is refused at once with
 //     500 "CT is locked (disk)" (pve-container clone_vm, pve-guest-common

@@ -1,7 +1,9 @@
 package pvesim_test
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/converge-pve/converge/internal/pvesim"
 )
@@ -69,5 +71,61 @@ func TestStorageLockTemplate(t *testing.T) {
 		if g.Template != tc.template || g.Config[tc.key] != tc.vol {
 			t.Errorf("%d: template %v, %s %q; want %v, %q", tc.vmid, g.Template, tc.key, g.Config[tc.key], tc.template, tc.vol)
 		}
+	}
+}
+
+// TestStorageLockMoveDisk pins the locks of a disk move (qemu-server
+// src/PVE/API2/Qemu.pm move_vm_disk, a "qmmove" task): clone_disk
+// allocates the new volume on the target under its lock (vdisk_alloc);
+// if it cannot, the task fails "storage migration failed: <error>" and the
+// config stays. With delete the source is freed after the copy under its
+// storage's lock (vdisk_free in an eval, `warn $@ if $@`): a timeout there
+// is printed and the move succeeds.
+func TestStorageLockMoveDisk(t *testing.T) {
+	s := blockStorages(t)
+	for _, g := range []pvesim.GuestSpec{
+		{VMID: 100, Node: "pve2"}, // scsi0 on pve2's local-lvm
+		{VMID: 101, Config: map[string]string{"scsi0": "ceph:vm-101-disk-0,size=8G"}},
+		{VMID: 102, Node: "pve2", Config: map[string]string{"scsi0": "ceph:vm-102-disk-0,size=8G"}},
+	} {
+		if err := s.AddGuest(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ path, body, want string }{
+		{"/nodes/pve2/qemu/100/move_disk", "disk=scsi0&storage=ceph", "storage migration failed: " + cephLockErr},
+		{"/nodes/pve1/qemu/101/move_disk", "disk=scsi0&storage=local-zfs", "storage migration failed: " + zfsLockErr},
+	} {
+		ti := lockWait(t, s, lockTask(t, s, "POST", tc.path, tc.body))
+		if ti.ExitStatus != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.path, tc.body, ti.ExitStatus, tc.want)
+		}
+	}
+	if g, _ := s.Guest(100); g.Config["scsi0"] != "local-lvm:vm-100-disk-0,iothread=1,size=32G" || g.Config["unused0"] != "" {
+		t.Fatalf("100 after its failed move: %v", g.Config)
+	}
+	// 102: pve2's local-zfs is free (+0..1h); ceph, to free the source
+	// at +1h, is not.
+	ti := lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve2/qemu/102/move_disk", "disk=scsi0&storage=local-zfs&delete=1"))
+	if ti.ExitStatus != "OK" || !slices.Contains(ti.Log, cephLockErr) {
+		t.Fatalf("move with delete: %+v", ti)
+	}
+	if g, _ := s.Guest(102); g.Config["scsi0"] != "local-zfs:vm-102-disk-0,size=8G" || g.Config["unused0"] != "" {
+		t.Fatalf("102 after its move: %v", g.Config)
+	}
+}
+
+// TestStorageLockMoveTemplateDisk: a template's moved disk is made a base
+// volume on the target (move_vm_disk: `template_create($vmid, $conf,
+// $disk) if is_template`, vdisk_create_base under the target's lock), a
+// second hold of the target's lock after the allocation's.
+func TestStorageLockMoveTemplateDisk(t *testing.T) {
+	s := lockSim(t, pvesim.Faults{StorageLockHold: pvesim.Duration(time.Hour), StorageLockTimeout: pvesim.Duration(90 * time.Minute)})
+	lockTask(t, s, "POST", "/nodes/pve2/qemu/9002/move_disk", "disk=scsi0&storage=local-zfs")
+	// pve2's local-zfs is held two hours: a create waiting 90 minutes
+	// for it gives up.
+	ti := lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve2/qemu", "vmid=100&scsi0=local-zfs:1"))
+	if want := "unable to create VM 100 - " + zfsLockErr; ti.ExitStatus != want {
+		t.Fatalf("create behind the move: %q, want %q", ti.ExitStatus, want)
 	}
 }
