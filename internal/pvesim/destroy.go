@@ -127,7 +127,15 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 		return nil, fail500("unable to destroy CT %d - container is running", g.vmid)
 	}
 	typ := map[Kind]string{QEMU: "qmdestroy", LXC: "vzdestroy"}[g.kind]
-	t := s.startLoggedTask(g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
+	fr := volFrees{run: s.lockRun(g.node)}
+	if g.kind == LXC || g.lock() == "" || skiplock {
+		fr = s.destroyLocks(g) // a VM's lock fails the task before (check_lock)
+	}
+	d := fr.run.elapsed()
+	if fr.err == nil {
+		d += s.faults.TaskLatencyFor(typ)
+	}
+	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
 		}
@@ -144,6 +152,15 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 			print(fmt.Sprintf("forced to stop CT %d before destroying!", g.vmid))
 			g.status = "stopped"
 		}
+		for _, l := range fr.notes {
+			print(l)
+		}
+		if fr.err != nil {
+			// destroy_lxc_container: vdisk_free dies; the volumes freed
+			// before stay freed, the config stays.
+			s.markFreed(g, fr.freed)
+			return nil, fr.err
+		}
 		ha := s.haOf(g)
 		delete(s.guests, g.vmid)
 		s.setVMPool(g.vmid, "") // remove_vm_access, with or without purge
@@ -155,7 +172,7 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 				print(fmt.Sprintf("NOTE: removed %s %d from HA resource configuration.", word, g.vmid))
 			}
 		}
-		return nil, nil
+		return fr.warnings, nil
 	}, nil)
 	return t.upid, nil
 }

@@ -110,7 +110,9 @@
 //     pve-container copy_volume: a full clone's allocation, a linked
 //     one's vdisk_clone), creates per volume they allocate (create_disks),
 //     template conversions per volume (vdisk_create_base), disk moves
-//     for the new volume and, with delete, the source (move_vm_disk).
+//     for the new volume and, with delete, the source (move_vm_disk),
+//     destroys per volume they free (destroy_vm, destroy_lxc_container)
+//     and the storage API's volume deletion (vdisk_free).
 //   - LXC clone source: the source container carries lock "disk" for
 //     the whole clone task; a second clone of it is refused at once with
 //     500 "CT is locked (disk)" (pve-container clone_vm, pve-guest-common

@@ -2,6 +2,7 @@ package pvesim_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,92 @@ func TestStorageLockMoveTemplateDisk(t *testing.T) {
 	ti := lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve2/qemu", "vmid=100&scsi0=local-zfs:1"))
 	if want := "unable to create VM 100 - " + zfsLockErr; ti.ExitStatus != want {
 		t.Fatalf("create behind the move: %q, want %q", ti.ExitStatus, want)
+	}
+}
+
+// TestStorageLockDestroy pins the locks of a destroy: each volume the
+// guest owns is freed under its storage's lock (pve-storage
+// src/PVE/Storage.pm vdisk_free: cluster_lock_storage; the simulated
+// storages' free_image return no cleanup worker, so the whole free runs
+// under it). qemu-server (src/PVE/QemuServer.pm destroy_vm: the drives in
+// valid_drive_names order, a cloud-init drive too but not a CD-ROM, then
+// unusedN; `eval { vdisk_free }; log_warn("Could not remove disk
+// '$volid', check manually: $@")`) warns of a timeout and destroys the
+// VM; pve-container (src/PVE/LXC.pm destroy_lxc_container →
+// delete_mountpoint_volume: vdisk_free bare) fails the task with it and
+// keeps the config, the volumes freed before it gone.
+func TestStorageLockDestroy(t *testing.T) {
+	s := blockStorages(t)
+	for _, g := range []pvesim.GuestSpec{
+		{VMID: 100, Config: map[string]string{ // scsi0 on pve1's local-lvm
+			"ide2":    "ceph:vm-100-cloudinit,media=cdrom",
+			"ide0":    "ceph:vm-100-disk-5,media=cdrom",  // a CD-ROM: not freed
+			"scsi2":   "local-zfs:vm-999-disk-0,size=8G", // another VM's: not freed
+			"unused0": "ceph:vm-100-disk-1",
+		}},
+		{VMID: 101, Node: "pve2", Kind: pvesim.LXC, Config: map[string]string{ // rootfs on pve2's local-lvm
+			"mp0": "ceph:vm-101-disk-1,mp=/srv,size=8G",
+			"mp1": "local-zfs:subvol-555-disk-0,mp=/x,size=8G",
+		}},
+	} {
+		if err := s.AddGuest(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ti := lockWait(t, s, lockTask(t, s, "DELETE", "/nodes/pve1/qemu/100", ""))
+	want := []string{
+		"WARN: Could not remove disk 'ceph:vm-100-cloudinit', check manually: " + cephLockErr,
+		"WARN: Could not remove disk 'local-lvm:vm-100-disk-0', check manually: " + lvmLockErr,
+		"WARN: Could not remove disk 'ceph:vm-100-disk-1', check manually: " + cephLockErr,
+		"TASK WARNINGS: 3",
+	}
+	if ti.ExitStatus != "WARNINGS: 3" || !slices.Equal(ti.Log, want) {
+		t.Fatalf("destroy of 100: %s %q, want %q", ti.ExitStatus, ti.Log, want)
+	}
+	if _, ok := s.Guest(100); ok {
+		t.Fatal("100 is still there")
+	}
+	// 101: its rootfs is freed (pve2's local-lvm, +0..1h), ceph is not
+	// free for mp0 at +1h.
+	ti = lockFinish(t, s, lockTask(t, s, "DELETE", "/nodes/pve2/lxc/101", ""))
+	if ti.ExitStatus != cephLockErr || slices.Contains(ti.Log, "ignore deletion of 'local-zfs:subvol-555-disk-0', CT 101 isn't the owner!") {
+		t.Fatalf("destroy of 101: %+v", ti)
+	}
+	if g, ok := s.Guest(101); !ok || g.Config["rootfs"] != "local-lvm:vm-101-disk-0,size=8G" {
+		t.Fatalf("101 after its failed destroy: %+v", g)
+	}
+	for vol, code := range map[string]int{"local-lvm:vm-101-disk-0": 500, "ceph:vm-101-disk-1": 200} {
+		sid, _, _ := strings.Cut(vol, ":")
+		if res, _ := form(t, s, "GET", "/nodes/pve2/storage/"+sid+"/content/"+vol, ""); res.StatusCode != code {
+			t.Errorf("%s after the failed destroy: %s, want %d", vol, res.Status, code)
+		}
+	}
+}
+
+// TestStorageLockDeleteVolume: the storage API's volume deletion (pve-storage
+// src/PVE/API2/Storage/Content.pm delete: an "imgdel" task running
+// vdisk_free) takes the storage's lock; a timeout fails the task and
+// frees nothing.
+func TestStorageLockDeleteVolume(t *testing.T) {
+	s := blockStorages(t)
+	for _, g := range []pvesim.GuestSpec{{VMID: 100}, {VMID: 102, Node: "pve2"}} {
+		if err := s.AddGuest(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := "/nodes/pve1/storage/local-lvm/content/local-lvm:vm-100-disk-0"
+	if ti := lockWait(t, s, lockTask(t, s, "DELETE", path, "")); ti.ExitStatus != lvmLockErr {
+		t.Fatalf("imgdel on pve1: %+v", ti)
+	}
+	if res, _ := form(t, s, "GET", path, ""); res.StatusCode != 200 {
+		t.Fatalf("the volume after the failed delete: %s", res.Status)
+	}
+	// pve2's local-lvm is another flock.
+	path = "/nodes/pve2/storage/local-lvm/content/local-lvm:vm-102-disk-0"
+	if ti := lockFinish(t, s, lockTask(t, s, "DELETE", path, "")); ti.ExitStatus != "OK" {
+		t.Fatalf("imgdel on pve2: %+v", ti)
+	}
+	if res, _ := form(t, s, "GET", path, ""); res.StatusCode != 500 {
+		t.Fatalf("the volume after its delete: %s", res.Status)
 	}
 }
