@@ -111,8 +111,10 @@
 //     one's vdisk_clone), creates per volume they allocate (create_disks),
 //     template conversions per volume (vdisk_create_base), disk moves
 //     for the new volume and, with delete, the source (move_vm_disk),
-//     destroys per volume they free (destroy_vm, destroy_lxc_container)
-//     and the storage API's volume deletion (vdisk_free).
+//     destroys per volume they free (destroy_vm, destroy_lxc_container),
+//     the storage API's volume deletion (vdisk_free), and config writes
+//     per unusedN they free and volume they allocate (update_vm_api,
+//     update_pct_config; configlock.go).
 //   - LXC clone source: the source container carries lock "disk" for
 //     the whole clone task; a second clone of it is refused at once with
 //     500 "CT is locked (disk)" (pve-container clone_vm, pve-guest-common

@@ -1,6 +1,7 @@
 package pvesim_test
 
 import (
+	"maps"
 	"net/url"
 	"slices"
 	"testing"
@@ -141,5 +142,119 @@ func TestStorageLockCreateCleanup(t *testing.T) {
 	ti = lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve1/qemu", "vmid=101&ide0=local-lvm:4"))
 	if want := "unable to create VM 101 - " + lvmLockErr; ti.ExitStatus != want {
 		t.Fatalf("second create: %q, want %q", ti.ExitStatus, want)
+	}
+}
+
+// TestStorageLockConfigWrite pins the locks of a config write (qemu-server
+// src/PVE/API2/Qemu.pm update_vm_api: each deleted unusedN the VM owns is
+// freed, try_deallocate_drive → vdisk_free, then each new disk allocated,
+// create_disks → vdisk_alloc, each under its storage's lock; the first
+// failure dies, in the call for PUT, in the qmconfig task for POST).
+// The deletions before the failure are written: a deleted key other than
+// unusedN becomes a pending deletion (add_to_pending_delete, applied
+// only at the end). pve-container (src/PVE/LXC/Config.pm
+// vmconfig_apply_pending / vmconfig_hotplug_pending) collects a failure
+// per key, "unable to apply pending change <key> : <error>" (stopped) or
+// "unable to hotplug <key>: <error>" (running), and its update_vm
+// (src/PVE/API2/LXC/Config.pm) raises them as a 400 before writing.
+func TestStorageLockConfigWrite(t *testing.T) {
+	s := blockStorages(t)
+	for _, g := range []pvesim.GuestSpec{
+		{VMID: 100, Config: map[string]string{"unused0": "ceph:vm-100-disk-1"}},
+		{VMID: 102, Kind: pvesim.LXC, Config: map[string]string{"unused0": "local-lvm:vm-102-disk-3"}},
+		{VMID: 103, Kind: pvesim.LXC, Running: true},
+	} {
+		if err := s.AddGuest(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := s.Guest(100)
+	for _, tc := range []struct{ method, path, body string }{
+		{"PUT", "/nodes/pve1/qemu/100/config", "scsi1=local-lvm:8"},
+		{"PUT", "/nodes/pve1/qemu/100/config", "delete=unused0"},
+		{"PUT", "/nodes/pve1/qemu/100/config", "ide2=" + url.QueryEscape("ceph:cloudinit")},
+	} {
+		want := lvmLockErr
+		if tc.body != "scsi1=local-lvm:8" {
+			want = cephLockErr
+		}
+		if res, m := form(t, s, tc.method, tc.path, tc.body); res.StatusCode != 500 || m["message"] != want+"\n" {
+			t.Errorf("%s %s %s: %s %v, want 500 %q", tc.method, tc.path, tc.body, res.Status, m, want)
+		}
+	}
+	if ti := lockWait(t, s, lockTask(t, s, "POST", "/nodes/pve1/qemu/100/config", "scsi1=ceph:8")); ti.ExitStatus != cephLockErr {
+		t.Errorf("POST config: %+v", ti)
+	}
+	if g, _ := s.Guest(100); g.Digest != before.Digest {
+		t.Fatalf("100 changed: %+v", g)
+	}
+	// The deletion of memory comes before unused0's free, and stays
+	// written as a pending deletion.
+	if res, _ := form(t, s, "PUT", "/nodes/pve1/qemu/100/config", "delete=memory,unused0"); res.StatusCode != 500 {
+		t.Fatalf("PUT delete=memory,unused0: %s", res.Status)
+	}
+	if g, _ := s.Guest(100); g.Config["memory"] != "512" || g.Config["unused0"] == "" || !slices.Equal(g.PendingDelete, []string{"memory"}) {
+		t.Fatalf("100 after the failed deletion: %+v", g)
+	}
+
+	for _, tc := range []struct {
+		path, body string
+		errs       map[string]any
+	}{
+		{"/nodes/pve1/lxc/102/config", "mp0=" + url.QueryEscape("local-lvm:8,mp=/srv"),
+			map[string]any{"mp0": "unable to apply pending change mp0 : " + lvmLockErr + "\n"}},
+		{"/nodes/pve1/lxc/102/config", "memory=1024&delete=unused0&mp0=" + url.QueryEscape("ceph:8,mp=/a") + "&mp1=" + url.QueryEscape("local-zfs:2,mp=/b"),
+			map[string]any{
+				"unused0": "unable to apply pending change unused0 : " + lvmLockErr + "\n",
+				"mp0":     "unable to apply pending change mp0 : " + cephLockErr + "\n",
+				"mp1":     "unable to apply pending change mp1 : " + zfsLockErr + "\n",
+			}},
+		{"/nodes/pve1/lxc/103/config", "mp0=" + url.QueryEscape("ceph:8,mp=/srv"),
+			map[string]any{"mp0": "unable to hotplug mp0: " + cephLockErr + "\n"}},
+	} {
+		res, m := form(t, s, "PUT", tc.path, tc.body)
+		errs, _ := m["errors"].(map[string]any)
+		if res.StatusCode != 400 || !maps.Equal(errs, tc.errs) {
+			t.Errorf("PUT %s %s: %s %v, want 400 %v", tc.path, tc.body, res.Status, m, tc.errs)
+		}
+	}
+	if g, _ := s.Guest(102); g.Config["memory"] != "512" || g.Config["mp0"] != "" || g.Config["unused0"] == "" || len(g.Pending) > 0 {
+		t.Fatalf("102 after its failed writes: %+v", g)
+	}
+}
+
+// TestStorageLockConfigWritePartial: update_vm_api writes the config after
+// each option, so a failure leaves the options before it written, and
+// pending (it applies pending changes at its end): here the deletion of
+// another VM's volume (no free, no lock) and the allocation of scsi1 on
+// pve2's local-lvm, before scsi2's on ceph times out. (It sets options in
+// Perl's hash order; the simulator takes the allocations first, sorted.)
+func TestStorageLockConfigWritePartial(t *testing.T) {
+	s := blockStorages(t)
+	if err := s.AddGuest(pvesim.GuestSpec{VMID: 101, Node: "pve2", Config: map[string]string{"unused0": "ceph:vm-555-disk-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	body := "delete=unused0&scsi1=local-lvm:8&scsi2=ceph:8&memory=1024"
+	if ti := lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve2/qemu/101/config", body)); ti.ExitStatus != cephLockErr {
+		t.Fatalf("POST config: %+v", ti)
+	}
+	g, _ := s.Guest(101)
+	if _, ok := g.Config["unused0"]; ok || g.Config["memory"] != "512" || !maps.Equal(g.Pending, map[string]string{"scsi1": "local-lvm:vm-101-disk-1,size=8G"}) {
+		t.Fatalf("101 after the failed write: %+v", g)
+	}
+}
+
+// TestStorageLockConfigWriteTemplate: a disk added to a template is made a
+// base volume at once (qemu-server create_disks: `$volid =
+// PVE::Storage::vdisk_create_base($storecfg, $volid) if is_template`), a
+// second hold of its storage's lock after the allocation's.
+func TestStorageLockConfigWriteTemplate(t *testing.T) {
+	s := lockSim(t, pvesim.Faults{StorageLockHold: pvesim.Duration(time.Hour), StorageLockTimeout: pvesim.Duration(90 * time.Minute)})
+	lockTask(t, s, "POST", "/nodes/pve2/qemu/9002/config", "scsi1=local-zfs:1")
+	// pve2's local-zfs is held two hours: a create waiting 90 minutes
+	// for it gives up.
+	ti := lockFinish(t, s, lockTask(t, s, "POST", "/nodes/pve2/qemu", "vmid=100&scsi0=local-zfs:1"))
+	if want := "unable to create VM 100 - " + zfsLockErr; ti.ExitStatus != want {
+		t.Fatalf("create behind the write: %q, want %q", ti.ExitStatus, want)
 	}
 }

@@ -57,3 +57,39 @@ func TestLockRunAllocCleanup(t *testing.T) {
 		t.Fatalf("without a hold: failed %d, err %v, took %v", failed, err, r.elapsed())
 	}
 }
+
+// TestConfigWriteLXCFreedKept: pve-container frees a deleted unusedN
+// (src/PVE/LXC/Config.pm vmconfig_apply_pending →
+// PVE::LXC::delete_mountpoint_volume → vdisk_free, under the storage's
+// lock) before it allocates the new mount points; when an allocation's
+// lock times out it writes nothing (src/PVE/API2/LXC/Config.pm
+// update_vm: raise_param_exc before write_config), so the config still
+// names the freed volume. The synchronous call waits for its holds.
+func TestConfigWriteLXCFreedKept(t *testing.T) {
+	s, err := New(Options{Nodes: 1, Faults: Faults{StorageLockHold: Duration(time.Hour), StorageLockTimeout: Duration(time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	const vol = "local-zfs:subvol-100-disk-1"
+	if err := s.AddGuest(GuestSpec{VMID: 100, Kind: LXC, Config: map[string]string{"unused0": vol}}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.storeFree = map[string]time.Time{"ceph": time.Now().Add(3 * time.Hour)}
+	g := s.guests[100]
+	res, err := s.putConfig(&req{params: map[string]string{"delete": "unused0", "mp0": "ceph:8,mp=/srv"}, user: "root@pam"}, g)
+	iw, ok := res.(inlineWork)
+	if err != nil || !ok || iw.d != time.Hour+time.Millisecond {
+		t.Fatalf("putConfig: %#v, %v", res, err)
+	}
+	_, err = iw.then()
+	ae, _ := err.(*apiError)
+	if ae == nil || ae.status != 400 || len(ae.fields) != 1 || ae.fields["mp0"] != "unable to apply pending change mp0 : cfs-lock 'storage-ceph' error: got lock request timeout" {
+		t.Fatalf("the write: %v", err)
+	}
+	if g.conf["unused0"] != vol || g.conf["mp0"] != "" || !s.volFreed(vol) {
+		t.Fatalf("after the write: %v, %s freed: %v", g.conf, vol, s.volFreed(vol))
+	}
+}
