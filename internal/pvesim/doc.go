@@ -104,9 +104,11 @@
 //     storage, cluster-wide for a shared one (pve-storage
 //     cluster_lock_storage, around vdisk_alloc, vdisk_clone,
 //     vdisk_create_base and vdisk_free); a waiter past
-//     Faults.StorageLockTimeout (0: 10 s) fails with pve-storage's
-//     message, once it has freed, each under its lock again, the volumes
-//     it made before. Clones take it per volume (qemu-server clone_disk,
+//     Faults.StorageLockTimeout (0: 10 s) gives up with pve-storage's
+//     message, which the operation handles as its Proxmox code does (a
+//     failed task or call, a warning; docs/simulator.md), freeing under
+//     their locks again the volumes it made before where Proxmox does.
+//     Clones take it per volume (qemu-server clone_disk,
 //     pve-container copy_volume: a full clone's allocation, a linked
 //     one's vdisk_clone), creates per volume they allocate (create_disks),
 //     template conversions per volume (vdisk_create_base), disk moves
