@@ -77,8 +77,8 @@ runs until interrupted. Faults can be changed while it runs under /_sim/
 	fl.IntVar(&f.apiWorkers, "api-workers", pvesim.DefaultAPIWorkers, "pvedaemon workers per node, serving the API's protected calls (Proxmox: 3; 0: unlimited)")
 	fl.IntVar(&f.proxyWorkers, "proxy-workers", pvesim.DefaultAPIWorkers, "pveproxy workers per node, serving the other calls (Proxmox: 3; 0: unlimited)")
 	fl.IntVar(&f.haWorkers, "ha-max-workers", pvesim.DefaultHAMaxWorkers, "HA actions each node's LRM runs at once (datacenter.cfg max_workers, Proxmox: 4; 0: unlimited)")
-	fl.DurationVar(&f.storeHold, "storage-lock-hold", 0, "how long each volume allocation or linked clone of a clone holds its storage's lock (0: the lock is not modelled)")
-	fl.DurationVar(&f.storeTimeout, "storage-lock-timeout", pvesim.DefaultStorageLockTimeout, "how long a clone waits for a storage's lock before its task fails (Proxmox: 10s)")
+	fl.DurationVar(&f.storeHold, "storage-lock-hold", 0, "how long each volume operation (allocation, linked clone, base conversion, free) holds its storage's lock (0: the lock is not modelled)")
+	fl.DurationVar(&f.storeTimeout, "storage-lock-timeout", pvesim.DefaultStorageLockTimeout, "how long a task waits for a storage's lock before it fails (Proxmox: 10s)")
 	fl.StringVar(&f.mutationLog, "mutation-log", "", "write every mutating API call, as received, as a JSON line to this file (- = standard output, after the address)")
 	return cmd
 }

@@ -281,12 +281,16 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 		release = s.takeCloneSlots(p.targetStorages)
 	}
 	typ := map[Kind]string{QEMU: "qmclone", LXC: "vzclone"}[g.kind]
-	// The volumes' storage locks come first, then the copy (storagelock.go).
-	d, lockErr := s.storageLocks(g.node, p.lockStorages)
+	// The volumes' storage locks come first, then the copy (storagelock.go);
+	// a lock that times out fails the clone once the volumes made before
+	// it are freed again.
+	r := s.lockRun(g.node)
+	_, cleanup, lockErr := r.alloc(p.lockStorages)
+	d := r.elapsed()
 	if lockErr == nil {
 		d += s.faults.TaskLatencyFor(typ)
 	}
-	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, p.first, func(func(string)) ([]string, error) {
+	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, p.first, func(print func(string)) ([]string, error) {
 		defer release()
 		defer unlockSource()
 		if err := s.gone(ng); err != nil {
@@ -297,6 +301,9 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 			return nil, taskFail("clone failed: %s", storageLockTimeout(contended))
 		}
 		if lockErr != nil {
+			for _, m := range cleanup {
+				print(m) // vdisk_free's failure, warned
+			}
 			drop() // clone_vm's cleanup: the target's volumes and config go
 			return nil, taskFail("clone failed: %s", lockErr)
 		}

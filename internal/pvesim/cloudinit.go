@@ -272,8 +272,8 @@ var ciVolumeRe = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9\-_.]*[a-zA-Z0-9]):clou
 // allocCloudInit allocates the cloud-init drives a create or config write
 // asks for, as create_disks does: vm-<vmid>-cloudinit (.qcow2 on file
 // storages, in the vmid's directory), media=cdrom, no size; one per VM.
-// Caller holds s.mu.
-func (s *Sim) allocCloudInit(vmid int, set map[string]string) error {
+// allocs gets the drive's key and storage. Caller holds s.mu.
+func (s *Sim) allocCloudInit(vmid int, set, allocs map[string]string) error {
 	keys := []string{}
 	for k := range set {
 		if driveKeyRe.MatchString(k) {
@@ -324,6 +324,7 @@ func (s *Sim) allocCloudInit(vmid int, set map[string]string) error {
 		delete(m, "format")
 		delete(m, "size")
 		set[k] = printProps(m, "=file")
+		allocs[k] = sm[1]
 		attached = k
 	}
 	return nil

@@ -27,10 +27,11 @@ var allocDriveKeyRe = map[Kind]*regexp.Regexp{
 }
 
 // driveOrder sorts drive keys as qemu-server's valid_drive_names (ide,
-// scsi, virtio, sata) and pve-container (rootfs, mp0, mp1, …) visit them.
+// scsi, virtio, sata, efidisk0, tpmstate0) and pve-container (rootfs,
+// mp0, mp1, …) visit them.
 func driveOrder(keys []string) {
 	rank := func(k string) (int, int) {
-		for i, p := range []string{"rootfs", "ide", "scsi", "virtio", "sata", "mp"} {
+		for i, p := range []string{"rootfs", "ide", "scsi", "virtio", "sata", "efidisk", "tpmstate", "mp"} {
 			if rest, ok := strings.CutPrefix(k, p); ok {
 				n, _ := strconv.Atoi(rest)
 				return i, n
@@ -83,10 +84,12 @@ func (s *Sim) usedDiskNames() map[string]bool {
 // volume vm-<vmid>-disk-<n> (the lowest n free on that storage; base- for
 // a template; a container's subvol- on a zfspool, volPrefix) of SIZE GiB,
 // the drive re-printed with size= and without format=. defStorage is the
-// create's "storage" parameter. Caller holds s.mu.
-func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]string, defStorage string) error {
+// create's "storage" parameter. allocs gets the key and storage of each
+// volume allocated (vdisk_alloc, under the storage's lock). Caller holds
+// s.mu.
+func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set, allocs map[string]string, defStorage string) error {
 	if kind == QEMU {
-		if err := s.allocCloudInit(vmid, set); err != nil {
+		if err := s.allocCloudInit(vmid, set, allocs); err != nil {
 			return err
 		}
 	}
@@ -131,6 +134,7 @@ func (s *Sim) allocDisks(kind Kind, vmid int, template bool, set map[string]stri
 		name := fmt.Sprintf("%s:%s-%d-disk-%d", sid, volPrefix(st, kind, template), vmid, n)
 		used[name] = true
 		delete(s.freedVols, name)
+		allocs[k] = sid
 		m[defKey] = name
 		m["size"] = formatSize(kib << 10)
 		delete(m, "format")
@@ -165,15 +169,15 @@ func freeDiskIndex(used map[string]bool, sid string, vmid int) int {
 // canonicalWrite applies the rewrites Proxmox makes to a config write's
 // values: NICs (qemu-server's update_vm_api prints every netN through
 // parse_net/print_net; pve-container's apply/hotplug of pending net
-// through parse_lxc_network/print_lxc_network) and new disks. Caller holds
-// s.mu.
-func (s *Sim) canonicalWrite(g *guest, set map[string]string) error {
+// through parse_lxc_network/print_lxc_network) and new disks (allocDisks,
+// which records them in allocs). Caller holds s.mu.
+func (s *Sim) canonicalWrite(g *guest, set, allocs map[string]string) error {
 	for k, v := range set {
 		if strings.HasPrefix(k, "net") {
 			set[k] = s.canonicalNIC(g.kind, v)
 		}
 	}
-	return s.allocDisks(g.kind, g.vmid, g.template(), set, "")
+	return s.allocDisks(g.kind, g.vmid, g.template(), set, allocs, "")
 }
 
 // ---- volume attributes ------------------------------------------------------

@@ -132,7 +132,8 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		}
 		conf["rootfs"] = st + ":4"
 	}
-	if err := s.allocDisks(kind, vmid, false, conf, q.str("storage")); err != nil {
+	allocs := map[string]string{} // drive key → storage of each new volume
+	if err := s.allocDisks(kind, vmid, false, conf, allocs, q.str("storage")); err != nil {
 		return nil, fail500("unable to create %s %d - %v", word, vmid, err)
 	}
 	disk := 0
@@ -146,6 +147,7 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 			}
 			if v != conf[k] {
 				disk++
+				allocs[k], _ = volumeStorage(v)
 			}
 			conf[k] = v
 		case strings.HasPrefix(k, "net"):
@@ -173,9 +175,23 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 	conf["lock"] = "create"
 	g := s.newGuest(vmid, kind, n.name, conf)
 	typ := map[Kind]string{QEMU: "qmcreate", LXC: "vzcreate"}[kind]
-	t := s.startTask(n.name, typ, kind, vmid, q.user, func() ([]string, error) {
+	// The new volumes' storage locks come first (storagelock.go).
+	r := s.lockRun(n.name)
+	_, cleanup, lockErr := r.alloc(allocStorages(allocs, kind == LXC))
+	d := r.elapsed()
+	if lockErr == nil {
+		d += s.faults.TaskLatencyFor(typ)
+	}
+	t := s.startTaskIn(d, n.name, typ, kind, vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
+		}
+		if lockErr != nil {
+			for _, m := range cleanup {
+				print(m) // the cleanup's vdisk_free failed: warned
+			}
+			delete(s.guests, vmid) // the create lock's config goes
+			return nil, taskFail("unable to create %s %d - %s", word, vmid, lockErr)
 		}
 		delete(g.conf, "lock")
 		g.touch()
@@ -191,6 +207,24 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 		}
 	})
 	return t.upid, nil
+}
+
+// allocStorages are the storages of a create's or config write's new
+// volumes (allocs: drive key → storage) in the order Proxmox allocates
+// them: a container create visits rootfs, mp0, mp1, … (pve-container
+// src/PVE/LXC.pm create_disks: foreach_volume); qemu-server's
+// create_disks and pve-container's vmconfig_apply_pending sort the keys,
+// and update_vm_api takes them in Perl's hash order, sorted here.
+func allocStorages(allocs map[string]string, containerCreate bool) []string {
+	keys := sortedKeys(allocs)
+	if containerCreate {
+		driveOrder(keys)
+	}
+	sids := make([]string, len(keys))
+	for i, k := range keys {
+		sids[i] = allocs[k]
+	}
+	return sids
 }
 
 func knownAppliance(name string) bool {

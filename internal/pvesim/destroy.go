@@ -7,6 +7,14 @@ import (
 
 // ---- template, destroy ------------------------------------------------------------
 
+// template is POST …/{vmid}/template: a "qmtemplate"/"vztemplate" task
+// that turns each volume into a base volume (vdisk_create_base, under its
+// storage's lock: templateVolumes). qemu-server (src/PVE/API2/Qemu.pm
+// template, PVE::QemuServer::template_create) writes template: 1 first
+// and the config again after each volume, so a volume whose lock times
+// out leaves a template whose volumes before it are converted;
+// pve-container (PVE::LXC::template_create) writes the config once all
+// are, so it leaves the config as it was.
 func (s *Sim) template(q *req, g *guest) (any, error) {
 	if len(g.snaps) > 0 {
 		return nil, fail500("unable to create template, because %s contains snapshots", g.typeWord())
@@ -24,22 +32,55 @@ func (s *Sim) template(q *req, g *guest) (any, error) {
 		return nil, fail500("%s", lockedErr(g))
 	}
 	typ := map[Kind]string{QEMU: "qmtemplate", LXC: "vztemplate"}[g.kind]
-	t := s.startTask(g.node, typ, g.kind, g.vmid, q.user, func() ([]string, error) {
+	keys := templateVolumes(g)
+	r := s.lockRun(g.node)
+	done, lockErr := len(keys), error(nil)
+	for i, k := range keys {
+		sid, _ := volumeStorage(g.conf[k])
+		if lockErr = r.take(sid); lockErr != nil {
+			done = i
+			break
+		}
+	}
+	d := r.elapsed()
+	if lockErr == nil {
+		d += s.faults.TaskLatencyFor(typ)
+	}
+	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
 		}
-		for k, v := range g.conf {
-			if isDiskKey(k) {
-				// create_base: vm- becomes base-, a ZFS subvol- basevol-.
-				v = strings.Replace(v, fmt.Sprintf("vm-%d-disk-", g.vmid), fmt.Sprintf("base-%d-disk-", g.vmid), 1)
-				g.conf[k] = strings.Replace(v, fmt.Sprintf("subvol-%d-disk-", g.vmid), fmt.Sprintf("basevol-%d-disk-", g.vmid), 1)
-			}
+		if g.kind == LXC && lockErr != nil {
+			return nil, lockErr
 		}
 		g.conf["template"] = "1"
+		for _, k := range keys[:done] {
+			// create_base: vm- becomes base-, a ZFS subvol- basevol-.
+			v := strings.Replace(g.conf[k], fmt.Sprintf("vm-%d-disk-", g.vmid), fmt.Sprintf("base-%d-disk-", g.vmid), 1)
+			g.conf[k] = strings.Replace(v, fmt.Sprintf("subvol-%d-disk-", g.vmid), fmt.Sprintf("basevol-%d-disk-", g.vmid), 1)
+		}
 		g.touch()
-		return nil, nil
+		return nil, lockErr
 	}, nil)
 	return t.upid, nil
+}
+
+// templateVolumes are the keys of g's volumes a template conversion
+// passes to vdisk_create_base, in its order: QEMU drives other than
+// CD-ROMs and cloud-init drives (template_create: foreach_volume over
+// valid_drive_names, `return if drive_is_cdrom($drive)`), a container's
+// rootfs and mount points (foreach_volume); each a volume on a storage.
+func templateVolumes(g *guest) []string {
+	var keys []string
+	for k, v := range g.conf {
+		if driveKeyRe.MatchString(k) && !strings.Contains(v, "media=cdrom") {
+			if sid, ok := volumeStorage(v); ok && storageByName(sid) != nil {
+				keys = append(keys, k)
+			}
+		}
+	}
+	driveOrder(keys)
+	return keys
 }
 
 // destroy is DELETE …/{vmid}, qemu-server's and pve-container's destroy_vm:
@@ -86,7 +127,15 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 		return nil, fail500("unable to destroy CT %d - container is running", g.vmid)
 	}
 	typ := map[Kind]string{QEMU: "qmdestroy", LXC: "vzdestroy"}[g.kind]
-	t := s.startLoggedTask(g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
+	fr := volFrees{run: s.lockRun(g.node)}
+	if g.kind == LXC || g.lock() == "" || skiplock {
+		fr = s.destroyLocks(g) // a VM's lock fails the task before (check_lock)
+	}
+	d := fr.run.elapsed()
+	if fr.err == nil {
+		d += s.faults.TaskLatencyFor(typ)
+	}
+	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
 		}
@@ -103,6 +152,15 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 			print(fmt.Sprintf("forced to stop CT %d before destroying!", g.vmid))
 			g.status = "stopped"
 		}
+		for _, l := range fr.notes {
+			print(l)
+		}
+		if fr.err != nil {
+			// destroy_lxc_container: vdisk_free dies; the volumes freed
+			// before stay freed, the config stays.
+			s.markFreed(g, fr.freed)
+			return nil, fr.err
+		}
 		ha := s.haOf(g)
 		delete(s.guests, g.vmid)
 		s.setVMPool(g.vmid, "") // remove_vm_access, with or without purge
@@ -114,7 +172,7 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 				print(fmt.Sprintf("NOTE: removed %s %d from HA resource configuration.", word, g.vmid))
 			}
 		}
-		return nil, nil
+		return fr.warnings, nil
 	}, nil)
 	return t.upid, nil
 }

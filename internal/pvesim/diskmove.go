@@ -79,7 +79,13 @@ func (s *Sim) moveDisk(q *req, g *guest) (any, error) {
 		}
 		return nil, fail500("%s", err)
 	}
-	t := s.startLoggedTask(g.node, "qmmove", g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
+	old := volid(g.conf[r.disk])
+	locks, lockErr := s.moveLocks(g, r, old)
+	d := locks.elapsed()
+	if lockErr == nil {
+		d += s.faults.TaskLatencyFor("qmmove")
+	}
+	t := s.startTaskIn(d, g.node, "qmmove", g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
 		}
@@ -87,9 +93,55 @@ func (s *Sim) moveDisk(q *req, g *guest) (any, error) {
 		if err != nil {
 			return nil, taskError(err.Error())
 		}
-		return s.doMove(g, r, snapshotted, print), nil
+		if lockErr != nil {
+			oldsid, _, _ := strings.Cut(old, ":")
+			print(fmt.Sprintf("copying volume '%s' from current storage '%s' to target storage '%s'", old, oldsid, r.storage))
+			for _, m := range locks.cleanup {
+				print(m)
+			}
+			return nil, taskFail("storage migration failed: %s", lockErr)
+		}
+		warnings := s.doMove(g, r, snapshotted, print)
+		if locks.freeErr != "" {
+			print(locks.freeErr) // the source's vdisk_free: `warn $@ if $@`
+		}
+		return warnings, nil
 	}, nil)
 	return t.upid, nil
+}
+
+// moveLocks is a move's storage locks (storagelock.go): move_vm_disk's
+// clone_disk allocates the new volume on the target (vdisk_alloc), a
+// template's is then made a base volume there (template_create:
+// vdisk_create_base; if that fails the new volume is freed again), and
+// with delete the source is freed after the copy (vdisk_free, whose
+// failure is only printed: the volume stays on its storage). Caller holds
+// s.mu.
+func (s *Sim) moveLocks(g *guest, r *moveReq, old string) (*moveLockRun, error) {
+	m := &moveLockRun{lockRun: s.lockRun(g.node)}
+	if _, _, err := m.alloc([]string{r.storage}); err != nil {
+		return m, err
+	}
+	if g.template() {
+		if err := m.take(r.storage); err != nil {
+			m.cleanup = m.free([]string{r.storage})
+			return m, err
+		}
+	}
+	if r.del {
+		oldsid, _, _ := strings.Cut(old, ":")
+		if failed := m.free([]string{oldsid}); len(failed) > 0 {
+			m.freeErr = failed[0]
+		}
+	}
+	return m, nil
+}
+
+// moveLockRun is a move's lockRun with what its task prints of it.
+type moveLockRun struct {
+	*lockRun
+	cleanup []string // the new volume's free after a failure, if it failed
+	freeErr string   // the source's free, if it failed
 }
 
 // checkMove is move_vm_disk's $load_and_check_move; it reports whether a

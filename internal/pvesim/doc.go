@@ -98,14 +98,25 @@
 //     order, never refused. Options.APIWorkers and ProxyWorkers (0:
 //     3, negative: unlimited); [Sim.APIWorkerStats] and GET /_sim/stats
 //     "api_workers" report them.
-//   - Storage lock (storagelock.go): a clone takes its volumes' storage
-//     locks one after another, each for Faults.StorageLockHold (0: not
-//     modelled), the allocation of a full clone and the vdisk_clone of a
-//     linked one (pve-storage cluster_lock_storage, qemu-server
-//     clone_disk, pve-container copy_volume): per node for a local
-//     storage, cluster-wide for a shared one; a waiter past
-//     Faults.StorageLockTimeout (0: 10 s) fails its task with pve-storage's
-//     message.
+//   - Storage lock (storagelock.go): a task takes the storage locks of
+//     its volume operations one after another from its start, each for
+//     Faults.StorageLockHold (0: not modelled), per node for a local
+//     storage, cluster-wide for a shared one (pve-storage
+//     cluster_lock_storage, around vdisk_alloc, vdisk_clone,
+//     vdisk_create_base and vdisk_free); a waiter past
+//     Faults.StorageLockTimeout (0: 10 s) gives up with pve-storage's
+//     message, which the operation handles as its Proxmox code does (a
+//     failed task or call, a warning; docs/simulator.md), freeing under
+//     their locks again the volumes it made before where Proxmox does.
+//     Clones take it per volume (qemu-server clone_disk,
+//     pve-container copy_volume: a full clone's allocation, a linked
+//     one's vdisk_clone), creates per volume they allocate (create_disks),
+//     template conversions per volume (vdisk_create_base), disk moves
+//     for the new volume and, with delete, the source (move_vm_disk),
+//     destroys per volume they free (destroy_vm, destroy_lxc_container),
+//     the storage API's volume deletion (vdisk_free), and config writes
+//     per unusedN they free and volume they allocate (update_vm_api,
+//     update_pct_config; configlock.go).
 //   - LXC clone source: the source container carries lock "disk" for
 //     the whole clone task; a second clone of it is refused at once with
 //     500 "CT is locked (disk)" (pve-container clone_vm, pve-guest-common

@@ -74,13 +74,15 @@ type Faults struct {
 	// timeout" (local storage), and leaves nothing behind. Linked clones
 	// are not counted nor refused.
 	StorageCloneLimit int `json:"storage_clone_limit"`
-	// StorageLockHold is how long each volume allocation or linked clone
-	// of a clone task holds its storage's lock (storagelock.go; 0, the
-	// default: not modelled). Clones onto one storage (one node's for a
-	// local storage, the cluster's for a shared one) then queue for it.
+	// StorageLockHold is how long each volume operation (vdisk_alloc,
+	// vdisk_clone, vdisk_create_base, vdisk_free) of a clone, create,
+	// config write, template conversion, disk move, destroy or volume
+	// deletion holds its storage's lock (storagelock.go; 0, the default:
+	// not modelled). Operations on one storage (one node's for a local
+	// storage, the cluster's for a shared one) then queue for it.
 	StorageLockHold Duration `json:"storage_lock_hold"`
-	// StorageLockTimeout is how long a clone waits for a storage's lock
-	// before its task fails with pve-storage's timeout (0: Proxmox's 10s).
+	// StorageLockTimeout is how long an operation waits for a storage's
+	// lock before it fails with pve-storage's timeout (0: Proxmox's 10s).
 	StorageLockTimeout Duration `json:"storage_lock_timeout"`
 }
 

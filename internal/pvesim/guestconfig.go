@@ -90,6 +90,8 @@ type configChange struct {
 	// force is qemu-server's "force" of a delete: a deleted disk's volume
 	// is freed (try_deallocate_drive) instead of kept as unusedN.
 	force bool
+	// allocs are the new volumes the write allocates: drive key → storage.
+	allocs map[string]string
 }
 
 // parseConfigChange checks digest, lock and parameters up front, as
@@ -105,7 +107,7 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch := &configChange{set: map[string]string{}}
+	ch := &configChange{set: map[string]string{}, allocs: map[string]string{}}
 	errs := map[string]string{}
 	if g.kind == QEMU {
 		resolveCdromAlias(q.params)
@@ -172,7 +174,7 @@ func (s *Sim) parseConfigChange(q *req, g *guest) (*configChange, error) {
 		}
 	}
 	ch.del = vmStateDeletes(g, ch.del)
-	if err := s.canonicalWrite(g, ch.set); err != nil {
+	if err := s.canonicalWrite(g, ch.set, ch.allocs); err != nil {
 		return nil, fail500("%v", err)
 	}
 	return ch, nil
@@ -270,7 +272,8 @@ func knownKey(kind Kind, k string) bool {
 // with sync), so it answers once that worker's time
 // (Faults.TaskLatencyFor("qmconfig")) has passed, and the change takes
 // effect then; pve-container has no config task, and its update is
-// immediate here.
+// immediate here. Either waits first for the storage locks of the
+// volumes it frees and allocates (configlock.go).
 func (s *Sim) putConfig(q *req, g *guest) (any, error) {
 	ch, err := s.parseConfigChange(q, g)
 	if err != nil {
@@ -279,17 +282,29 @@ func (s *Sim) putConfig(q *req, g *guest) (any, error) {
 	if s.roll(s.faults.FailRate) {
 		return nil, fail500("%s", s.failMessage(g.kind, g.vmid))
 	}
-	if d := s.faults.TaskLatencyFor("qmconfig"); g.kind == QEMU && d > 0 {
+	c := s.configLocks(g, ch)
+	d := c.run.elapsed()
+	if g.kind == QEMU && c.err == nil {
+		d += s.faults.TaskLatencyFor("qmconfig")
+	}
+	apply := func() (any, error) {
+		if _, err := s.applyWrite(g, ch, c); err != nil {
+			if _, ok := err.(*apiError); ok {
+				return nil, err
+			}
+			return nil, fail500("%s", err)
+		}
+		return nil, nil
+	}
+	if d > 0 {
 		return inlineWork{d: d, then: func() (any, error) {
 			if err := s.gone(g); err != nil {
 				return nil, fail500("%s", err)
 			}
-			g.apply(ch)
-			return nil, nil
+			return apply()
 		}}, nil
 	}
-	g.apply(ch)
-	return nil, nil
+	return apply()
 }
 
 // postConfig is QEMU's asynchronous update: a qmconfig task, or null when
@@ -306,11 +321,16 @@ func (s *Sim) postConfig(q *req, g *guest) (any, error) {
 	if delay < 0 || delay > 30 {
 		return nil, paramErr1("background_delay", "value must have a minimum value of 1 and a maximum value of 30")
 	}
-	t := s.startTask(g.node, "qmconfig", g.kind, g.vmid, q.user, func() ([]string, error) {
+	c := s.configLocks(g, ch)
+	d := c.run.elapsed()
+	if c.err == nil {
+		d += s.faults.TaskLatencyFor("qmconfig")
+	}
+	t := s.startTaskIn(d, g.node, "qmconfig", g.kind, g.vmid, q.user, nil, func(func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
 		}
-		return g.apply(ch), nil
+		return s.applyWrite(g, ch, c)
 	}, nil)
 	if delay == 0 {
 		return t.upid, nil

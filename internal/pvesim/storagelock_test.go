@@ -19,9 +19,13 @@ func cloneTask(t *testing.T, s *pvesim.Sim, path, body string) string {
 	return upid
 }
 
+// lockSim is a two-node simulator with templates 9000 (pve1, local-lvm),
+// 9002 (pve2, local-lvm), 9001 (a container, pve1, local-lvm) and 9004
+// (pve1, a disk on local-zfs and one on ceph).
 func lockSim(t *testing.T, f pvesim.Faults) *pvesim.Sim {
 	s := startSim(t, pvesim.Options{Nodes: 2, Faults: f})
-	for _, g := range []pvesim.GuestSpec{{VMID: 9000, Template: true}, {VMID: 9002, Node: "pve2", Template: true}, {VMID: 9001, Kind: pvesim.LXC, Template: true}} {
+	for _, g := range []pvesim.GuestSpec{{VMID: 9000, Template: true}, {VMID: 9002, Node: "pve2", Template: true}, {VMID: 9001, Kind: pvesim.LXC, Template: true},
+		{VMID: 9004, Template: true, Config: map[string]string{"scsi0": "local-zfs:base-9004-disk-0,size=8G", "scsi1": "ceph:base-9004-disk-1,size=8G"}}} {
 		if err := s.AddGuest(g); err != nil {
 			t.Fatal(err)
 		}

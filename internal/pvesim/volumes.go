@@ -168,8 +168,9 @@ func (s *Sim) volFreed(volid string) bool {
 
 // deleteVolume is pve-storage's API2/Storage/Content.pm "delete": an
 // "imgdel" task (id "<owner>@<storage>", or the storage alone for a
-// volume no guest owns) whose worker is PVE::Storage::vdisk_free. It does
-// not look at guest configs: a volume a guest still uses is freed all the
+// volume no guest owns) whose worker is PVE::Storage::vdisk_free, under
+// the storage's lock (a timeout fails the task). It does not look at
+// guest configs: a volume a guest still uses is freed all the
 // same. vdisk_free refuses a base volume linked clones still use; a
 // volume that is not there is a no-op on LVM thin (LvmThinPlugin
 // free_image) and ZFS (ZFSPoolPlugin zfs_delete_zvol), a warning on a
@@ -192,7 +193,17 @@ func (s *Sim) deleteVolume(q *req) (any, error) {
 		id = fmt.Sprintf("%d@%s", owner, storeid)
 	}
 	node := n.name
-	t := s.startLoggedTask(node, "imgdel", "", 0, q.user, nil, func(print func(string)) ([]string, error) {
+	// vdisk_free runs under the storage's lock (storagelock.go).
+	r := s.lockRun(node)
+	lockErr := r.take(storeid)
+	d := r.elapsed()
+	if lockErr == nil {
+		d += s.faults.TaskLatencyFor("imgdel")
+	}
+	t := s.startTaskIn(d, node, "imgdel", "", 0, q.user, nil, func(print func(string)) ([]string, error) {
+		if lockErr != nil {
+			return nil, lockErr
+		}
 		var warnings []string
 		if err := s.freeVolume(node, st, volid, &warnings); err != nil {
 			return nil, err
