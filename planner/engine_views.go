@@ -130,6 +130,11 @@ func (e *Engine) Unwritten(vmids []int) {
 	for _, id := range vmids {
 		delete(e.written, id)
 		e.dirty[id] = true
+		// A settled guest's document goes out again promptly, not at
+		// the next tick (FlushDue).
+		if d, ok := e.decision.get(id); ok && e.caughtUp && d.Status.Kind.settled() {
+			e.prompt = true
+		}
 	}
 }
 

@@ -90,6 +90,7 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"advance":   scenario.Cmd("advance the time without a tick", "DURATION", h.advance),
 		"prompt":    scenario.Cmd("advance the time (default 0) and flush if a prompt flush is due", "[DURATION]", h.prompt),
 		"due":       scenario.Cmd("print when a prompt flush is due", "", h.due),
+		"unwritten": scenario.Cmd("the view writer refused the guests' documents", "VMID...", h.unwritten),
 		"lease":     scenario.Cmd("lose or win partitions (all: every one)", "lose|win P...|all", h.lease),
 		"partition": scenario.Cmd("print the partition of a guest", "VMID", h.partition),
 		"status":    scenario.Cmd("print a guest's decision", "VMID", h.status),
@@ -424,6 +425,19 @@ func (h *harness) prompt(args []string) (string, error) {
 	}
 	h.e.FlushPrompt(h.now)
 	return h.ready(), nil
+}
+
+func (h *harness) unwritten(args []string) (string, error) {
+	var ids []int
+	for _, a := range args {
+		id, err := strconv.Atoi(a)
+		if err != nil {
+			return "", err
+		}
+		ids = append(ids, id)
+	}
+	h.e.Unwritten(ids)
+	return "", nil
 }
 
 func (h *harness) due([]string) (string, error) {
