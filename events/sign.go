@@ -16,7 +16,7 @@ import (
 const (
 	HeaderSignature = "Converge-Signature" // base64 (standard, padded) ed25519 signature
 	HeaderKeyID     = "Converge-Key-Id"    // which trusted key signed
-	HeaderSignedAt  = "Converge-Signed-At" // RFC 3339 UTC, whole seconds
+	HeaderSignedAt  = "Converge-Signed-At" // RFC 3339 UTC; converge writes milliseconds
 )
 
 // signDomain starts the signed bytes, so that a signature over a desired
@@ -46,6 +46,13 @@ func SignedBytes(subject, keyID, signedAt, publisher string, body []byte) ([]byt
 	return b.Bytes(), nil
 }
 
+// signedAtLayout is the signing time as converge writes it: RFC 3339 UTC
+// with milliseconds. ed25519 signatures are deterministic, so the same
+// body signed twice within one whole second (a rollback to the revision
+// just replaced) would be the same signature, refused as a replay.
+// Verification accepts any RFC 3339 time, whole seconds too.
+const signedAtLayout = "2006-01-02T15:04:05.000Z07:00"
+
 // SignMessage signs a desired message with key, named keyID, at now: it
 // sets the three signature headers. The message's subject, publisher
 // header and body must not change afterwards.
@@ -56,7 +63,7 @@ func SignMessage(m *Message, key ed25519.PrivateKey, keyID string, now time.Time
 	if m.Header == nil {
 		m.Header = Header{}
 	}
-	at := now.UTC().Truncate(time.Second).Format(time.RFC3339)
+	at := now.UTC().Truncate(time.Millisecond).Format(signedAtLayout)
 	msg, err := SignedBytes(m.Subject, keyID, at, m.Header.Get(HeaderPublisher), m.Data)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package events_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
@@ -102,5 +103,55 @@ func TestKeysRoundTrip(t *testing.T) {
 	}
 	if _, err := events.ParsePublicKey(privPEM); err == nil {
 		t.Fatal("a private key read as a public one")
+	}
+}
+
+// The same body signed twice within one second (a rollback to the revision
+// just replaced) gets two signatures: converge signs with milliseconds,
+// and ed25519 is deterministic. A signature with whole seconds, as other
+// publishers may write, still verifies.
+func TestSignedTwiceWithinASecond(t *testing.T) {
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]ed25519.PublicKey{"ci": pub}
+	on := events.PowerRunning
+	sign := func(at time.Time) events.Signature {
+		t.Helper()
+		m, err := events.DesiredMessage(&events.Desired{VMID: 101, Power: &on}, events.PublishOptions{Publisher: "ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := events.SignMessage(&m, priv, "ci", at); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get(events.HeaderSignedAt); got != at.UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z") {
+			t.Fatalf("signed at %q", got)
+		}
+		sig, err := events.VerifySignature(m.Subject, m.Header, m.Data, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sig
+	}
+	at := time.Date(2026, 11, 24, 8, 0, 0, 250e6, time.UTC)
+	if a, b := sign(at), sign(at.Add(400*time.Millisecond)); a.Digest == b.Digest {
+		t.Fatal("two signings 400 ms apart in one second share a signature: the second is refused as a replay")
+	}
+	m, err := events.DesiredMessage(&events.Desired{VMID: 101, Power: &on}, events.PublishOptions{Publisher: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := "2026-11-24T08:00:00Z"
+	msg, err := events.SignedBytes(m.Subject, "ci", whole, "ops", m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Header.Set(events.HeaderKeyID, "ci")
+	m.Header.Set(events.HeaderSignedAt, whole)
+	m.Header.Set(events.HeaderSignature, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, msg)))
+	if sig, err := events.VerifySignature(m.Subject, m.Header, m.Data, keys); err != nil || !sig.SignedAt.Equal(at.Truncate(time.Second)) {
+		t.Fatalf("whole seconds: %+v %v", sig, err)
 	}
 }
