@@ -1,14 +1,17 @@
 package observer_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/bus"
+	"github.com/converge-pve/converge/internal/bus/bustest"
 	"github.com/converge-pve/converge/internal/clock/clocktest"
 	"github.com/converge-pve/converge/internal/observer"
 	"github.com/converge-pve/converge/internal/pve"
@@ -178,4 +181,23 @@ func onlyHeartbeat(t *testing.T, b batch, reachable bool) events.Heartbeat {
 		t.Fatalf("heartbeat reachable=%v, want %v (%+v)", hb.Reachable, reachable, hb)
 	}
 	return b.heartbeats[0]
+}
+
+// runDemo runs an observer of a demo simulator in the background (Run),
+// with a subscription to its heartbeats; stop ends Run and returns what
+// it returned.
+func runDemo(t *testing.T) (o *observer.Observer, b *bus.Bus, clk *clock, ctx context.Context, sub *nats.Subscription, stop func() error) {
+	t.Helper()
+	_, c := demo(t)
+	b = bustest.New(t)
+	clk = newClock()
+	o = newObserver(t, c, b, clk)
+	sub, err := b.NC.SubscribeSync(events.ClusterSubject(events.KindHeartbeat, "pve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tctx(t))
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	return o, b, clk, ctx, sub, func() error { cancel(); return <-done }
 }

@@ -448,18 +448,7 @@ func TestConfigReadFailure(t *testing.T) {
 // TestRunAndResync: Run passes at once, again on Resync, and returns nil
 // when its context ends.
 func TestRunAndResync(t *testing.T) {
-	_, c := demo(t)
-	b := bustest.New(t)
-	clk := newClock()
-	o := newObserver(t, c, b, clk)
-	sub, err := b.NC.SubscribeSync(events.ClusterSubject(events.KindHeartbeat, "pve"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(tctx(t))
-	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx) }()
-
+	o, _, _, _, sub, stop := runDemo(t)
 	next := func() events.Heartbeat {
 		t.Helper()
 		m, err := sub.NextMsg(30 * time.Second)
@@ -479,8 +468,7 @@ func TestRunAndResync(t *testing.T) {
 	if hb := next(); hb.Pass != 2 {
 		t.Fatalf("resync heartbeat %+v", hb)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("Run returned %v", err)
 	}
 }

@@ -1,12 +1,10 @@
 package observer_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/converge-pve/converge/events"
-	"github.com/converge-pve/converge/internal/bus/bustest"
 	ijournal "github.com/converge-pve/converge/internal/journal"
 )
 
@@ -53,20 +51,9 @@ func TestNewGuests(t *testing.T) {
 // next look), not an Interval (an hour here) later; the look goes through
 // the journal over NATS.
 func TestRunEarlyPass(t *testing.T) {
-	_, c := demo(t)
-	b := bustest.New(t)
-	clk := newClock()
-	o := newObserver(t, c, b, clk)
-	sub, err := b.NC.SubscribeSync(events.ClusterSubject(events.KindHeartbeat, "pve"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(tctx(t))
-	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx) }()
+	_, b, clk, ctx, sub, stop := runDemo(t)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Run returned %v", err)
 		}
 	}()
