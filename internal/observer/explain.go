@@ -79,18 +79,16 @@ const (
 // how many it adopted.
 func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time.Time) (deferred, adopted int) {
 	var todo []int
-	nodes := map[string]bool{}
 	for i := range guests {
 		if guests[i].explain {
 			todo = append(todo, i)
-			nodes[guests[i].res.Node] = true
 		}
 	}
 	if len(todo) == 0 {
 		return 0, 0
 	}
 	verdict := make([]rowChange, len(todo))
-	parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
+	parallel(ctx, o.readersOver(len(todo), func(k int) string { return guests[todo[k]].res.Node }), len(todo), func(k int) {
 		l := &guests[todo[k]]
 		verdict[k] = o.explained(ctx, l.res, l.state)
 	})
@@ -158,12 +156,15 @@ func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState
 // new row is what it was, or what its last read makes it, published as
 // usual; a change the row cannot show is verification's.
 func (o *Observer) caughtUp(r *pve.Resource, g *guestState, e *journal.Entry) bool {
-	k, c := &g.row, &g.cfg.Config
+	c := &g.cfg.Config
 	if g.stale() {
 		return false // its config predates its row
 	}
-	if k.Node != r.Node || k.Kind != r.Kind || k.Lock != r.Lock || k.Template != r.Template || k.HA != r.HAState ||
-		k.Pool != r.Pool || !joinedEqual(k.Tags, r.Tags) {
+	// The live fields: the row as read but for the late ones, which match
+	// by construction (rowKey.matches compares every field).
+	k := g.row
+	k.Status, k.Name, k.MaxCPU, k.MaxMemMiB = r.Status, r.Name, r.MaxCPU, r.MaxMemMiB
+	if !k.matches(r) {
 		return false
 	}
 	if c.Name != r.Name || c.Cores != r.MaxCPU || int64(c.MemoryMiB) != r.MaxMemMiB {

@@ -242,11 +242,7 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 			todo = append(todo, i)
 		}
 	}
-	nodes := map[string]bool{}
-	for _, i := range todo {
-		nodes[guests[i].res.Node] = true
-	}
-	reads = parallel(ctx, o.readers(len(nodes)), len(todo), func(k int) {
+	reads = parallel(ctx, o.readersOver(len(todo), func(k int) string { return guests[todo[k]].res.Node }), len(todo), func(k int) {
 		l := &guests[todo[k]]
 		if l.verify {
 			l.sent = o.now()
@@ -394,3 +390,13 @@ func (o *Observer) expect() journal.Expect { return journal.Expect{TTL: o.cfg.Ob
 // nodes and 10,000 guests changed, 40 s a pass (converge bench --profile
 // estate, 3.6 × the ideal).
 func (o *Observer) readers(nodes int) int { return o.cfg.ReadConcurrency * max(nodes, 1) }
+
+// readersOver is readers for n reads (or journal lookups), node(i) being
+// the i-th one's node.
+func (o *Observer) readersOver(n int, node func(i int) string) int {
+	nodes := map[string]struct{}{}
+	for i := range n {
+		nodes[node(i)] = struct{}{}
+	}
+	return o.readers(len(nodes))
+}

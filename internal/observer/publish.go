@@ -150,10 +150,7 @@ func (o *Observer) settleConfirmations(ctx context.Context, st PassStats, width 
 		g := o.guests[a.vmid]
 		switch {
 		case quiet:
-			if g != nil {
-				g.unconfirmed, g.recheck, g.contra = false, false, false
-			}
-			delete(o.goneUnconf, a.vmid)
+			o.confirmed(a.vmid)
 		case g != nil && g.unconfirmed || o.goneUnconf[a.vmid]:
 			todo = append(todo, a)
 		}
@@ -161,14 +158,19 @@ func (o *Observer) settleConfirmations(ctx context.Context, st PassStats, width 
 	ok := make([]bool, len(todo))
 	parallel(ctx, width, len(todo), func(k int) { ok[k] = o.settled(ctx, todo[k]) })
 	for k, a := range todo {
-		if !ok[k] {
-			continue
+		if ok[k] {
+			o.confirmed(a.vmid)
 		}
-		if g := o.guests[a.vmid]; g != nil {
-			g.unconfirmed, g.recheck, g.contra = false, false, false
-		}
-		delete(o.goneUnconf, a.vmid)
 	}
+}
+
+// confirmed records that vmid's last published snapshot needs no
+// confirmation read.
+func (o *Observer) confirmed(vmid int) {
+	if g := o.guests[vmid]; g != nil {
+		g.unconfirmed, g.recheck, g.contra = false, false, false
+	}
+	delete(o.goneUnconf, vmid)
 }
 
 // settled reports whether the fold holds the acknowledged observation a

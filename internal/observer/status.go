@@ -122,11 +122,7 @@ func (o *Observer) lastResult(ctx context.Context, vmid int, observed bool) (*jo
 // reads run ReadConcurrency a node at a time (readers). A failed read leaves the guest
 // unpublished this pass (err set, read again next pass).
 func (o *Observer) confirmStatuses(ctx context.Context, guests []listed, checks []statusCheck) (reads, failed int) {
-	nodes := map[string]bool{}
-	for _, c := range checks {
-		nodes[guests[c.idx].res.Node] = true
-	}
-	parallel(ctx, o.readers(len(nodes)), len(checks), func(i int) {
+	parallel(ctx, o.readersOver(len(checks), func(i int) string { return guests[checks[i].idx].res.Node }), len(checks), func(i int) {
 		c := &checks[i]
 		l := &guests[c.idx]
 		c.j = o.newestJournalled(ctx, l.res.VMID)

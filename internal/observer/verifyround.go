@@ -51,14 +51,11 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 	// Each node serves its own reads: up to ReadConcurrency a node in
 	// flight, so that a node's reads of the round are sent together (its
 	// budget counts from the last one sent).
-	nodes := map[string]bool{}
-	for _, c := range picked {
-		nodes[c.node] = true
-	}
 	cfgs := make([]*pve.GuestConfig, len(picked))
 	errs := make([]error, len(picked))
 	sent := make([]time.Time, len(picked))
-	reads = parallel(ctx, o.readers(len(nodes)), len(picked), func(k int) {
+	width := o.readersOver(len(picked), func(k int) string { return picked[k].node })
+	reads = parallel(ctx, width, len(picked), func(k int) {
 		c := &picked[k]
 		sent[k] = o.now()
 		cfgs[k], errs[k] = o.px.GuestConfig(ctx, pve.GuestRef{Kind: c.kind, Node: c.node, VMID: c.vmid})
@@ -105,7 +102,7 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 	o.metrics.reads.WithLabelValues("verify").Add(float64(reads - deferred - confirm))
 	o.metrics.reads.WithLabelValues("deferred").Add(float64(deferred))
 	o.metrics.reads.WithLabelValues("confirm").Add(float64(confirm))
-	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("dropped", dropped).Int("nodes", len(nodes)).
+	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("dropped", dropped).Int("readers", width).
 		Dur("window", o.nodes.window).Msg("verification round")
 	return reads, failed
 }
