@@ -45,13 +45,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 // pass records a pass's figures.
+// budgetReads counts n reads within the nodes' budgets, of which deferred
+// were deferred row changes and confirm confirmations.
+func (m *metrics) budgetReads(n, deferred, confirm int) {
+	m.reads.WithLabelValues("verify").Add(float64(n - deferred - confirm))
+	m.reads.WithLabelValues("deferred").Add(float64(deferred))
+	m.reads.WithLabelValues("confirm").Add(float64(confirm))
+}
+
 func (m *metrics) pass(st PassStats) {
 	if st.Reachable {
 		m.verifyPeriod.Set(st.VerifyPeriod.Seconds())
 	}
-	m.reads.WithLabelValues("verify").Add(float64(st.Verified - st.DeferredReads - st.ConfirmReads))
-	m.reads.WithLabelValues("deferred").Add(float64(st.DeferredReads))
-	m.reads.WithLabelValues("confirm").Add(float64(st.ConfirmReads))
+	m.budgetReads(st.Verified, st.DeferredReads, st.ConfirmReads)
 	m.reads.WithLabelValues("change").Add(float64(st.ConfigReads - st.Verified))
 	m.statusReads.Add(float64(st.StatusReads))
 	if st.Resync {

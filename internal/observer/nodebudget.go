@@ -85,6 +85,15 @@ func (b *nodeBudget) sent(node string, at time.Time) {
 	}
 }
 
+// settle is sent(node, at) for a picked read that was sent, else release.
+func (b *nodeBudget) settle(node string, at time.Time, wasSent bool) {
+	if wasSent {
+		b.sent(node, at)
+	} else {
+		b.release(node)
+	}
+}
+
 // release gives back one of node's picked reads that was never sent.
 func (b *nodeBudget) release(node string) {
 	rs := b.nodes[node]

@@ -24,9 +24,8 @@ type listed struct {
 	// explain: read only for its row's change, which an executor's
 	// read-back may explain (explain.go)
 	explain bool
-	// verify: read within its node's budget, sent at sent (verify.go)
+	// verify: read within its node's budget (verify.go)
 	verify bool
-	sent   time.Time
 	cfg    *pve.GuestConfig
 	err    error
 }
@@ -242,10 +241,11 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 			todo = append(todo, i)
 		}
 	}
+	sent := make([]time.Time, len(todo)) // a verification read's, for its node's budget
 	reads = parallel(ctx, o.readersOver(len(todo), func(k int) string { return guests[todo[k]].res.Node }), len(todo), func(k int) {
 		l := &guests[todo[k]]
 		if l.verify {
-			l.sent = o.now()
+			sent[k] = o.now()
 		}
 		l.cfg, l.err = o.px.GuestConfig(ctx, l.res.Ref())
 		if l.err == nil && l.cfg == nil {
@@ -253,11 +253,8 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 		}
 	})
 	for k, i := range todo {
-		switch l := &guests[i]; {
-		case l.verify && k < reads:
-			o.nodes.sent(l.res.Node, l.sent)
-		case l.verify:
-			o.nodes.release(l.res.Node)
+		if l := &guests[i]; l.verify {
+			o.nodes.settle(l.res.Node, sent[k], k < reads)
 		}
 	}
 

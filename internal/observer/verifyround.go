@@ -67,11 +67,7 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for k := range picked {
-		if k < reads {
-			o.nodes.sent(picked[k].node, sent[k])
-		} else {
-			o.nodes.release(picked[k].node)
-		}
+		o.nodes.settle(picked[k].node, sent[k], k < reads)
 	}
 	deferred, confirm, dropped := 0, 0, 0
 	for k := range picked[:reads] {
@@ -99,9 +95,7 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 		g.cfg, g.readAt, g.afterSeq, g.due, g.deferred, g.recheck = o.ownSnap(cfgs[k]), now, info.LastSeq, false, time.Time{}, false
 		g.gen++
 	}
-	o.metrics.reads.WithLabelValues("verify").Add(float64(reads - deferred - confirm))
-	o.metrics.reads.WithLabelValues("deferred").Add(float64(deferred))
-	o.metrics.reads.WithLabelValues("confirm").Add(float64(confirm))
+	o.metrics.budgetReads(reads, deferred, confirm)
 	o.log.Debug().Int("verified", reads).Int("failed", failed).Int("dropped", dropped).Int("readers", width).
 		Dur("window", o.nodes.window).Msg("verification round")
 	return reads, failed
