@@ -44,7 +44,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// pass records a pass's figures.
 // budgetReads counts n reads within the nodes' budgets, of which deferred
 // were deferred row changes and confirm confirmations.
 func (m *metrics) budgetReads(n, deferred, confirm int) {
@@ -53,6 +52,7 @@ func (m *metrics) budgetReads(n, deferred, confirm int) {
 	m.reads.WithLabelValues("confirm").Add(float64(confirm))
 }
 
+// pass records a pass's figures.
 func (m *metrics) pass(st PassStats) {
 	if st.Reachable {
 		m.verifyPeriod.Set(st.VerifyPeriod.Seconds())
