@@ -42,10 +42,7 @@ func (s *Sim) template(q *req, g *guest) (any, error) {
 			break
 		}
 	}
-	d := r.elapsed()
-	if lockErr == nil {
-		d += s.faults.TaskLatencyFor(typ)
-	}
+	d := r.taskDelay(typ, lockErr)
 	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
@@ -131,10 +128,7 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 	if g.kind == LXC || g.lock() == "" || skiplock {
 		fr = s.destroyLocks(g) // a VM's lock fails the task before (check_lock)
 	}
-	d := fr.run.elapsed()
-	if fr.err == nil {
-		d += s.faults.TaskLatencyFor(typ)
-	}
+	d := fr.run.taskDelay(typ, fr.err)
 	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
