@@ -69,14 +69,15 @@ func (s *Sim) template(q *req, g *guest) (any, error) {
 // rootfs and mount points (foreach_volume); each a volume on a storage.
 func templateVolumes(g *guest) []string {
 	var keys []string
-	for k, v := range g.conf {
-		if driveKeyRe.MatchString(k) && !strings.Contains(v, "media=cdrom") {
-			if sid, ok := volumeStorage(v); ok && storageByName(sid) != nil {
-				keys = append(keys, k)
-			}
+	for _, k := range g.volumeKeys(g.conf) {
+		v := g.conf[k]
+		if strings.Contains(v, "media=cdrom") { // as before: anywhere in the option, not only as one of its options
+			continue
+		}
+		if sid, _ := volumeStorage(v); storageByName(sid) != nil {
+			keys = append(keys, k)
 		}
 	}
-	driveOrder(keys)
 	return keys
 }
 
