@@ -295,18 +295,26 @@ func journalSubjects(ctx context.Context, b *bus.Bus, filter string) map[string]
 	return info.State.Subjects
 }
 
-// templateGaps are the times from a container template's clone task's end
-// to the start of its next clone task.
-func templateGaps(clones []pvesim.TaskInfo) Latency {
+// vzcloneRuns are the container clone tasks of clones by template (the
+// task's ID), each template's by start.
+func vzcloneRuns(clones []pvesim.TaskInfo) map[string][]pvesim.TaskInfo {
 	by := map[string][]pvesim.TaskInfo{}
 	for _, t := range clones {
 		if t.Type == "vzclone" {
 			by[t.ID] = append(by[t.ID], t)
 		}
 	}
-	var gaps []int64
 	for _, ts := range by {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Start.Before(ts[j].Start) })
+	}
+	return by
+}
+
+// templateGaps are the times from a container template's clone task's end
+// to the start of its next clone task.
+func templateGaps(clones []pvesim.TaskInfo) Latency {
+	var gaps []int64
+	for _, ts := range vzcloneRuns(clones) {
 		for k := 1; k < len(ts); k++ {
 			gaps = append(gaps, int64(ts[k].Start.Sub(ts[k-1].End)))
 		}
