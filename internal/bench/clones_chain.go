@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"sort"
 	"strconv"
 	"time"
 
@@ -33,22 +32,16 @@ type CTChain struct {
 // publish, end when every guest converged, task a clone task's own
 // length; nil without container clones.
 func ctChain(clones []pvesim.TaskInfo, t0, end time.Time, task time.Duration) *CTChain {
-	by := map[string][]pvesim.TaskInfo{}
 	last, lastEnd := "", time.Time{}
 	for _, t := range clones {
-		if t.Type != "vzclone" {
-			continue
-		}
-		by[t.ID] = append(by[t.ID], t)
-		if t.End.After(lastEnd) {
+		if t.Type == "vzclone" && t.End.After(lastEnd) {
 			last, lastEnd = t.ID, t.End
 		}
 	}
-	ts := by[last]
+	ts := vzcloneRuns(clones)[last]
 	if len(ts) == 0 {
 		return nil
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Start.Before(ts[j].Start) })
 	tpl, _ := strconv.Atoi(last)
 	c := &CTChain{Template: tpl, Clones: len(ts), StartS: ts[0].Start.Sub(t0).Seconds(), TailS: end.Sub(lastEnd).Seconds()}
 	for k, t := range ts {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,16 +29,17 @@ var cloneTemplates = []struct {
 }{{9000, false}, {9001, true}, {9002, false}, {9003, true}}
 
 // cloneSpec is guest i's clone: QEMU for even i, a container for odd;
-// from the kind's first or second template; full (onto the storages in
-// turn) or linked (on its template's storage) every other pair.
-func cloneSpec(i int, storages []string) (from int, lxc, full bool, storage string) {
+// from the kind's first or second template (tpl, its index in
+// cloneTemplates); full (onto the storages in turn) or linked (on its
+// template's storage) every other pair.
+func cloneSpec(i int, storages []string) (tpl int, lxc, full bool, storage string) {
 	lxc = i%2 == 1
-	from = cloneTemplates[(i/2)%2*2+i%2].vmid
+	tpl = (i/2)%2*2 + i%2
 	full = (i/4)%2 == 0
 	if full {
 		storage = storages[(i/8)%len(storages)]
 	}
-	return from, lxc, full, storage
+	return tpl, lxc, full, storage
 }
 
 // templateStorage is where template k's disk lives.
@@ -47,7 +47,7 @@ func templateStorage(k int, storages []string) string { return storages[k%len(st
 
 func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesReport) error {
 	sim, err := pvesim.New(pvesim.Options{Nodes: o.Nodes, Tokens: map[string]string{tokenID: tokenSecret}, Seed: 1,
-		Faults: pvesim.Faults{Latency: pvesim.Duration(o.APILatency), TaskLatencyByType: map[string]pvesim.Duration{
+		Faults: pvesim.Faults{Latency: pvesim.Duration(o.APILatency), StorageLockHold: pvesim.Duration(o.LockHold), TaskLatencyByType: map[string]pvesim.Duration{
 			"qmclone": pvesim.Duration(o.QEMUClone), "vzclone": pvesim.Duration(o.LXCClone), "qmconfig": pvesim.Duration(o.ConfigWrite)}}})
 	if err != nil {
 		return err
@@ -65,9 +65,7 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 		storages = storages[:o.Storages]
 	}
 	rep.Storages = storages
-	if rep.LockModelled, err = setLockHold(sim, o.LockHold); err != nil {
-		return err
-	}
+	rep.LockModelled = o.LockHold > 0
 	for k, t := range cloneTemplates {
 		spec := pvesim.GuestSpec{VMID: t.vmid, Node: nodes[k%len(nodes)], Name: fmt.Sprintf("tpl-%d", t.vmid), Template: true}
 		st := templateStorage(k, storages)
@@ -80,19 +78,11 @@ func runClones(ctx context.Context, o ClonesOptions, dir string, rep *ClonesRepo
 			return err
 		}
 	}
-	ideal := CloneIdealInput{APILatency: o.APILatency, QEMUClone: o.QEMUClone, LXCClone: o.LXCClone, ConfigWrite: o.ConfigWrite, Workers: 3}
-	if rep.LockModelled {
-		ideal.LockHold = o.LockHold
-	}
+	ideal := CloneIdealInput{APILatency: o.APILatency, QEMUClone: o.QEMUClone, LXCClone: o.LXCClone, ConfigWrite: o.ConfigWrite, LockHold: o.LockHold, Workers: 3}
 	bodies := make([]string, o.Guests)
 	for i := range bodies {
-		from, lxc, full, storage := cloneSpec(i, storages)
-		k := slices.IndexFunc(cloneTemplates, func(t struct {
-			vmid int
-			lxc  bool
-		}) bool {
-			return t.vmid == from
-		})
+		k, lxc, full, storage := cloneSpec(i, storages)
+		from := cloneTemplates[k].vmid
 		lock := storage
 		if !full {
 			lock = templateStorage(k, storages)
@@ -273,14 +263,6 @@ func cloneStorages(ctx context.Context, url, node string) ([]string, map[string]
 	return out, shared, nil
 }
 
-// setLockHold sets the simulator's storage-lock hold (Faults.StorageLockHold)
-// to d and reports whether the lock is modelled (d > 0).
-func setLockHold(sim *pvesim.Sim, d time.Duration) (bool, error) {
-	f := sim.Faults()
-	f.StorageLockHold = pvesim.Duration(d)
-	return d > 0, sim.SetFaults(f)
-}
-
 // journalSubjects is how many messages the journal holds on each subject
 // matching filter; nil when it cannot say.
 func journalSubjects(ctx context.Context, b *bus.Bus, filter string) map[string]uint64 {
@@ -295,18 +277,26 @@ func journalSubjects(ctx context.Context, b *bus.Bus, filter string) map[string]
 	return info.State.Subjects
 }
 
-// templateGaps are the times from a container template's clone task's end
-// to the start of its next clone task.
-func templateGaps(clones []pvesim.TaskInfo) Latency {
+// vzcloneRuns are the container clone tasks of clones by template (the
+// task's ID), each template's by start.
+func vzcloneRuns(clones []pvesim.TaskInfo) map[string][]pvesim.TaskInfo {
 	by := map[string][]pvesim.TaskInfo{}
 	for _, t := range clones {
 		if t.Type == "vzclone" {
 			by[t.ID] = append(by[t.ID], t)
 		}
 	}
-	var gaps []int64
 	for _, ts := range by {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Start.Before(ts[j].Start) })
+	}
+	return by
+}
+
+// templateGaps are the times from a container template's clone task's end
+// to the start of its next clone task.
+func templateGaps(clones []pvesim.TaskInfo) Latency {
+	var gaps []int64
+	for _, ts := range vzcloneRuns(clones) {
 		for k := 1; k < len(ts); k++ {
 			gaps = append(gaps, int64(ts[k].Start.Sub(ts[k-1].End)))
 		}

@@ -72,8 +72,8 @@ const (
 	DefaultFailoverRate = 8
 	// DefaultFailoverPowerTask and DefaultFailoverConfigTask are the
 	// Proxmox profile's: a second per power task, 0.2 s per config write.
-	DefaultFailoverPowerTask  = time.Second
-	DefaultFailoverConfigTask = 200 * time.Millisecond
+	DefaultFailoverPowerTask  = DefaultPowerTask
+	DefaultFailoverConfigTask = DefaultConfigTask
 	// DefaultFailoverSettle: a few of the restarted executor's actions.
 	DefaultFailoverSettle = 2 * time.Second
 )

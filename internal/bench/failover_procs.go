@@ -22,6 +22,11 @@ type execProc struct {
 	name string // its --name; its results say "executor@"+name
 	cmd  *exec.Cmd
 	done chan struct{}
+	// memberPrefix and memberLen are what every lease.MemberID of its
+	// result name shares: the cleaned name and "-", and the length with
+	// the random suffix (memberOf).
+	memberPrefix string
+	memberLen    int
 }
 
 // resultName is the executor's name in its results (app names each role
@@ -47,6 +52,8 @@ func startExecutor(o FailoverOptions, dir, name, natsURL, pveURL string) (*execP
 		return nil, fmt.Errorf("bench: start executor %s: %w", name, err)
 	}
 	p := &execProc{name: name, cmd: cmd, done: make(chan struct{})}
+	id := lease.MemberID(p.resultName())
+	p.memberPrefix, p.memberLen = id[:len(id)-8], len(id)
 	go func() { _ = cmd.Wait(); lf.Close(); close(p.done) }()
 	return p, nil
 }
@@ -124,7 +131,5 @@ func leaseOwners(ctx context.Context, kv jetstream.KeyValue) (map[int]string, er
 // memberOf says whether a lease holder's member id is the executor's:
 // lease.MemberID appends "-" and 8 hex digits to the cleaned name.
 func memberOf(member string, p *execProc) bool {
-	id := lease.MemberID(p.resultName())
-	clean := id[:len(id)-8]
-	return len(member) == len(id) && strings.HasPrefix(member, clean)
+	return len(member) == p.memberLen && strings.HasPrefix(member, p.memberPrefix)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -265,15 +267,9 @@ func (r *failoverRun) killOnce(ctx context.Context, slot int) (KillTimes, error)
 	_ = waitForEvery(ctx, 20*time.Millisecond, 5*(o.PowerTask+time.Second), "a task in flight", func() (int, int, bool) {
 		return 0, 1, r.watch.startedBy(victim.resultName()) > 0
 	})
-	owners, err := leaseOwners(ctx, r.kv)
+	held, err := r.heldBy(ctx, victim)
 	if err != nil {
 		return KillTimes{}, err
-	}
-	var held []int
-	for p, m := range owners {
-		if memberOf(m, victim) {
-			held = append(held, p)
-		}
 	}
 	at := time.Now()
 	victim.kill()
@@ -287,7 +283,7 @@ func (r *failoverRun) killOnce(ctx context.Context, slot int) (KillTimes, error)
 			owners, err := leaseOwners(ctx, r.kv)
 			now := time.Now()
 			if err == nil {
-				for _, p := range held {
+				for p := range held {
 					if m, ok := owners[p]; ok && !memberOf(m, victim) {
 						if _, seen := taken[p]; !seen {
 							taken[p] = now.Sub(at)
@@ -304,7 +300,7 @@ func (r *failoverRun) killOnce(ctx context.Context, slot int) (KillTimes, error)
 		return len(taken), len(held), done && len(taken) == len(held)
 	})
 	if err != nil {
-		return kt, fmt.Errorf("bench: kill of %s (partitions %v): %w", victim.name, held, err)
+		return kt, fmt.Errorf("bench: kill of %s (partitions %v): %w", victim.name, slices.Sorted(maps.Keys(held)), err)
 	}
 	for i, p := range r.execs {
 		if i != slot && p.exited() {

@@ -56,13 +56,13 @@ func TestFailoverResumeProgress(t *testing.T) {
 		"later":  {vmid: 104, partition: 3, at: at(6)},
 		"queued": {vmid: 105, partition: 3, at: at(1)},
 	}
-	k, done := w.resumeProgress("executor@v", []int{3}, at(2))
+	k, done := w.resumeProgress("executor@v", map[int]bool{3: true}, at(2))
 	if done || k.Open != 2 || k.Started != 1 {
 		t.Fatalf("before survivors: %+v done %v, want 2 open, 1 started, not done", k, done)
 	}
 	w.actions["open"].results = append(w.actions["open"].results, watchResult{"executor@s", events.ResultSucceeded, at(10)})
 	w.actions["queued"].results = append(w.actions["queued"].results, watchResult{"executor@s", events.ResultSucceeded, at(7)})
-	k, done = w.resumeProgress("executor@v", []int{3}, at(2))
+	k, done = w.resumeProgress("executor@v", map[int]bool{3: true}, at(2))
 	if !done || k.Resume != 8*time.Second {
 		t.Fatalf("after survivors: %+v done %v, want done, resume 8s", k, done)
 	}

@@ -132,16 +132,12 @@ func (w *failoverWatch) startedBy(executor string) int {
 // a partition it held, not final before it) first had a survivor's
 // result. done is whether every one has. The set is recomputed each time,
 // so an action the consumer delivers late still counts.
-func (w *failoverWatch) resumeProgress(victim string, held []int, at time.Time) (k KillTimes, done bool) {
+func (w *failoverWatch) resumeProgress(victim string, held map[int]bool, at time.Time) (k KillTimes, done bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	isHeld := map[int]bool{}
-	for _, p := range held {
-		isHeld[p] = true
-	}
 	done = true
 	for _, a := range w.actions {
-		if f := a.final(); !isHeld[a.partition] || !a.at.Before(at) || (!f.IsZero() && !f.After(at)) {
+		if f := a.final(); !held[a.partition] || !a.at.Before(at) || (!f.IsZero() && !f.After(at)) {
 			continue
 		}
 		var survivor time.Time

@@ -286,10 +286,7 @@ func (s *Sim) startClone(q *req, p *clonePlan) string {
 	// it are freed again.
 	r := s.lockRun(g.node)
 	_, cleanup, lockErr := r.alloc(p.lockStorages)
-	d := r.elapsed()
-	if lockErr == nil {
-		d += s.faults.TaskLatencyFor(typ)
-	}
+	d := r.taskDelay(typ, lockErr)
 	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, p.first, func(print func(string)) ([]string, error) {
 		defer release()
 		defer unlockSource()

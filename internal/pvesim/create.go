@@ -178,10 +178,7 @@ func (s *Sim) createGuest(q *req, kind Kind, n *node) (any, error) {
 	// The new volumes' storage locks come first (storagelock.go).
 	r := s.lockRun(n.name)
 	_, cleanup, lockErr := r.alloc(allocStorages(allocs, kind == LXC))
-	d := r.elapsed()
-	if lockErr == nil {
-		d += s.faults.TaskLatencyFor(typ)
-	}
+	d := r.taskDelay(typ, lockErr)
 	t := s.startTaskIn(d, n.name, typ, kind, vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err

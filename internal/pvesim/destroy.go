@@ -42,10 +42,7 @@ func (s *Sim) template(q *req, g *guest) (any, error) {
 			break
 		}
 	}
-	d := r.elapsed()
-	if lockErr == nil {
-		d += s.faults.TaskLatencyFor(typ)
-	}
+	d := r.taskDelay(typ, lockErr)
 	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err
@@ -72,14 +69,15 @@ func (s *Sim) template(q *req, g *guest) (any, error) {
 // rootfs and mount points (foreach_volume); each a volume on a storage.
 func templateVolumes(g *guest) []string {
 	var keys []string
-	for k, v := range g.conf {
-		if driveKeyRe.MatchString(k) && !strings.Contains(v, "media=cdrom") {
-			if sid, ok := volumeStorage(v); ok && storageByName(sid) != nil {
-				keys = append(keys, k)
-			}
+	for _, k := range g.volumeKeys(g.conf) {
+		v := g.conf[k]
+		if strings.Contains(v, "media=cdrom") { // as before: anywhere in the option, not only as one of its options
+			continue
+		}
+		if sid, _ := volumeStorage(v); storageByName(sid) != nil {
+			keys = append(keys, k)
 		}
 	}
-	driveOrder(keys)
 	return keys
 }
 
@@ -131,10 +129,7 @@ func (s *Sim) destroy(q *req, g *guest) (any, error) {
 	if g.kind == LXC || g.lock() == "" || skiplock {
 		fr = s.destroyLocks(g) // a VM's lock fails the task before (check_lock)
 	}
-	d := fr.run.elapsed()
-	if fr.err == nil {
-		d += s.faults.TaskLatencyFor(typ)
-	}
+	d := fr.run.taskDelay(typ, fr.err)
 	t := s.startTaskIn(d, g.node, typ, g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err

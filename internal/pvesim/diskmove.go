@@ -81,10 +81,7 @@ func (s *Sim) moveDisk(q *req, g *guest) (any, error) {
 	}
 	old := volid(g.conf[r.disk])
 	locks, lockErr := s.moveLocks(g, r, old)
-	d := locks.elapsed()
-	if lockErr == nil {
-		d += s.faults.TaskLatencyFor("qmmove")
-	}
+	d := locks.taskDelay("qmmove", lockErr)
 	t := s.startTaskIn(d, g.node, "qmmove", g.kind, g.vmid, q.user, nil, func(print func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err

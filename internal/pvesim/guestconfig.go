@@ -283,9 +283,9 @@ func (s *Sim) putConfig(q *req, g *guest) (any, error) {
 		return nil, fail500("%s", s.failMessage(g.kind, g.vmid))
 	}
 	c := s.configLocks(g, ch)
-	d := c.run.elapsed()
-	if g.kind == QEMU && c.err == nil {
-		d += s.faults.TaskLatencyFor("qmconfig")
+	d := c.run.elapsed() // pve-container has no config task
+	if g.kind == QEMU {
+		d = c.run.taskDelay("qmconfig", c.err)
 	}
 	apply := func() (any, error) {
 		if _, err := s.applyWrite(g, ch, c); err != nil {
@@ -322,10 +322,7 @@ func (s *Sim) postConfig(q *req, g *guest) (any, error) {
 		return nil, paramErr1("background_delay", "value must have a minimum value of 1 and a maximum value of 30")
 	}
 	c := s.configLocks(g, ch)
-	d := c.run.elapsed()
-	if c.err == nil {
-		d += s.faults.TaskLatencyFor("qmconfig")
-	}
+	d := c.run.taskDelay("qmconfig", c.err)
 	t := s.startTaskIn(d, g.node, "qmconfig", g.kind, g.vmid, q.user, nil, func(func(string)) ([]string, error) {
 		if err := s.gone(g); err != nil {
 			return nil, err

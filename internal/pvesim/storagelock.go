@@ -77,6 +77,17 @@ func (s *Sim) lockRun(node string) *lockRun {
 // elapsed is how long the task has spent on its locks so far.
 func (r *lockRun) elapsed() time.Duration { return r.at.Sub(r.start) }
 
+// taskDelay is how long before a task of type typ finishes: its locks
+// first, then its own latency (Faults.TaskLatencyFor) unless a lock
+// failed it (err).
+func (r *lockRun) taskDelay(typ string, err error) time.Duration {
+	d := r.elapsed()
+	if err == nil {
+		d += r.s.faults.TaskLatencyFor(typ)
+	}
+	return d
+}
+
 // take waits its turn for storage sid's lock after what the task did
 // before and holds it for one volume operation. It fails with
 // pve-storage's error if the lock is not free within the timeout (the

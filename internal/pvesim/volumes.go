@@ -196,10 +196,7 @@ func (s *Sim) deleteVolume(q *req) (any, error) {
 	// vdisk_free runs under the storage's lock (storagelock.go).
 	r := s.lockRun(node)
 	lockErr := r.take(storeid)
-	d := r.elapsed()
-	if lockErr == nil {
-		d += s.faults.TaskLatencyFor("imgdel")
-	}
+	d := r.taskDelay("imgdel", lockErr)
 	t := s.startTaskIn(d, node, "imgdel", "", 0, q.user, nil, func(print func(string)) ([]string, error) {
 		if lockErr != nil {
 			return nil, lockErr
