@@ -1,6 +1,7 @@
 package observer_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -132,6 +133,7 @@ func TestConfirmationDueAgainReadAtOnce(t *testing.T) {
 	foreign(t, j, 999)
 	pass(t, o)
 	results := map[int]uint64{}
+	var resultsMu sync.Mutex // 100 and 101 are read at once
 	for _, vmid := range []int{100, 101} {
 		px.edit(vmid, func(c *pve.GuestConfig) { c.Name = "renamed" })
 		px.mu.Lock()
@@ -140,7 +142,10 @@ func TestConfirmationDueAgainReadAtOnce(t *testing.T) {
 	}
 	px.onRead = func(vmid int) {
 		if vmid == 100 || vmid == 101 {
-			results[vmid] = foreign(t, j, vmid) // its own result, while the observer reads it
+			seq := foreign(t, j, vmid) // its own result, while the observer reads it
+			resultsMu.Lock()
+			results[vmid] = seq
+			resultsMu.Unlock()
 		}
 	}
 	clk.Advance(10 * time.Second)
