@@ -146,6 +146,8 @@ type EstateReport struct {
 	VerifyGuests           int     `json:"verify_guests"`
 	VerifyReads            int     `json:"verify_reads"`
 	VerifyMaxReadsPerNodeS int     `json:"verify_max_reads_per_node_s"`
+	// Waves: where the nodes' power-task slots stood empty (EstateWaves).
+	Waves EstateWaves `json:"waves"`
 }
 
 // EstateDetails are the text report's extras.

@@ -65,7 +65,7 @@ func RunEstate(ctx context.Context, o EstateOptions) (*EstateReport, *EstateDeta
 	if err != nil {
 		return nil, nil, err
 	}
-	reads := newReadCounter(px)
+	reads := newReadCounter(px, o.PowerTask)
 	tr := &convergeTracker{convergedAt: make([]int64, o.Guests)}
 	cfg := conv.cfg
 	cfg.Name, cfg.Roles, cfg.Embedded = "bench", app.All, &natsserver.Options{DataDir: dir, Name: "bench"}
@@ -112,6 +112,7 @@ func estateChange(ctx context.Context, o EstateOptions, a *app.App, sim *estateS
 	if err != nil {
 		return err
 	}
+	reads.tasks.arm(true)
 	simCPU0, cpu0, t0 := sim.cpu(), selfCPU(), time.Now()
 	if err := publishDesired(ctx, b.JS, o.Guests, proxmoxBody); err != nil {
 		return err
@@ -126,6 +127,8 @@ func estateChange(ctx context.Context, o EstateOptions, a *app.App, sim *estateS
 		return err
 	}
 	// Drift detection counts from here: every read after is a re-read.
+	reads.tasks.arm(false)
+	rep.Waves = reads.tasks.waves(rep.NodeConcurrency)
 	reads.arm()
 	t1 := time.Now()
 	cpu1, simCPU1 := selfCPU(), sim.cpu()

@@ -26,10 +26,12 @@ type readCounter struct {
 	// first each guest's first successful read's answer time.
 	at    map[string][]int64
 	first map[int]int64
+	// tasks times the starts in the change (EstateWaves).
+	tasks *taskTimes
 }
 
-func newReadCounter(c *pve.Client) *readCounter {
-	return &readCounter{Client: c, at: map[string][]int64{}, first: map[int]int64{}}
+func newReadCounter(c *pve.Client, power time.Duration) *readCounter {
+	return &readCounter{Client: c, at: map[string][]int64{}, first: map[int]int64{}, tasks: newTaskTimes(power)}
 }
 
 // arm starts counting; reads before are not counted.
