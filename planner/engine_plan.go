@@ -126,7 +126,13 @@ func (e *Engine) syncBusyThen(v *projector.View, now time.Time, first func()) {
 		return
 	}
 	for _, freed := range freedNodes {
-		e.planHeads(&e.lim, freed, e.cfg.Limits.node(), now)
+		// The guests begun on the node first: one of them takes the slot.
+		for _, id := range e.lim.begunOn(freed) {
+			if v := e.proj.Views[id]; v != nil && v.InFlight == nil {
+				e.planGuest(v, now)
+			}
+		}
+		e.nodeHeads(freed, now)
 	}
 	for _, freed := range freedStorage {
 		e.planHeads(&e.slim, freed, e.cfg.Limits.clone(), now)
@@ -160,6 +166,19 @@ func (e *Engine) planHeads(l *limiter, key string, limit int, now time.Time) {
 			return
 		}
 	}
+}
+
+// nodeHeads plans the guests first in line for node's room: its free
+// slots, or room to begin a change (begun.go). Not from within itself: a
+// guest planned there that waits would plan the same line again.
+func (e *Engine) nodeHeads(node string, now time.Time) {
+	slots := e.cfg.Limits.node()
+	if e.inHeads || slots <= 0 {
+		return
+	}
+	e.inHeads = true
+	e.planHeads(&e.lim, node, len(e.lim.busy[node])+e.lim.headRoom(node, slots), now)
+	e.inHeads = false
 }
 
 // foldDeferring is fold, except that while behind a guest's planning waits
@@ -285,11 +304,17 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		e.lim.dequeue(v.VMID)
 		e.slim.dequeue(v.VMID)
 		e.tlim.dequeue(v.VMID)
-	} else if node := e.lim.queued[v.VMID].node; node != "" && !e.inHeads && len(e.lim.busy[node]) < e.cfg.Limits.node() {
+		// A begun change that has nothing in flight and no node task to
+		// come any more (converged, failed, held, revised) is begun no
+		// longer: its room goes to the next in line.
+		if v.InFlight == nil && !leadsTo(d.Steps) {
+			if node := e.lim.unbegin(v.VMID); node != "" {
+				e.nodeHeads(node, now)
+			}
+		}
+	} else if node := e.lim.queued[v.VMID].node; node != "" && e.lim.headRoom(node, e.cfg.Limits.node()) > 0 {
 		// Room, but others are first in line: they go now.
-		e.inHeads = true
-		e.planHeads(&e.lim, node, e.cfg.Limits.node(), now)
-		e.inHeads = false
+		e.nodeHeads(node, now)
 	}
 	if e.cfg.OnDecision != nil {
 		e.cfg.OnDecision(v, d)

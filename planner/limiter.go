@@ -14,7 +14,12 @@ type limiter struct {
 	// busyNode is the nodes each such guest's action takes a slot on: one,
 	// or a migration's source and target.
 	busyNode map[int][]string
-	queues   map[string]*nodeQueue
+	// begun are the guests whose change has begun on a node with a step
+	// that takes no slot (a config write) and has a node task to come
+	// there (begun.go); begunNode is each one's node.
+	begun     map[string]map[int]bool
+	begunNode map[int]string
+	queues    map[string]*nodeQueue
 	queued   map[int]queuedAt
 	ticket   uint64
 	// disrupted are disruptive actions folded, oldest first (vmid, time).
@@ -49,7 +54,8 @@ type queueEntry struct {
 }
 
 func newLimiter() limiter {
-	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{}}
+	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{},
+		begun: map[string]map[int]bool{}, begunNode: map[int]string{}}
 }
 
 // setBusy records the nodes vmid has an action in flight on (none, or
@@ -169,20 +175,33 @@ func (l *limiter) admitNode(node string, vmid, limit int, first bool) (ok bool, 
 		l.dequeue(vmid)
 		return true, inUse, 0
 	}
-	if free > 0 {
-		hs := l.heads(node, free)
-		for _, id := range hs {
-			if id == vmid {
-				l.dequeue(vmid)
-				return true, inUse, 0
-			}
-		}
-		// Waiting in another node's line (a migration's other node) is no
-		// place in this one.
-		if q, waiting := l.queued[vmid]; len(hs) < free && !(waiting && q.node == node) {
-			return true, inUse, 0
-		}
+	if l.inTurn(node, vmid, free) {
+		return true, inUse, 0
 	}
+	return false, inUse, l.waitIn(node, vmid)
+}
+
+// inTurn reports whether vmid is owed one of free places on node: it is
+// among the first free in line (it leaves the line), or the line is
+// shorter than that and it waits in no other place of it.
+func (l *limiter) inTurn(node string, vmid, free int) bool {
+	if free <= 0 {
+		return false
+	}
+	hs := l.heads(node, free)
+	if slices.Contains(hs, vmid) {
+		l.dequeue(vmid)
+		return true
+	}
+	// Waiting in another node's line (a migration's other node) is no
+	// place in this one, and keeps its place there.
+	q, waiting := l.queued[vmid]
+	return len(hs) < free && !(waiting && q.node == node)
+}
+
+// waitIn puts vmid in node's line (keeping its place) and says how many
+// wait ahead of it.
+func (l *limiter) waitIn(node string, vmid int) (ahead int) {
 	l.enqueue(node, vmid)
 	q := l.queued[vmid]
 	for _, en := range l.queues[node].order {
@@ -193,7 +212,7 @@ func (l *limiter) admitNode(node string, vmid, limit int, first bool) (ok bool, 
 			ahead++
 		}
 	}
-	return false, inUse, ahead
+	return ahead
 }
 
 // enqueue puts vmid in line for node, keeping its place if it is there.

@@ -286,9 +286,24 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 		}
 	}
 	if slots := lim.node(); slots > 0 && node != "" {
+		if leadsTo(d.Steps) {
+			// A change whose node task is to come: begun when the node's
+			// slots are near (begun.go).
+			if ok, inUse, begun, ahead := e.lim.admitLead(node, v.VMID, slots); !ok {
+				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests begun before it, %d guests ahead); %s",
+					node, inUse, slots, begun, ahead, d.Status.Reason)
+				d.Status.Limit = "node"
+				d.Steps = nil
+				return d, nil, true
+			}
+			d.Status.Limit = ""
+			return d, claims, false
+		}
 		var nodeClaims []Claim
+		// A begun guest goes first, as one part-way through its change.
+		first := continuing(v) || e.lim.begunNode[v.VMID] != ""
 		for _, n := range actionNodes(node, step.Op, step.Migrate) {
-			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, slots, continuing(v))
+			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, slots, first)
 			if !ok {
 				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
 					n, inUse, slots, ahead, d.Status.Reason)
@@ -297,6 +312,9 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 				return d, nil, true
 			}
 			nodeClaims = append(nodeClaims, Claim{Key: NodeKey(e.cfg.Cluster, n), Limit: slots})
+		}
+		if len(nodeClaims) > 0 {
+			e.lim.unbegin(v.VMID) // it holds a slot now
 		}
 		// Nodes first: the ledger grants them before the guard's entry, so
 		// a refused node never spends the guard's budget.
