@@ -20,8 +20,8 @@ type limiter struct {
 	begun     map[string]map[int]bool
 	begunNode map[int]string
 	queues    map[string]*nodeQueue
-	queued   map[int]queuedAt
-	ticket   uint64
+	queued    map[int]queuedAt
+	ticket    uint64
 	// disrupted are disruptive actions folded, oldest first (vmid, time).
 	disrupted []disruption
 	// managed are the guests with desired state (the guard's base);
