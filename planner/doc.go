@@ -43,7 +43,11 @@
 // tasks, clones, destroys, snapshots, resizes, a migration on both nodes;
 // config writes take none; from the fold: every planner's actions),
 // guests beyond waiting in line per node,
-// first come first served; and the mass-change guard: beyond
+// first come first served (a change whose first step takes no slot but
+// whose node task is to come, a config write then its start or reboot,
+// begins only when at most NodeConcurrency guests are begun and waiting on
+// the node beyond those holding a slot, and takes the next free slot
+// first: begun.go); and the mass-change guard: beyond
 // max(GuardShare × managed guests, GuardMin) guests shut down, stopped or
 // rebooted within GuardWindow, or while more managed guests than that
 // vanished from the observed inventory within it, a disruptive step is held:
