@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/converge-pve/converge/events"
@@ -45,16 +46,21 @@ func leadsTo(steps []Step) bool {
 // admitLead reports whether vmid's change may begin on node now: it has
 // begun there already, or there is room for one more begun guest and no
 // earlier waiter is owed it. Otherwise vmid waits in the node's line.
-func (l *limiter) admitLead(node string, vmid, slots int) (ok bool, inUse, begun, ahead int) {
+func (l *limiter) admitLead(node string, vmid, slots int, first bool) (ok bool, inUse, begun, ahead int) {
 	inUse, begun = len(l.busy[node]), len(l.begun[node])
 	if l.begunNode[vmid] == node {
+		return true, inUse, begun, 0
+	}
+	if first { // part-way through its change: it goes on
+		l.dequeue(vmid)
+		l.begin(node, vmid)
 		return true, inUse, begun, 0
 	}
 	if l.inTurn(node, vmid, l.leadRoom(node, slots)) {
 		l.begin(node, vmid)
 		return true, inUse, begun, 0
 	}
-	return false, inUse, begun, l.waitIn(node, vmid)
+	return false, inUse, begun, l.waitIn(node, vmid, true)
 }
 
 // leadRoom is how many more guests may begin on node.
@@ -66,15 +72,19 @@ func (l *limiter) leadRoom(node string, slots int) int {
 // slots, or the room to begin, whichever is more (each guest planned then
 // takes what its own first step needs).
 func (l *limiter) headRoom(node string, slots int) int {
+	if l.leadWaiting[node] == 0 {
+		return slots - len(l.busy[node])
+	}
 	return max(slots-len(l.busy[node]), l.leadRoom(node, slots))
 }
 
 func (l *limiter) begin(node string, vmid int) {
 	l.unbegin(vmid)
 	if l.begun[node] == nil {
-		l.begun[node] = map[int]bool{}
+		l.begun[node] = map[int]uint64{}
 	}
-	l.begun[node][vmid] = true
+	l.begunSeq++
+	l.begun[node][vmid] = l.begunSeq
 	l.begunNode[vmid] = node
 }
 
@@ -96,6 +106,22 @@ func (l *limiter) begunOn(node string) []int {
 	for id := range l.begun[node] {
 		ids = append(ids, id)
 	}
-	slices.Sort(ids)
+	slices.SortFunc(ids, func(a, b int) int { return cmp.Compare(l.begun[node][a], l.begun[node][b]) })
 	return ids
+}
+
+// begunAhead is how many guests begun on node before vmid (all of them if
+// vmid has not begun there): they take a free slot first.
+func (l *limiter) begunAhead(node string, vmid int) int {
+	mine, ok := l.begun[node][vmid]
+	if !ok {
+		return len(l.begun[node])
+	}
+	n := 0
+	for _, t := range l.begun[node] {
+		if t < mine {
+			n++
+		}
+	}
+	return n
 }

@@ -58,7 +58,7 @@ type Engine struct {
 	// tlim the container templates' (one clone at a time), kept like the
 	// nodes' slots.
 	slim, tlim limiter
-	inHeads    bool // planning the guests first in line for a node
+	inHeads    map[string]bool // planning the guests first in line for these nodes
 	// unseen are the guests with desired state and no observation yet,
 	// planned again when the observer completes its next pass
 	// (projector.View.Missing); lastPass is that pass's AfterSeq.
@@ -200,7 +200,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, proj: proj,
 		counts: map[StatusKind]int{}, waiting: map[string]int{}, retries: map[int]time.Time{},
 		awaiting: map[int]string{}, awaitingOp: map[int]events.Op{}, lim: newLimiter(), slim: newLimiter(), tlim: newLimiter(), isDeferred: map[int]bool{}, written: map[int]docSig{}, dirty: map[int]bool{},
-		unseen: map[int]bool{},
+		unseen: map[int]bool{}, inHeads: map[string]bool{},
 		// Until a heartbeat is folded, observations count as stale: the
 		// first one flips this and replans every guest it blocked.
 		stale: true}, nil

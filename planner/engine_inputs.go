@@ -105,9 +105,9 @@ func (e *Engine) Refused(vmid int, id string, c Claim, now time.Time) {
 		// at the retry at the latest.
 		// In the line of the node refused (a migration's may be its target).
 		if node, ok := strings.CutPrefix(c.Key, NodeKey(e.cfg.Cluster, "")); ok && node != "" {
-			e.lim.enqueue(node, vmid)
+			e.lim.enqueue(node, vmid, false)
 		} else if v != nil && v.Observed != nil {
-			e.lim.enqueue(v.Observed.Node, vmid)
+			e.lim.enqueue(v.Observed.Node, vmid, false)
 		}
 		d.Status.Reason = fmt.Sprintf("waiting for a task slot (%s: %d in use across the cluster's planners); %s", c.Key, c.Limit, d.Status.Reason)
 		d.Status.RetryAt = now.Add(refusedRetry)

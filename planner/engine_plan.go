@@ -28,7 +28,7 @@ func (e *Engine) fold(ev projector.Event, deferPlan bool, now time.Time) (int, b
 			e.unawait(v.VMID)
 		}
 		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && Disruptive(a.Op) {
-			e.lim.disrupted = append(e.lim.disrupted, disruption{vmid: v.VMID, at: streamTime(ev, now)})
+			e.lim.disrupt(v.VMID, streamTime(ev, now))
 		}
 		if a := v.InFlight; a != nil && v.InFlightSeq == ev.Seq && a.Op == events.OpClone {
 			e.lim.created = append(e.lim.created, disruption{vmid: v.VMID, at: streamTime(ev, now)})
@@ -168,17 +168,27 @@ func (e *Engine) planHeads(l *limiter, key string, limit int, now time.Time) {
 	}
 }
 
+// roomFor reports whether node has room of the kind a waiter needs: a
+// free slot, or room to begin (lead).
+func (e *Engine) roomFor(node string, lead bool) bool {
+	slots := e.cfg.Limits.node()
+	if lead {
+		return e.lim.leadRoom(node, slots) > 0
+	}
+	return len(e.lim.busy[node]) < slots
+}
+
 // nodeHeads plans the guests first in line for node's room: its free
 // slots, or room to begin a change (begun.go). Not from within itself: a
 // guest planned there that waits would plan the same line again.
 func (e *Engine) nodeHeads(node string, now time.Time) {
 	slots := e.cfg.Limits.node()
-	if e.inHeads || slots <= 0 {
+	if e.inHeads[node] || slots <= 0 || e.lim.headRoom(node, slots) <= 0 {
 		return
 	}
-	e.inHeads = true
+	e.inHeads[node] = true
 	e.planHeads(&e.lim, node, len(e.lim.busy[node])+e.lim.headRoom(node, slots), now)
-	e.inHeads = false
+	delete(e.inHeads, node)
 }
 
 // foldDeferring is fold, except that while behind a guest's planning waits
@@ -213,6 +223,17 @@ func (e *Engine) planDeferred(now time.Time) {
 func (e *Engine) catchUp(now time.Time) {
 	e.caughtUp = true
 	e.out.CaughtUp = true
+	// Which guests had begun is not in the fold: a write of the current
+	// revision in flight counts as begun (it is no longer, at its result,
+	// if no node task follows it).
+	if e.cfg.Limits.node() > 0 {
+		for _, id := range e.sweepIDs() {
+			v := e.proj.Views[id]
+			if a := v.InFlight; a != nil && !NodeTask(a.Op) && a.Op != events.OpHold && a.Op != events.OpClone && a.DesiredSeq == v.DesiredSeq && a.Node != "" {
+				e.lim.begin(a.Node, id)
+			}
+		}
+	}
 	e.fullPass(now)
 }
 
@@ -296,6 +317,7 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	d := Plan(v, e.proj.State, e.cfg.Policy, now)
 	var claims []Claim
 	waiting := false
+	wasQueued, wasBegun, lead := e.lim.queued[v.VMID].node, e.lim.begunNode[v.VMID], leadsTo(d.Steps)
 	if len(d.Steps) > 0 && e.mine(v.VMID) {
 		d, claims, waiting = e.admit(v, d, now)
 	}
@@ -307,12 +329,10 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 		// A begun change that has nothing in flight and no node task to
 		// come any more (converged, failed, held, revised) is begun no
 		// longer: its room goes to the next in line.
-		if v.InFlight == nil && !leadsTo(d.Steps) {
-			if node := e.lim.unbegin(v.VMID); node != "" {
-				e.nodeHeads(node, now)
-			}
+		if v.InFlight == nil && (!leadsTo(d.Steps) || !e.mine(v.VMID)) {
+			e.lim.unbegin(v.VMID)
 		}
-	} else if node := e.lim.queued[v.VMID].node; node != "" && e.lim.headRoom(node, e.cfg.Limits.node()) > 0 {
+	} else if node := e.lim.queued[v.VMID].node; node != "" && e.roomFor(node, lead) {
 		// Room, but others are first in line: they go now.
 		e.nodeHeads(node, now)
 	}
@@ -321,10 +341,17 @@ func (e *Engine) planGuest(v *projector.View, now time.Time) {
 	}
 	e.record(v.VMID, d)
 	e.noteConverged(v, d, now)
-	if len(d.Steps) == 0 || !e.mine(v.VMID) {
-		return
+	if len(d.Steps) > 0 && e.mine(v.VMID) {
+		e.handOut(v, d.Steps[0], claims, len(d.Steps) > 1 && NodeTask(d.Steps[1].Op), now)
 	}
-	e.handOut(v, d.Steps[0], claims, len(d.Steps) > 1 && NodeTask(d.Steps[1].Op), now)
+	if wasQueued != "" && !waiting && !e.lim.busy[wasQueued][v.VMID] {
+		// It left a line without taking room there: the next may go.
+		e.nodeHeads(wasQueued, now)
+	}
+	if wasBegun != "" && e.lim.begunNode[v.VMID] != wasBegun && !e.lim.busy[wasBegun][v.VMID] {
+		// Its begun room on that node is free (it moved on, or is done).
+		e.nodeHeads(wasBegun, now)
+	}
 }
 
 // handOut hands out step as the guest's next action; lead says a node

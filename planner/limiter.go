@@ -17,13 +17,22 @@ type limiter struct {
 	// begun are the guests whose change has begun on a node with a step
 	// that takes no slot (a config write) and has a node task to come
 	// there (begun.go); begunNode is each one's node.
-	begun     map[string]map[int]bool
+	begun     map[string]map[int]uint64 // vmid → begin ticket
+	begunSeq  uint64
 	begunNode map[int]string
 	queues    map[string]*nodeQueue
 	queued    map[int]queuedAt
-	ticket    uint64
-	// disrupted are disruptive actions folded, oldest first (vmid, time).
-	disrupted []disruption
+	// leadWaiting counts each node's waiters that wait for room to
+	// begin: with none, a freed slot plans only the slot's worth of the
+	// line.
+	leadWaiting map[string]int
+	ticket      uint64
+	// disrupted are disruptive actions folded, oldest first (vmid, time);
+	// disruptedN how many of them each guest has (the guard counts
+	// distinct guests at every disruptive step: a scan of the window's
+	// actions each time was quadratic in a fleet reboot).
+	disrupted  []disruption
+	disruptedN map[int]int
 	// managed are the guests with desired state (the guard's base);
 	// existing those of them that exist or are being created (MaxGuests).
 	managed, existing vmidSet
@@ -36,9 +45,30 @@ type disruption struct {
 	at   time.Time
 }
 
+// disrupt records a disruptive action of vmid folded at at.
+func (l *limiter) disrupt(vmid int, at time.Time) {
+	l.disrupted = append(l.disrupted, disruption{vmid: vmid, at: at})
+	l.disruptedN[vmid]++
+}
+
+// expireDisrupted forgets the disruptions older than window at now.
+func (l *limiter) expireDisrupted(now time.Time, window time.Duration) {
+	i := 0
+	for i < len(l.disrupted) && now.Sub(l.disrupted[i].at) >= window {
+		d := l.disrupted[i]
+		if l.disruptedN[d.vmid]--; l.disruptedN[d.vmid] <= 0 {
+			delete(l.disruptedN, d.vmid)
+		}
+		i++
+	}
+	l.disrupted = l.disrupted[i:]
+}
+
 type queuedAt struct {
 	node   string
 	ticket uint64
+	// lead: it waits for room to begin (begun.go), not for a slot.
+	lead bool
 }
 
 // nodeQueue is the guests waiting for a node, in arrival order; an entry
@@ -55,7 +85,8 @@ type queueEntry struct {
 
 func newLimiter() limiter {
 	return limiter{busy: map[string]map[int]bool{}, busyNode: map[int][]string{}, queues: map[string]*nodeQueue{}, queued: map[int]queuedAt{},
-		begun: map[string]map[int]bool{}, begunNode: map[int]string{}}
+		begun: map[string]map[int]uint64{}, begunNode: map[int]string{}, leadWaiting: map[string]int{},
+		disruptedN: map[int]int{}}
 }
 
 // setBusy records the nodes vmid has an action in flight on (none, or
@@ -132,6 +163,7 @@ func (l *limiter) dequeue(vmid int) {
 		return
 	}
 	delete(l.queued, vmid)
+	l.countLead(q, -1)
 	nq := l.queues[q.node]
 	nq.dead++
 	if nq.dead > 64 && nq.dead > len(nq.order)/2 {
@@ -178,7 +210,7 @@ func (l *limiter) admitNode(node string, vmid, limit int, first bool) (ok bool, 
 	if l.inTurn(node, vmid, free) {
 		return true, inUse, 0
 	}
-	return false, inUse, l.waitIn(node, vmid)
+	return false, inUse, l.waitIn(node, vmid, false)
 }
 
 // inTurn reports whether vmid is owed one of free places on node: it is
@@ -201,8 +233,8 @@ func (l *limiter) inTurn(node string, vmid, free int) bool {
 
 // waitIn puts vmid in node's line (keeping its place) and says how many
 // wait ahead of it.
-func (l *limiter) waitIn(node string, vmid int) (ahead int) {
-	l.enqueue(node, vmid)
+func (l *limiter) waitIn(node string, vmid int, lead bool) (ahead int) {
+	l.enqueue(node, vmid, lead)
 	q := l.queued[vmid]
 	for _, en := range l.queues[node].order {
 		if en.ticket >= q.ticket {
@@ -215,16 +247,34 @@ func (l *limiter) waitIn(node string, vmid int) (ahead int) {
 	return ahead
 }
 
-// enqueue puts vmid in line for node, keeping its place if it is there.
-func (l *limiter) enqueue(node string, vmid int) {
+// enqueue puts vmid in line for node, keeping its place if it is there;
+// lead says what it waits for (room to begin, or a slot).
+func (l *limiter) enqueue(node string, vmid int, lead bool) {
 	if q, ok := l.queued[vmid]; ok && q.node == node {
+		if q.lead != lead {
+			l.countLead(q, -1)
+			q.lead = lead
+			l.queued[vmid] = q
+			l.countLead(q, 1)
+		}
 		return
 	}
 	l.dequeue(vmid)
 	l.ticket++
-	l.queued[vmid] = queuedAt{node: node, ticket: l.ticket}
+	q := queuedAt{node: node, ticket: l.ticket, lead: lead}
+	l.queued[vmid] = q
+	l.countLead(q, 1)
 	if l.queues[node] == nil {
 		l.queues[node] = &nodeQueue{}
 	}
 	l.queues[node].order = append(l.queues[node].order, queueEntry{vmid: vmid, ticket: l.ticket})
+}
+
+func (l *limiter) countLead(q queuedAt, d int) {
+	if !q.lead {
+		return
+	}
+	if l.leadWaiting[q.node] += d; l.leadWaiting[q.node] == 0 {
+		delete(l.leadWaiting, q.node)
+	}
 }

@@ -209,22 +209,15 @@ func (e *Engine) Live(c Claim, en Entry, now time.Time) bool {
 // now (folded, or handed out and not yet folded), and whether vmid is one
 // of them.
 func (e *Engine) guardUsed(vmid int, now time.Time) (used int, mine bool) {
-	w := e.cfg.Limits.GuardWindow
-	i := 0
-	for i < len(e.lim.disrupted) && now.Sub(e.lim.disrupted[i].at) >= w {
-		i++
-	}
-	e.lim.disrupted = e.lim.disrupted[i:]
-	seen := map[int]bool{}
-	for _, d := range e.lim.disrupted {
-		seen[d.vmid] = true
-	}
+	e.lim.expireDisrupted(now, e.cfg.Limits.GuardWindow)
+	used, mine = len(e.lim.disruptedN), e.lim.disruptedN[vmid] > 0
 	for id := range e.awaiting {
-		if Disruptive(e.awaitingOp[id]) {
-			seen[id] = true
+		if Disruptive(e.awaitingOp[id]) && e.lim.disruptedN[id] == 0 {
+			used++
+			mine = mine || id == vmid
 		}
 	}
-	return len(seen), seen[vmid]
+	return used, mine
 }
 
 // GuardThreshold is how many guests the mass-change guard lets be
@@ -289,7 +282,7 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 		if leadsTo(d.Steps) {
 			// A change whose node task is to come: begun when the node's
 			// slots are near (begun.go).
-			if ok, inUse, begun, ahead := e.lim.admitLead(node, v.VMID, slots); !ok {
+			if ok, inUse, begun, ahead := e.lim.admitLead(node, v.VMID, slots, continuing(v)); !ok {
 				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests begun before it, %d guests ahead); %s",
 					node, inUse, slots, begun, ahead, d.Status.Reason)
 				d.Status.Limit = "node"
@@ -305,6 +298,11 @@ func (e *Engine) admit(v *projector.View, d Decision, now time.Time) (_ Decision
 		for _, n := range actionNodes(node, step.Op, step.Migrate) {
 			ok, inUse, ahead := e.lim.admitNode(n, v.VMID, slots, first)
 			if !ok {
+				if e.lim.begunNode[v.VMID] == n {
+					ahead = e.lim.begunAhead(n, v.VMID)
+				} else {
+					ahead += len(e.lim.begun[n])
+				}
 				d.Status.Reason = fmt.Sprintf("waiting for a task slot on node %s (%d of %d in use, %d guests ahead); %s",
 					n, inUse, slots, ahead, d.Status.Reason)
 				d.Status.Limit = "node"
