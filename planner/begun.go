@@ -9,10 +9,13 @@ import (
 
 // A change whose first step takes no node slot (a config write) but which
 // has a node task to come on that node (the start or reboot that applies
-// it) is begun only when the node's slots are near: at most
-// NodeConcurrency guests begun and not yet holding a slot per node, beyond
-// those holding one. Its write then lands while the node's tasks before it
-// run, and the guest takes the next free slot before any guest not begun.
+// it) is begun only when the node's slots are near: the guests holding one
+// of the node's slots and those begun there are at most twice
+// NodeConcurrency (leadWindow beyond the slots). Its write then lands
+// while the node's tasks before it run, and begun guests take the next
+// free slots in the order they began, before any guest not begun. A guest
+// part-way through its change (continuing: after a resize or a clone)
+// begins at once.
 //
 // Why: a fleet change handed every guest's write at once sent a node task
 // (the start or reboot of the first guests) to the back of the executors'

@@ -45,8 +45,8 @@
 // guests beyond waiting in line per node,
 // first come first served (a change whose first step takes no slot but
 // whose node task is to come, a config write then its start or reboot,
-// begins only when at most NodeConcurrency guests are begun and waiting on
-// the node beyond those holding a slot, and takes the next free slot
+// begins only when the guests holding the node's slots and those begun
+// there are fewer than twice NodeConcurrency, and takes the next free slot
 // first: begun.go); and the mass-change guard: beyond
 // max(GuardShare × managed guests, GuardMin) guests shut down, stopped or
 // rebooted within GuardWindow, or while more managed guests than that
