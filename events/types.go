@@ -88,8 +88,11 @@ type Observed struct {
 	// executor's read-back never rolls the view back, whatever the clocks.
 	// An executor's read-back carries it only when derived rather than
 	// read (the outcome known from the action and its basis; Digest is
-	// then "", unknown): it is current as of AfterSeq, and an observation
-	// journalled after that wins over it.
+	// then "", unknown): it is current as of AfterSeq. The executor
+	// derives one only if no observation of the guest was journalled
+	// after AfterSeq (else it reads the guest), and it is adopted as a
+	// read one is: an observation journalled between that check and the
+	// result was read while the action ran.
 	AfterSeq uint64 `json:"after_seq,omitempty"`
 }
 

@@ -141,8 +141,9 @@
 //     with them applied (a boot applies the pending section), digest "".
 //     A derived
 //     observation carries AfterSeq, the newest journal sequence read
-//     before acting, and the projector adopts it only if nothing
-//     journalled after that supersedes it.
+//     before acting; it is derived only if no observation of the guest
+//     was journalled after that (else the guest is read), and the
+//     projector adopts it as a read one.
 //  8. Journal the final result (Nats-Msg-Id "res-<action id>-final", so a
 //     redone action does not journal twice within the dedupe window), wait
 //     for the stream's acknowledgement, and only then acknowledge the action

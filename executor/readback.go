@@ -28,9 +28,12 @@ import (
 //     unknown (other pending keys may have been applied).
 //
 // A derived observation carries AfterSeq, the newest journal sequence the
-// executor had read before acting: the projector adopts it only if no
-// observation journalled after that supersedes it (an observer's read of a
-// change made meanwhile wins, and the planner re-plans from it). The next
+// executor had read before acting. It is derived only if no observation
+// of the guest was journalled after that (raced): an observer's read of a
+// change made meanwhile has the guest read back instead. The projector
+// adopts it as it adopts a read read-back, over an observation journalled
+// between that check and the result (read while the action ran, maybe
+// before its outcome: the planner would repeat the action). The next
 // config write of a guest whose digest is unknown reads the config first
 // (digestCheck): the write stays fenced by Proxmox's digest.
 
@@ -135,9 +138,9 @@ func (j *job) configReadBack(ctx context.Context, r *events.Result) *events.Obse
 }
 
 // raced reports whether an observation of the guest was journalled after
-// what the executor had read before acting (or the journal cannot say): a
-// derived read-back would give way to it in the projector, and the planner
-// would re-plan from a reading older than the action's outcome. The guest
+// what the executor had read before acting (or the journal cannot say):
+// its reading may be newer than the basis a derived read-back takes its
+// config from, and the projector adopts the read-back over it. The guest
 // is then read back instead. One direct get on the journal, no Proxmox
 // call: the guest's first observation after knownSeq, which is usually
 // none (an answer without a body; the guest's newest observation, which

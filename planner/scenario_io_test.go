@@ -17,7 +17,8 @@ import (
 // node, kind, lock, cores, memory, name, description, tags, onboot,
 // digest, pending.KEY, disk.KEY=VOLUME[,GIB[,cdrom]], net.KEY=VALUE (as
 // Proxmox prints it), ci.KEY=VALUE (a cloud-init key, normalised),
-// hotplug, numa, ha, pool, exists, read_at (a duration from now).
+// hotplug, numa, ha, pool, exists, read_at (a duration from now), after
+// (AfterSeq: the journal's last sequence the reader knew before reading).
 func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 	o := &events.Observed{Meta: events.NewMeta("observer@test", "", h.now), VMID: vmid, Cluster: "pve", Exists: true,
 		Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d0", ReadAt: h.now, Source: events.SourceObserver,
@@ -123,6 +124,10 @@ func (h *harness) observation(vmid int, kv []string) (*events.Observed, error) {
 			var d time.Duration
 			d, err = time.ParseDuration(v)
 			o.ReadAt = h.now.Add(d)
+		case k == "after":
+			// The journal's last sequence the reader knew before reading
+			// (an observer's pass; a derived read-back's basis).
+			o.AfterSeq, err = strconv.ParseUint(v, 10, 64)
 		default:
 			return nil, fmt.Errorf("unknown observation key %q", k)
 		}

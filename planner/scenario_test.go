@@ -77,7 +77,7 @@ func (h *harness) cmds() map[string]script.Cmd {
 		"signed":    scenario.Cmd("fold a desired event signed now by the test key KEY", "KEY VMID JSON", h.signed),
 		"heartbeat": scenario.Cmd("fold an observer heartbeat read now", "[unreachable MESSAGE | incomplete | unread VMID...]", h.heartbeat),
 		"desired":   scenario.Cmd("fold a desired event", "VMID JSON", h.desired),
-		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D)", "VMID key=value...", h.observe),
+		"observe":   scenario.Cmd("fold an observation read now (or at read_at=±D; after=SEQ: the journal it knew)", "VMID key=value...", h.observe),
 		"result":    scenario.Cmd("fold a result of the guest's newest action", "VMID STATUS [class=C] [error=E] [upid=U] [observe key=value...]", h.result),
 		"resync":    scenario.Cmd("fold a resync request", "", h.resync),
 		"control":   scenario.Cmd("fold an operator's request by alice", "pause|resume|approve|release all|VMID...", h.control),

@@ -22,14 +22,17 @@
 //     an invalid one is recorded as a rejection and changes nothing else.
 //   - Observations are ordered by the journal, never by readers' clocks
 //     ([Supersedes]): an executor's read-back in a result follows its own
-//     action and is always adopted; an observer's snapshot replaces the
-//     current observation only if its reader knew that observation's
-//     sequence before reading (Observed.AfterSeq), so a read that may
-//     predate an action never rolls the view back. Unstamped observations
-//     (other publishers) fall back to read_at. An observation whose read_at
-//     is more than [MaxReadAhead] ahead of the journal's time is refused
-//     (View.RefusedObservation says why). Heartbeats count at the journal's
-//     time.
+//     action and is always adopted, read or derived from the action's
+//     basis (AfterSeq set), over any observation journalled while the
+//     action ran (read concurrently, maybe before its outcome: it would
+//     have the planner repeat the action); an observer's snapshot
+//     replaces the current observation only if its reader knew that
+//     observation's sequence before reading (Observed.AfterSeq), so a
+//     read that may predate an action never rolls the view back.
+//     Unstamped observations (other publishers) fall back to read_at. An
+//     observation whose read_at is more than [MaxReadAhead] ahead of the
+//     journal's time is refused (View.RefusedObservation says why).
+//     Heartbeats count at the journal's time.
 //   - Results of the current revision feed the planner's loop guard:
 //     View.Burst counts actions that finished without failing within
 //     [BurstWindow]; View.Repeats counts consecutive outcomes that changed

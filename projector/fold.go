@@ -336,11 +336,19 @@ func (p *Projector) foldResult(v *View, ev Event) error {
 	// cluster's executor gone astray) must not rewrite what converge
 	// believes the guest is.
 	ours := (v.InFlight != nil && v.InFlight.ID == r.ActionID) || (v.LastAction != nil && v.LastAction.ID == r.ActionID)
-	// A read-back the executor derived from the action's basis instead of
-	// reading (AfterSeq set: current as of that journal sequence) gives way
-	// to an observation journalled after it, as observations do.
-	derivedStale := r.Observed != nil && r.Observed.AfterSeq > 0 && !Supersedes(r.Observed, v.Observed, v.ObservedSeq)
-	if r.Observed != nil && ours && !derivedStale {
+	// A read-back derived from the action's basis instead of read
+	// (AfterSeq set) is adopted alike. The executor derives one only if no
+	// observation of the guest was journalled after what it had read
+	// before acting (else it reads the guest), so an observation journalled
+	// between that check and this result was read while the action ran,
+	// maybe before its outcome (a pass begun before the action was
+	// journalled; pvestatd's lagging status): held against the read-back,
+	// it had the planner repeat the action (a second start of a guest
+	// already running). Observations journalled after the result
+	// supersede it by the usual rule (foldObserved); a real change read
+	// meanwhile is read again by the observer and published after it (its
+	// confirmation).
+	if r.Observed != nil && ours {
 		if why := refuse(r.Observed, ev); why != "" {
 			v.RefusedObservation = &Rejection{Seq: ev.Seq, Reason: why, Publisher: r.Publisher, At: ev.Time}
 		} else {

@@ -26,8 +26,10 @@ import (
 //     since);
 //   - held by the fold: a read-back read (no AfterSeq) with no observation
 //     journalled after it, or one derived with no observation journalled
-//     after its basis (AfterSeq), which the fold would otherwise have
-//     given way to (projector.Supersedes);
+//     after its basis (AfterSeq) either: the fold holds a read-back over
+//     an observation journalled while its action ran, but that read (of a
+//     change made meanwhile, maybe) may be newer than the basis the
+//     derived config comes from, so the guest is read at once;
 //   - saying what the row says, field by field of rowKey: exists, node,
 //     kind, status, lock, template, HA state, pool, name, tags, cores =
 //     maxcpu, memory = maxmem (the running values; pending ones are not in
