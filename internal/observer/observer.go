@@ -166,9 +166,13 @@ type guestState struct {
 	cfg      configSnap
 	readAt   time.Time
 	afterSeq uint64 // the journal's last sequence before that read
-	read     bool   // cfg holds a successful read
-	force    bool   // re-read at once (a failed read)
-	due      bool   // verify before any other (resync)
+	// afterKnown: afterSeq was read from the journal (0 then is an empty
+	// journal, not an unknown extent: a guest read before the first event
+	// was journalled had every row change after read at once).
+	afterKnown bool
+	read       bool // cfg holds a successful read
+	force      bool // re-read at once (a failed read)
+	due        bool // verify before any other (resync)
 	// gen counts the reads and deferrals recorded, so that a round's read
 	// in flight meanwhile is dropped (verifyround.go).
 	gen uint32

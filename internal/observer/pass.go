@@ -275,7 +275,7 @@ func (o *Observer) readConfigs(ctx context.Context, guests []listed, readAt time
 				Err(l.err).Msg("config read failed; keeping the last snapshot")
 			continue
 		}
-		g.cfg, g.row, g.readAt, g.afterSeq, g.read, g.force, g.due, g.recheck = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, true, false, false, false
+		g.cfg, g.row, g.readAt, g.afterSeq, g.afterKnown, g.read, g.force, g.due, g.recheck = o.ownSnap(l.cfg), o.ownRow(l.res), readAt, afterSeq, o.extentKnown, true, false, false, false
 		g.deferred = time.Time{}
 		g.gen++
 		g.placement = o.placement(l.res)

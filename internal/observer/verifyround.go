@@ -92,7 +92,7 @@ func (o *Observer) verifyRound(ctx context.Context) (reads, failed int) {
 			g.force = true // the next pass reads it at once
 			continue
 		}
-		g.cfg, g.readAt, g.afterSeq, g.due, g.deferred, g.recheck = o.ownSnap(cfgs[k]), now, info.LastSeq, false, time.Time{}, false
+		g.cfg, g.readAt, g.afterSeq, g.afterKnown, g.due, g.deferred, g.recheck = o.ownSnap(cfgs[k]), now, info.LastSeq, true, false, time.Time{}, false
 		g.gen++
 	}
 	o.metrics.budgetReads(reads, deferred, confirm)
