@@ -72,23 +72,8 @@ func fleetSim(t *testing.T, kind string) {
 			}
 		}
 	}()
-	e, err := NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := uint64(0)
 	now := t0
-	fold := func(kind events.Kind, vmid int, body []byte) {
-		seq++
-		subj := events.ClusterSubject(kind, "pve")
-		if vmid != 0 {
-			subj = events.StoredSubject(kind, "pve", vmid, DefaultPartitions)
-		}
-		e.Fold([]projector.Event{{Seq: seq, Subject: subj, Data: body, Time: now}}, 0, now)
-	}
-	fold(events.KindHeartbeat, 0, mustJSON(events.Heartbeat{Meta: events.NewMeta("o", "", now), Cluster: "pve", Reachable: true}))
-	e.Begin(seq, now)
-	e.Tick(now)
+	e, fold := simEngine(t, cfg, &now)
 	_ = e.Ready()
 	obs := func(vmid int, status string, cores int, pending map[string]string) *events.Observed {
 		return &events.Observed{Meta: events.NewMeta("observer", "", now), VMID: vmid, Cluster: "pve", Exists: true,
@@ -198,22 +183,8 @@ func TestStartFleetPlansOnce(t *testing.T) {
 	cfg.Policy.ObserverTimeout = 1000 * time.Hour
 	decisions := 0
 	cfg.OnDecision = func(*projector.View, Decision) { decisions++ }
-	e, err := NewEngine(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq := uint64(0)
-	fold := func(kind events.Kind, vmid int, body []byte) {
-		seq++
-		subj := events.ClusterSubject(kind, "pve")
-		if vmid != 0 {
-			subj = events.StoredSubject(kind, "pve", vmid, DefaultPartitions)
-		}
-		e.Fold([]projector.Event{{Seq: seq, Subject: subj, Data: body, Time: t0}}, 0, t0)
-	}
-	fold(events.KindHeartbeat, 0, mustJSON(events.Heartbeat{Meta: events.NewMeta("o", "", t0), Cluster: "pve", Reachable: true}))
-	e.Begin(seq, t0)
-	e.Tick(t0)
+	now := t0
+	e, fold := simEngine(t, cfg, &now)
 	for vmid := 1000; vmid < 1000+guests; vmid++ {
 		fold(events.KindObserved, vmid, mustJSON(&events.Observed{Meta: events.NewMeta("observer", "", t0), VMID: vmid, Cluster: "pve",
 			Exists: true, Node: "pve1", Kind: events.QEMU, Status: "stopped", Digest: "d", ReadAt: t0, Source: events.SourceObserver}))
@@ -229,4 +200,27 @@ func TestStartFleetPlansOnce(t *testing.T) {
 	if decisions > guests+guests/10 {
 		t.Errorf("%d guests arriving planned %d times (%.1f a guest); want about one each", guests, decisions, float64(decisions)/guests)
 	}
+}
+
+// simEngine is an engine folding one event at a time at *now (the caller
+// moves it), caught up after a heartbeat.
+func simEngine(t *testing.T, cfg Config, now *time.Time) (*Engine, func(kind events.Kind, vmid int, body []byte)) {
+	t.Helper()
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	fold := func(kind events.Kind, vmid int, body []byte) {
+		seq++
+		subj := events.ClusterSubject(kind, "pve")
+		if vmid != 0 {
+			subj = events.StoredSubject(kind, "pve", vmid, DefaultPartitions)
+		}
+		e.Fold([]projector.Event{{Seq: seq, Subject: subj, Data: body, Time: *now}}, 0, *now)
+	}
+	fold(events.KindHeartbeat, 0, mustJSON(events.Heartbeat{Meta: events.NewMeta("o", "", *now), Cluster: "pve", Reachable: true}))
+	e.Begin(seq, *now)
+	e.Tick(*now)
+	return e, fold
 }
