@@ -1,0 +1,113 @@
+package observer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/converge-pve/converge/events"
+	"github.com/converge-pve/converge/internal/pve"
+)
+
+// Review of 1e44230 (lagsBehind, caughtUp with a newer result, the
+// task-started path): rows the fold does NOT hold were deferred for the
+// first time. These tests pin the cases where such a row is news.
+
+// startedResult journals an executor's "task started" result (no
+// read-back) for explainVMID.
+func (w *explainWorld) startedResult(t *testing.T) uint64 {
+	t.Helper()
+	r := events.Result{Meta: events.NewMeta("executor@test", "", w.clk.Now()), ActionID: "a2", VMID: explainVMID,
+		Cluster: events.DefaultCluster, Op: events.OpStart, Status: events.ResultStarted, Executor: "executor@test"}
+	body, err := events.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.j.Publish(events.Message{Subject: events.Subject(events.KindResult, events.DefaultCluster, explainVMID), Data: body})
+}
+
+// wantPublishedStatus: the next pass publishes the guest with status.
+func wantPublishedStatus(t *testing.T, w *explainWorld, status string) {
+	t.Helper()
+	last := w.j.last()
+	st := pass(t, w.o)
+	obs := w.published(t, last, explainVMID)
+	if len(obs) != 1 || obs[0].Status != status {
+		t.Fatalf("pass: %+v, published %+v; want %d published %s this pass (the fold says otherwise)",
+			st, obs, explainVMID, status)
+	}
+}
+
+// TestReviewLaggingRowStatusByHand (case 1): a write (read-back running,
+// memory 1024), then a shutdown (read-back stopped); then the guest is
+// started again by hand (or HA restarts it). The row, running with memory
+// 1024, is what the write's read-back says, but its status contradicts
+// the newest read-back, which the fold holds. docs/drift.md and
+// lagsBehind's comment say such a status "is still read (status/current)";
+// it is not: the guest is deferred (stale), so confirmStatuses skips it,
+// and the fold keeps "stopped" until the budget reaches the guest.
+func TestReviewLaggingRowStatusByHand(t *testing.T) {
+	w := newExplainWorld(t, nil)
+	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
+	w.result(t, w.readBack(explainVMID, "running")) // the write's
+	w.result(t, w.readBack(explainVMID, "stopped")) // the shutdown's
+	// Started again by hand: the truth, and the row, say running.
+	w.row(explainVMID, func(r *pve.Resource) { r.MaxMemMiB = 1024 })
+	wantPublishedStatus(t, w, "running")
+}
+
+// TestReviewCaughtUpRowStatusByHand (case 2): the budget read the guest
+// after the write; the shutdown's read-back (stopped) follows; the guest
+// is started again by hand. The row (memory 1024, running) says what the
+// last read found, so caughtUp(r, g, nil) defers it, though its status
+// contradicts the newest read-back the fold holds.
+func TestReviewCaughtUpRowStatusByHand(t *testing.T) {
+	w := newExplainWorld(t, nil)
+	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
+	w.result(t, w.readBack(explainVMID, "running")) // the write's
+	for w.reads(explainVMID) < 2 {                  // the budget reads it: memory 1024, running
+		w.clk.Advance(time.Second)
+		if _, failed := w.o.VerifyRound(tctx(t)); failed != 0 {
+			t.Fatal("verification read failed")
+		}
+	}
+	pass(t, w.o)                                    // publishes what it read
+	w.result(t, w.readBack(explainVMID, "stopped")) // the shutdown's
+	// Started again by hand; the broadcast shows the write at last and
+	// the status as it is.
+	w.row(explainVMID, func(r *pve.Resource) { r.MaxMemMiB = 1024 })
+	wantPublishedStatus(t, w, "running")
+}
+
+// TestReviewLaggingRowNodeMoved (case 1, a live field): a write on pve1
+// (read-back memory 1024), then a migration (read-back on pve2); the guest
+// is moved back by hand (or by HA). The row on pve1 is what the write's
+// read-back says, but the node is live in /cluster/resources (caughtUp's
+// own comment): a row on another node than the newest read-back cannot be
+// a trailing broadcast. It must be read at once; it is deferred, and the
+// fold keeps pve2 (actions go to the wrong node) until the budget reads it.
+func TestReviewLaggingRowNodeMoved(t *testing.T) {
+	w := newExplainWorld(t, nil)
+	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
+	w.result(t, w.readBack(explainVMID, "running")) // the write's, on pve1
+	mig := w.readBack(explainVMID, "running")
+	mig.Node = "pve2"
+	w.result(t, mig)                                                 // the migration's
+	w.row(explainVMID, func(r *pve.Resource) { r.MaxMemMiB = 1024 }) // back on pve1
+	wantDeferred(t, w, false)
+}
+
+// TestReviewTaskRunsDerivedWitness (case 3): the earlier read-back is
+// derived (AfterSeq) and an observation was journalled after its basis:
+// the newest-result path reads such a guest at once ("derived, an
+// observation journalled after its basis": the fold holds a config that
+// may miss a change that observation read). With a task started after
+// it, lagsBehind takes that read-back as the witness without the "held
+// by the fold" check, and defers.
+func TestReviewTaskRunsDerivedWitness(t *testing.T) {
+	w := newExplainWorld(t, nil)
+	ob := w.act(explainVMID)
+	ob.AfterSeq, ob.Digest = 1, "" // the first pass's observations came later
+	w.result(t, ob)
+	w.startedResult(t) // the next action's task started
+	wantDeferred(t, w, false)
+}
