@@ -139,7 +139,7 @@ func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState
 		// An action under way (its task started), or one that ended
 		// without a read-back: the row may still be the broadcast of an
 		// earlier step's read-back, which the fold holds.
-		if o.lagsBehind(ctx, r, g.afterSeq, e.Seq) {
+		if o.lagsBehind(ctx, r, g.afterSeq, e.Seq, observedSeq) {
 			return deferRead
 		}
 		return readNow
@@ -148,11 +148,30 @@ func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState
 	if rb.AfterSeq > 0 && observedSeq > rb.AfterSeq || rb.AfterSeq == 0 && observedSeq > e.Seq {
 		return readNow // the fold may hold an observation instead
 	}
-	if rb.VMID == r.VMID && explains(rb, r) || o.caughtUp(r, g, nil) || o.lagsBehind(ctx, r, g.afterSeq, e.Seq) {
-		// The newest read-back, or the broadcast trailing it (lagsBehind).
+	if rb.VMID == r.VMID && explains(rb, r) {
 		return deferRead
 	}
-	return readNow
+	// A trailing broadcast differs from the newest read-back only in the
+	// fields pvestatd broadcasts late; a status it contradicts is read.
+	if rb.VMID != r.VMID || !liveAgree(rb, r) {
+		return readNow
+	}
+	if !o.caughtUp(r, g, nil) && !o.lagsBehind(ctx, r, g.afterSeq, e.Seq, observedSeq) {
+		return readNow
+	}
+	if rb.Status != r.Status {
+		st, err := o.px.GuestStatus(ctx, r.Ref())
+		if err != nil || st == nil || st.Status != rb.Status {
+			return readNow
+		}
+	}
+	return deferRead
+}
+
+// liveAgree: the fields /cluster/resources shows at once say what ob says.
+func liveAgree(ob *events.Observed, r *pve.Resource) bool {
+	return ob.Exists && ob.Node == r.Node && ob.Kind == eventKind(r.Kind) && ob.Lock == r.Lock &&
+		ob.Template == r.Template && ob.HA == r.HAState && ob.Pool == r.Pool && slices.Equal(ob.Config.Tags, r.Tags)
 }
 
 // lagBack bounds the earlier results lagsBehind looks through.
@@ -175,7 +194,7 @@ const lagBack = 4
 // still read (confirmStatuses). At most lagBack results are looked at,
 // one direct get each, only for rows the newest read-back does not
 // explain.
-func (o *Observer) lagsBehind(ctx context.Context, r *pve.Resource, after, newest uint64) bool {
+func (o *Observer) lagsBehind(ctx context.Context, r *pve.Resource, after, newest, observedSeq uint64) bool {
 	for range lagBack {
 		e, err := o.j.Next(ctx, events.KindResult, o.cfg.Cluster, r.VMID, after+1)
 		if err != nil || e == nil || e.Seq >= newest {
@@ -184,7 +203,9 @@ func (o *Observer) lagsBehind(ctx context.Context, r *pve.Resource, after, newes
 		after = e.Seq
 		if res, err := events.Decode[events.Result](e.Data); err == nil && res.Observed != nil &&
 			res.Observed.VMID == r.VMID && explains(res.Observed, r) {
-			return true
+			// Held by the fold, as the newest read-back must be.
+			ob := res.Observed
+			return !(ob.AfterSeq > 0 && observedSeq > ob.AfterSeq || ob.AfterSeq == 0 && observedSeq > e.Seq)
 		}
 	}
 	return false
