@@ -3,6 +3,7 @@ package observer
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/converge-pve/converge/events"
@@ -80,7 +81,7 @@ const (
 // defers the read of those whose read-back explains the row and adopts
 // the rows of those that caught up. It returns how many it deferred and
 // how many it adopted.
-func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time.Time) (deferred, adopted int) {
+func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time.Time) (deferred, adopted, statusReads int) {
 	var todo []int
 	for i := range guests {
 		if guests[i].explain {
@@ -88,12 +89,13 @@ func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time
 		}
 	}
 	if len(todo) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	verdict := make([]rowChange, len(todo))
+	var reads atomic.Int64 // status/current reads of trailing rows
 	parallel(ctx, o.readersOver(len(todo), func(k int) string { return guests[todo[k]].res.Node }), len(todo), func(k int) {
 		l := &guests[todo[k]]
-		verdict[k] = o.explained(ctx, l.res, l.state)
+		verdict[k] = o.explained(ctx, l.res, l.state, &reads)
 	})
 	at := now.Add(-o.verifyPeriod(o.lastPerNode))
 	for k, i := range todo {
@@ -113,14 +115,14 @@ func (o *Observer) deferExplained(ctx context.Context, guests []listed, now time
 			deferred++
 		}
 	}
-	return deferred, adopted
+	return deferred, adopted, int(reads.Load())
 }
 
 // explained tells whether the guest's newest result carries a read-back
 // that the fold holds, journalled after g's last read, saying what r says
 // (deferRead), or, with no result journalled after g's last read,
 // whether r caught up with what that read found (caughtUp).
-func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState) rowChange {
+func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState, statusReads *atomic.Int64) rowChange {
 	e, observedSeq, err := o.lastResult(ctx, r.VMID, true)
 	switch {
 	case err != nil:
@@ -160,6 +162,9 @@ func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState
 		return readNow
 	}
 	if rb.Status != r.Status {
+		// The row may trail the read-back, or the guest may have stopped
+		// (or started) since: status/current tells.
+		statusReads.Add(1)
 		st, err := o.px.GuestStatus(ctx, r.Ref())
 		if err != nil || st == nil || st.Status != rb.Status {
 			return readNow
@@ -168,7 +173,10 @@ func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState
 	return deferRead
 }
 
-// liveAgree: the fields /cluster/resources shows at once say what ob says.
+// liveAgree reports whether the fields /cluster/resources shows at once
+// (node, kind, lock, template, HA state, pool, tags) say what ob says: a
+// trailing broadcast differs from the newest read-back only in the late
+// ones (status, name, maxcpu, maxmem).
 func liveAgree(ob *events.Observed, r *pve.Resource) bool {
 	return ob.Exists && ob.Node == r.Node && ob.Kind == eventKind(r.Kind) && ob.Lock == r.Lock &&
 		ob.Template == r.Template && ob.HA == r.HAState && ob.Pool == r.Pool && slices.Equal(ob.Config.Tags, r.Tags)
@@ -190,8 +198,10 @@ const lagBack = 4
 // estate's change, each node's last guests, read at once outside the
 // budget (converge bench --profile estate: 10 reads to one node in a
 // second). The fold holds the newer read-back; the row catches up with it
-// at the next broadcast. A status that contradicts the newest read-back is
-// still read (confirmStatuses). At most lagBack results are looked at,
+// at the next broadcast. The live fields must say what the newest
+// read-back says (liveAgree), and a status that contradicts it is read
+// (status/current, explained): only the read-back's status defers. At
+// most lagBack results are looked at,
 // one direct get each, only for rows the newest read-back does not
 // explain.
 func (o *Observer) lagsBehind(ctx context.Context, r *pve.Resource, after, newest, observedSeq uint64) bool {

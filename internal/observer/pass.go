@@ -76,7 +76,8 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	most, nodes := perNode(guests)
 	o.lastPerNode = most
 	// Before the budget is spent: a deferred guest goes first (explain.go).
-	st.Deferred, st.CaughtUp = o.deferExplained(ctx, guests, readAt)
+	var lagStatusReads int
+	st.Deferred, st.CaughtUp, lagStatusReads = o.deferExplained(ctx, guests, readAt)
 	// Agent reads get VerifyRate a second per node too (agent.go), as one
 	// bucket for the cluster.
 	o.budget.SetLimitAt(readAt, rate.Limit(o.cfg.VerifyRate*float64(max(nodes, 1))))
@@ -111,6 +112,7 @@ func (o *Observer) Pass(ctx context.Context) (PassStats, error) {
 	}
 	o.checks = checks
 	st.StatusReads, st.StatusErrors = o.confirmStatuses(ctx, guests, checks)
+	st.StatusReads += lagStatusReads
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}

@@ -8,9 +8,12 @@ import (
 	"github.com/converge-pve/converge/internal/pve"
 )
 
-// Review of 1e44230 (lagsBehind, caughtUp with a newer result, the
-// task-started path): rows the fold does NOT hold were deferred for the
-// first time. These tests pin the cases where such a row is news.
+// A row that trails a change of two steps is verified within the budget
+// (explain.go: lagsBehind, caughtUp with a newer result, the task-started
+// path); these pin the rows that only look like it and are news: a
+// status the newest read-back contradicts and status/current confirms, a
+// live field (the node) that moved, an earlier read-back the fold does
+// not hold.
 
 // startedResult journals an executor's "task started" result (no
 // read-back) for explainVMID.
@@ -37,7 +40,7 @@ func wantPublishedStatus(t *testing.T, w *explainWorld, status string) {
 	}
 }
 
-// TestReviewLaggingRowStatusByHand (case 1): a write (read-back running,
+// TestLaggingRowStatusByHand: a write (read-back running,
 // memory 1024), then a shutdown (read-back stopped); then the guest is
 // started again by hand (or HA restarts it). The row, running with memory
 // 1024, is what the write's read-back says, but its status contradicts
@@ -45,7 +48,7 @@ func wantPublishedStatus(t *testing.T, w *explainWorld, status string) {
 // lagsBehind's comment say such a status "is still read (status/current)";
 // it is not: the guest is deferred (stale), so confirmStatuses skips it,
 // and the fold keeps "stopped" until the budget reaches the guest.
-func TestReviewLaggingRowStatusByHand(t *testing.T) {
+func TestLaggingRowStatusByHand(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
 	w.result(t, w.readBack(explainVMID, "running")) // the write's
@@ -55,12 +58,12 @@ func TestReviewLaggingRowStatusByHand(t *testing.T) {
 	wantPublishedStatus(t, w, "running")
 }
 
-// TestReviewCaughtUpRowStatusByHand (case 2): the budget read the guest
+// TestCaughtUpRowStatusByHand: the budget read the guest
 // after the write; the shutdown's read-back (stopped) follows; the guest
 // is started again by hand. The row (memory 1024, running) says what the
 // last read found, so caughtUp(r, g, nil) defers it, though its status
 // contradicts the newest read-back the fold holds.
-func TestReviewCaughtUpRowStatusByHand(t *testing.T) {
+func TestCaughtUpRowStatusByHand(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
 	w.result(t, w.readBack(explainVMID, "running")) // the write's
@@ -78,14 +81,14 @@ func TestReviewCaughtUpRowStatusByHand(t *testing.T) {
 	wantPublishedStatus(t, w, "running")
 }
 
-// TestReviewLaggingRowNodeMoved (case 1, a live field): a write on pve1
+// TestLaggingRowNodeMoved: a write on pve1
 // (read-back memory 1024), then a migration (read-back on pve2); the guest
 // is moved back by hand (or by HA). The row on pve1 is what the write's
 // read-back says, but the node is live in /cluster/resources (caughtUp's
 // own comment): a row on another node than the newest read-back cannot be
 // a trailing broadcast. It must be read at once; it is deferred, and the
 // fold keeps pve2 (actions go to the wrong node) until the budget reads it.
-func TestReviewLaggingRowNodeMoved(t *testing.T) {
+func TestLaggingRowNodeMoved(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
 	w.result(t, w.readBack(explainVMID, "running")) // the write's, on pve1
@@ -96,14 +99,14 @@ func TestReviewLaggingRowNodeMoved(t *testing.T) {
 	wantDeferred(t, w, false)
 }
 
-// TestReviewTaskRunsDerivedWitness (case 3): the earlier read-back is
+// TestTaskRunsDerivedWitness: the earlier read-back is
 // derived (AfterSeq) and an observation was journalled after its basis:
 // the newest-result path reads such a guest at once ("derived, an
 // observation journalled after its basis": the fold holds a config that
 // may miss a change that observation read). With a task started after
 // it, lagsBehind takes that read-back as the witness without the "held
 // by the fold" check, and defers.
-func TestReviewTaskRunsDerivedWitness(t *testing.T) {
+func TestTaskRunsDerivedWitness(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	ob := w.act(explainVMID)
 	ob.AfterSeq, ob.Digest = 1, "" // the first pass's observations came later
