@@ -354,16 +354,7 @@ func TestLaggingRowExplainedByEarlierReadBack(t *testing.T) {
 // budget, not read at once.
 func TestLaggingRowShowsLastRead(t *testing.T) {
 	w := newExplainWorld(t, nil)
-	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
-	w.result(t, w.readBack(explainVMID, "running")) // the write's
-	for w.reads(explainVMID) < 2 {                  // the budget reads it: memory 1024, running
-		w.clk.Advance(time.Second)
-		if _, failed := w.o.VerifyRound(tctx(t)); failed != 0 {
-			t.Fatal("verification read failed")
-		}
-	}
-	pass(t, w.o)                                    // publishes what it read
-	w.result(t, w.readBack(explainVMID, "stopped")) // the shutdown's
+	w.writeReadThenShutdown(t)
 	w.px.mu.Lock()
 	w.px.live = map[int]string{explainVMID: "stopped"}
 	w.px.mu.Unlock()
@@ -424,4 +415,22 @@ func wantDeferred(t *testing.T, w *explainWorld, deferred bool) {
 	if deferred && (st.ConfigReads != 0 || st.Deferred != 1) || !deferred && (st.ConfigReads != 1 || st.Deferred != 0) {
 		t.Fatalf("pass: %+v; want deferred %v", st, deferred)
 	}
+}
+
+// writeReadThenShutdown journals a write's read-back (memory 1024,
+// running), lets the budget read the guest and a pass publish it, then
+// journals a shutdown's read-back (stopped): the broadcast has shown
+// neither yet.
+func (w *explainWorld) writeReadThenShutdown(t *testing.T) {
+	t.Helper()
+	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
+	w.result(t, w.readBack(explainVMID, "running")) // the write's
+	for w.reads(explainVMID) < 2 {                  // the budget reads it: memory 1024, running
+		w.clk.Advance(time.Second)
+		if _, failed := w.o.VerifyRound(tctx(t)); failed != 0 {
+			t.Fatal("verification read failed")
+		}
+	}
+	pass(t, w.o)                                    // publishes what it read
+	w.result(t, w.readBack(explainVMID, "stopped")) // the shutdown's
 }

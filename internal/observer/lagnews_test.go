@@ -2,7 +2,6 @@ package observer_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/converge-pve/converge/events"
 	"github.com/converge-pve/converge/internal/pve"
@@ -44,10 +43,9 @@ func wantPublishedStatus(t *testing.T, w *explainWorld, status string) {
 // memory 1024), then a shutdown (read-back stopped); then the guest is
 // started again by hand (or HA restarts it). The row, running with memory
 // 1024, is what the write's read-back says, but its status contradicts
-// the newest read-back, which the fold holds. docs/drift.md and
-// lagsBehind's comment say such a status "is still read (status/current)";
-// it is not: the guest is deferred (stale), so confirmStatuses skips it,
-// and the fold keeps "stopped" until the budget reaches the guest.
+// the newest read-back, which the fold holds, and status/current confirms
+// it: the guest is read and published running in this pass, not deferred
+// with the fold saying "stopped" until the budget reaches it.
 func TestLaggingRowStatusByHand(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
@@ -58,23 +56,14 @@ func TestLaggingRowStatusByHand(t *testing.T) {
 	wantPublishedStatus(t, w, "running")
 }
 
-// TestCaughtUpRowStatusByHand: the budget read the guest
-// after the write; the shutdown's read-back (stopped) follows; the guest
-// is started again by hand. The row (memory 1024, running) says what the
-// last read found, so caughtUp(r, g, nil) defers it, though its status
-// contradicts the newest read-back the fold holds.
+// TestCaughtUpRowStatusByHand: the budget read the guest after the write;
+// the shutdown's read-back (stopped) follows; the guest is started again
+// by hand. The row (memory 1024, running) says what the last read found,
+// but its status contradicts the newest read-back the fold holds, and
+// status/current confirms it: the guest is read and published running.
 func TestCaughtUpRowStatusByHand(t *testing.T) {
 	w := newExplainWorld(t, nil)
-	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
-	w.result(t, w.readBack(explainVMID, "running")) // the write's
-	for w.reads(explainVMID) < 2 {                  // the budget reads it: memory 1024, running
-		w.clk.Advance(time.Second)
-		if _, failed := w.o.VerifyRound(tctx(t)); failed != 0 {
-			t.Fatal("verification read failed")
-		}
-	}
-	pass(t, w.o)                                    // publishes what it read
-	w.result(t, w.readBack(explainVMID, "stopped")) // the shutdown's
+	w.writeReadThenShutdown(t)
 	// Started again by hand; the broadcast shows the write at last and
 	// the status as it is.
 	w.row(explainVMID, func(r *pve.Resource) { r.MaxMemMiB = 1024 })
@@ -86,8 +75,8 @@ func TestCaughtUpRowStatusByHand(t *testing.T) {
 // is moved back by hand (or by HA). The row on pve1 is what the write's
 // read-back says, but the node is live in /cluster/resources (caughtUp's
 // own comment): a row on another node than the newest read-back cannot be
-// a trailing broadcast. It must be read at once; it is deferred, and the
-// fold keeps pve2 (actions go to the wrong node) until the budget reads it.
+// a trailing broadcast. It is read at once, so the fold does not keep pve2
+// (actions would go to the wrong node) until the budget reads it.
 func TestLaggingRowNodeMoved(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
@@ -104,8 +93,8 @@ func TestLaggingRowNodeMoved(t *testing.T) {
 // the newest-result path reads such a guest at once ("derived, an
 // observation journalled after its basis": the fold holds a config that
 // may miss a change that observation read). With a task started after
-// it, lagsBehind takes that read-back as the witness without the "held
-// by the fold" check, and defers.
+// it, lagsBehind does not take that read-back as the witness: the fold
+// does not hold it, and the guest is read at once.
 func TestTaskRunsDerivedWitness(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	ob := w.act(explainVMID)
