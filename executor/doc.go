@@ -90,7 +90,10 @@
 //     *pve.Client does): a task of the action's operation on the guest,
 //     started since the action was planned (in whole seconds), was issued by
 //     a predecessor that died before journalling it: continue at step 6 with
-//     it. If the lookup fails, the pre-check below decides instead.
+//     it. If the lookup fails, the pre-check below decides instead, but
+//     not for a reboot: a guest reads as running before and after one,
+//     so the action is left un-acknowledged for its redelivery to look
+//     again (after the ack wait), never rebooted on a guess.
 //  5. Pre-check and mutate. For a redelivered start, stop, shutdown or
 //     reboot (its mutation may have been made before a crash), a
 //     container's reboot (pve-container reboots a locked container) and a

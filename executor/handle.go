@@ -254,6 +254,13 @@ func (j *job) execute(ctx context.Context) outcome {
 		switch {
 		case ctx.Err() != nil:
 			return abandon
+		case err != nil && a.Op == events.OpReboot:
+			// A guest reads as running before and after a reboot: no
+			// pre-check can tell whether the predecessor's went out.
+			// Rebooting again on a guess would reboot twice; the
+			// redelivery (after the ack wait) asks the task list again.
+			j.log.Warn().Err(err).Msg("task lookup failed; a reboot is not re-checked by status: leaving it for its redelivery to look again")
+			return abandon
 		case err != nil:
 			j.log.Warn().Err(err).Msg("task lookup failed; re-checking the guest instead")
 		case found:
