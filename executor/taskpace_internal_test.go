@@ -83,12 +83,12 @@ func TestTaskPaceByKind(t *testing.T) {
 }
 
 // A task found running at its expected end is polled every fiftieth of
-// that (at least 50 ms) for half as long again (at least a second): at
+// that (at least 25 ms) for half as long again (at least 25 polls): at
 // most 25 polls more however long the task.
 func TestAfterExpect(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct{ e, window, every time.Duration }{
-		{0, time.Second, 50 * ms}, {time.Second, time.Second, 50 * ms},
+		{0, 625 * ms, 25 * ms}, {time.Second, 625 * ms, 25 * ms},
 		{2500 * ms, 1250 * ms, 50 * ms}, {maxExpect, 5 * time.Second, 200 * ms},
 	} {
 		w, p := afterExpect(c.e), afterExpectPoll(c.e)
