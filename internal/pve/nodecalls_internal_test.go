@@ -385,3 +385,96 @@ func waitPve1Lines(s *nodeSlots, start, rest int) {
 		}
 	}
 }
+
+// When a write a task waits on (Ahead) ends with no task running, its
+// slot is held for the short calls that follow it (its read-back, its
+// task's start), not given to the next write: until a task starts, or for
+// holdFor. Before, every write may take a slot, as with no task running;
+// while a task runs, the long calls' cap keeps a slot and no hold is
+// made.
+func TestNodeSlotsAheadWriteHoldsItsSlot(t *testing.T) {
+	s := newNodeSlots(3)
+	now := time.Unix(1_700_000_000, 0)
+	var clockMu sync.Mutex
+	s.now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	var lapses []func()
+	s.after = func(d time.Duration, f func()) {
+		if d != holdFor {
+			t.Errorf("hold lapses after %s, want %s", d, holdFor)
+		}
+		lapses = append(lapses, f)
+	}
+	acq := func(ctx context.Context, method, path string) func() {
+		t.Helper()
+		r, err := s.acquire(ctx, method, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	got := make(chan string, 1)
+	waitFor := func(name string) {
+		go func() {
+			if _, err := s.acquire(context.Background(), "PUT", cfg101); err == nil {
+				got <- name
+			}
+		}()
+		waitingNotGranted(t, s, got)
+	}
+	lead := Ahead(context.Background())
+	// A fleet change's first writes take every slot.
+	w1, w2 := acq(lead, "PUT", cfg101), acq(lead, "PUT", cfg101)
+	acq(context.Background(), "PUT", cfg101)
+	waitFor("write 4")
+	// The first ends: its slot waits for its read-back and its start.
+	w1()
+	waitingNotGranted(t, s, got)
+	acq(context.Background(), "GET", "/api2/json/nodes/pve1/qemu/101/status/current")()
+	waitingNotGranted(t, s, got)
+	acq(context.Background(), "POST", boot102)() // its task starts: the hold ends
+	if name := <-got; name != "write 4" {
+		t.Fatalf("got %s", name)
+	}
+	// The second ends and no task follows: the hold lapses after holdFor.
+	w2()
+	waitFor("write 5")
+	clockMu.Lock()
+	now = now.Add(holdFor)
+	clockMu.Unlock()
+	if len(lapses) != 2 {
+		t.Fatalf("%d lapses scheduled, want one per Ahead write ended", len(lapses))
+	}
+	lapses[1]()
+	if name := <-got; name != "write 5" {
+		t.Fatalf("got %s", name)
+	}
+
+	// While a task runs, an Ahead write's end holds nothing.
+	s = newNodeSlots(3)
+	s.after = func(time.Duration, func()) { t.Error("an Ahead write ended while a task ran holds its slot") }
+	taskDone := s.waitingOn("pve1")
+	defer taskDone()
+	acq(lead, "PUT", cfg101)()
+	if n := len(s.by[slotKey{"pve1", true}].held); n != 0 {
+		t.Fatalf("%d holds", n)
+	}
+}
+
+// waitingNotGranted waits until a write waits in pve1's last line; it
+// fails if got reports one granted first.
+func waitingNotGranted(t *testing.T, s *nodeSlots, got <-chan string) {
+	t.Helper()
+	for {
+		select {
+		case name := <-got:
+			t.Fatalf("%s took the slot held for the short calls", name)
+		default:
+		}
+		s.mu.Lock()
+		n := len(s.by[slotKey{"pve1", true}].lines[lineRest])
+		s.mu.Unlock()
+		if n == 1 {
+			return
+		}
+	}
+}
