@@ -92,8 +92,9 @@
 //     a predecessor that died before journalling it: continue at step 6 with
 //     it. If the lookup fails, the pre-check below decides instead, but
 //     not for a reboot: a guest reads as running before and after one,
-//     so the action is left un-acknowledged for its redelivery to look
-//     again (after the ack wait), never rebooted on a guess.
+//     so it is never rebooted on a guess. A transient failure leaves the
+//     action un-acknowledged for its redelivery to look again (after the
+//     ack wait); any other ends it failed, not rebooted.
 //  5. Pre-check and mutate. For a redelivered start, stop, shutdown or
 //     reboot (its mutation may have been made before a crash), a
 //     container's reboot (pve-container reboots a locked container) and a

@@ -256,11 +256,17 @@ func (j *job) execute(ctx context.Context) outcome {
 			return abandon
 		case err != nil && a.Op == events.OpReboot:
 			// A guest reads as running before and after a reboot: no
-			// pre-check can tell whether the predecessor's went out.
-			// Rebooting again on a guess would reboot twice; the
-			// redelivery (after the ack wait) asks the task list again.
-			j.log.Warn().Err(err).Msg("task lookup failed; a reboot is not re-checked by status: leaving it for its redelivery to look again")
-			return abandon
+			// pre-check can tell whether the predecessor's went out, and
+			// rebooting again on a guess would reboot twice. A transient
+			// failure (the node busy or unreachable) is asked again by
+			// the redelivery, after the ack wait; any other ends the
+			// action failed, not rebooted, with the read-back the planner
+			// plans from.
+			if pve.Classify(err) == pve.ClassTransient {
+				j.log.Warn().Err(err).Msg("task lookup failed; a reboot is not re-checked by status: leaving it for its redelivery to look again")
+				return abandon
+			}
+			return j.finish(ctx, j.failed(fmt.Errorf("not rebooted again: the task list, which says whether an earlier attempt rebooted, could not be read: %w", err), pve.Classify(err)))
 		case err != nil:
 			j.log.Warn().Err(err).Msg("task lookup failed; re-checking the guest instead")
 		case found:

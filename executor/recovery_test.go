@@ -329,16 +329,17 @@ func (p rebootThenHang) Reboot(ctx context.Context, ref pve.GuestRef, timeout ti
 	return pve.TaskRef{}, ctx.Err()
 }
 
-// findFailsFirst is *pve.Client whose first task list read fails as a
-// node's API does when it is overloaded (a 503: transient).
+// findFailsFirst is *pve.Client whose first task list read fails with
+// err: a 503 of an overloaded node (transient), or a refusal.
 type findFailsFirst struct {
 	*pve.Client
+	err    error
 	failed atomic.Bool
 }
 
 func (p *findFailsFirst) FindTask(ctx context.Context, ref pve.GuestRef, op pve.Op, since time.Time) (pve.TaskRef, bool, error) {
 	if p.failed.CompareAndSwap(false, true) {
-		return pve.TaskRef{}, false, &pve.Error{Class: pve.ClassTransient, Op: pve.OpTaskStatus, Message: "503 service unavailable"}
+		return pve.TaskRef{}, false, p.err
 	}
 	return p.Client.FindTask(ctx, ref, op, since)
 }
@@ -347,39 +348,55 @@ func (p *findFailsFirst) FindTask(ctx context.Context, ref pve.GuestRef, op pve.
 // accepted a reboot but before its task was journalled, and its
 // successor's task list read fails. A running guest reads as running
 // before and after a reboot, so no status pre-check can tell whether the
-// reboot went out: the successor leaves the action for its redelivery,
-// which finds the task and adopts it. One reboot task, not two.
+// reboot went out: after a transient failure the successor leaves the
+// action for its redelivery, which finds the task and adopts it; after
+// any other it fails the action without rebooting. One reboot task, never
+// two.
 func TestUnjournalledRebootLookupFails(t *testing.T) {
-	v := newEnv(t)
-	v.addGuest(pvesim.GuestSpec{VMID: 101, Running: true})
-	// The reboot is still running when the successor first looks for it.
-	v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Second) })
-	cfg := config(func(c *executor.Config) { c.AckWait = 300 * time.Millisecond })
-	hang := rebootThenHang{Proxmox: v.px, issued: make(chan pve.TaskRef, 1)}
-	first := v.run(cfg, hang)
-	a := action(101, events.OpReboot)
-	v.publishAction(a)
-	var tr pve.TaskRef
-	select {
-	case tr = <-hang.issued:
-	case <-tctx(t).Done():
-		t.Fatal("reboot never issued")
-	}
-	if err := first.stop(); err != nil { // abandons the action
-		t.Fatal(err)
-	}
-	finder := &findFailsFirst{Client: v.px}
-	v.run(cfg, finder)
-	r := v.waitResult(101, a.ID, "final")
-	if !finder.failed.Load() {
-		t.Fatal("the successor never looked the task up")
-	}
-	rs := of(v.results(101), a.ID)
-	checkJournalled(t, rs, events.ResultSucceeded)
-	if r.UPID != tr.UPID {
-		t.Fatalf("finished %q, want the issued task %q adopted", r.UPID, tr.UPID)
-	}
-	if n := len(v.tasks(101, "qmreboot")); n != 1 {
-		t.Fatalf("%d reboot tasks, want 1: the guest was rebooted again after a failed task lookup", n)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"transient", &pve.Error{Class: pve.ClassTransient, Op: pve.OpTaskStatus, Message: "503 service unavailable"}},
+		{"refused", &pve.Error{Class: pve.ClassUnauthorized, Op: pve.OpTaskStatus, Message: "403 Permission check failed"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := newEnv(t)
+			v.addGuest(pvesim.GuestSpec{VMID: 101, Running: true})
+			// The reboot is still running when the successor first looks
+			// for it.
+			v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Second) })
+			cfg := config(func(c *executor.Config) { c.AckWait = 300 * time.Millisecond })
+			hang := rebootThenHang{Proxmox: v.px, issued: make(chan pve.TaskRef, 1)}
+			first := v.run(cfg, hang)
+			a := action(101, events.OpReboot)
+			v.publishAction(a)
+			var tr pve.TaskRef
+			select {
+			case tr = <-hang.issued:
+			case <-tctx(t).Done():
+				t.Fatal("reboot never issued")
+			}
+			if err := first.stop(); err != nil { // abandons the action
+				t.Fatal(err)
+			}
+			finder := &findFailsFirst{Client: v.px, err: c.err}
+			v.run(cfg, finder)
+			r := v.waitResult(101, a.ID, "final")
+			if !finder.failed.Load() {
+				t.Fatal("the successor never looked the task up")
+			}
+			if c.name == "transient" {
+				checkJournalled(t, of(v.results(101), a.ID), events.ResultSucceeded)
+				if r.UPID != tr.UPID {
+					t.Fatalf("finished %q, want the issued task %q adopted", r.UPID, tr.UPID)
+				}
+			} else if r.Status != events.ResultFailed || !strings.Contains(r.Error, "not rebooted again") || r.Observed == nil {
+				t.Fatalf("after a refused lookup: %+v", r.Result)
+			}
+			if n := len(v.tasks(101, "qmreboot")); n != 1 {
+				t.Fatalf("%d reboot tasks, want 1: the guest was rebooted again after a failed task lookup", n)
+			}
+		})
 	}
 }
