@@ -11,8 +11,8 @@ import (
 // kind run, so that waiting on a task polls about once, at its end
 // (pve.WaitOptions.Expect), instead of doubling pauses from 20 ms that
 // found a 1 s start some 300 ms late after seven polls. Each status poll
-// is a request to the node's pveproxy, and each late one an idle slot of
-// the node's concurrency.
+// is a request to the node's pvedaemon (a task's status is a protected
+// call), and each late one an idle slot of the node's concurrency.
 //
 // The estimate is kept near the short end of what a task of the kind
 // takes: found finished at its first poll, the next wait expects 10 % less

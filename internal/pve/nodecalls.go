@@ -43,9 +43,15 @@ const DefaultNodeCalls = 3
 // keeping the slot always cost the 20-VM change 0.12 s of its first
 // writes and saved the 100-VM change 0.2 s of its waves.) And when a
 // write a task waits on (Ahead) ends with no task running, its slot is
-// held for the short calls that follow it, its read-back and its task's
-// start, until that task starts or for holdFor: they would otherwise find
-// every slot taken by the next writes, and wait 0.2 s and more for one.
+// held from the next writes for the short calls that follow it (its
+// task's start, a status read), until a task starts on the node (any:
+// holds are counted, not matched) or for holdFor: they would otherwise
+// find every slot taken by the next writes, and wait 0.2 s and more for
+// one. A hold no task start ends costs the writes a slot for holdFor: a
+// write whose next task is not a POST …/status/… (a migration, a
+// resize), one refused or re-sent, or, with other executor processes
+// running this node's tasks, one whose task waits for the planner's
+// slot.
 // (Terraform harness, one node, 100 VMs, six runs of each: 14.65 s
 // against 14.99 s, the first reboots going out 0.3 to 0.7 s after the
 // change before; 3 nodes, 20 VMs: 1.76 s against 1.72 s, its second
