@@ -449,6 +449,22 @@ func TestNodeSlotsAheadWriteHoldsItsSlot(t *testing.T) {
 		t.Fatalf("got %s", name)
 	}
 
+	// The next writes a task waits on may take all but one of the held
+	// slots: their tasks are as near.
+	s = newNodeSlots(3)
+	s.after = func(time.Duration, func()) {}
+	a1, a2 := acq(lead, "PUT", cfg101), acq(lead, "PUT", cfg101)
+	acq(lead, "PUT", cfg101)
+	a1()
+	a2() // two held, two free
+	acq(lead, "PUT", cfg101)
+	if _, err := s.acquire(cancelled(), "PUT", cfg101); err == nil {
+		t.Fatal("a write nothing waits on took a held slot")
+	}
+	if _, err := s.acquire(Ahead(cancelled()), "PUT", cfg101); err == nil {
+		t.Fatal("an Ahead write took the last held slot")
+	}
+
 	// While a task runs, an Ahead write's end holds nothing.
 	s = newNodeSlots(3)
 	s.after = func(time.Duration, func()) { t.Error("an Ahead write ended while a task ran holds its slot") }
