@@ -82,21 +82,51 @@ func TestAlreadyFinishedAcknowledged(t *testing.T) {
 	}
 }
 
-// issueThenHang issues Start and then hangs until its context ends, like an
-// executor dying between Proxmox accepting a mutation and the journal.
+// issueThenHang issues Start or Reboot and then hangs until its context
+// ends, like an executor dying between Proxmox accepting a mutation and
+// the journal.
 type issueThenHang struct {
 	executor.Proxmox
 	issued chan pve.TaskRef
 }
 
 func (p issueThenHang) Start(ctx context.Context, ref pve.GuestRef) (pve.TaskRef, error) {
-	tr, err := p.Proxmox.Start(ctx, ref)
-	if err != nil {
-		return tr, err
+	return p.hang(ctx)(p.Proxmox.Start(ctx, ref))
+}
+
+func (p issueThenHang) Reboot(ctx context.Context, ref pve.GuestRef, timeout time.Duration) (pve.TaskRef, error) {
+	return p.hang(ctx)(p.Proxmox.Reboot(ctx, ref, timeout))
+}
+
+func (p issueThenHang) hang(ctx context.Context) func(pve.TaskRef, error) (pve.TaskRef, error) {
+	return func(tr pve.TaskRef, err error) (pve.TaskRef, error) {
+		if err != nil {
+			return tr, err
+		}
+		p.issued <- tr
+		<-ctx.Done()
+		return pve.TaskRef{}, ctx.Err()
 	}
-	p.issued <- tr
-	<-ctx.Done()
-	return pve.TaskRef{}, ctx.Err()
+}
+
+// dieAfterIssuing runs an executor over v.px that dies (is stopped,
+// abandoning the action) right after Proxmox accepted a's mutation, and
+// returns the task it issued.
+func dieAfterIssuing(t *testing.T, v *env, cfg executor.Config, a events.Action) pve.TaskRef {
+	t.Helper()
+	hang := issueThenHang{Proxmox: v.px, issued: make(chan pve.TaskRef, 1)}
+	first := v.run(cfg, hang)
+	v.publishAction(a)
+	var tr pve.TaskRef
+	select {
+	case tr = <-hang.issued:
+	case <-tctx(t).Done():
+		t.Fatalf("%s never issued", a.Op)
+	}
+	if err := first.stop(); err != nil { // abandons the action
+		t.Fatal(err)
+	}
+	return tr
 }
 
 // noFinder hides *pve.Client's FindTask (an interface field carries only
@@ -125,19 +155,8 @@ func TestUnjournalledTask(t *testing.T) {
 				v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Second) })
 			}
 			cfg := config(func(c *executor.Config) { c.AckWait = 300 * time.Millisecond })
-			hang := issueThenHang{Proxmox: v.px, issued: make(chan pve.TaskRef, 1)}
-			first := v.run(cfg, hang)
 			a := action(101, events.OpStart)
-			v.publishAction(a)
-			var tr pve.TaskRef
-			select {
-			case tr = <-hang.issued:
-			case <-tctx(t).Done():
-				t.Fatal("start never issued")
-			}
-			if err := first.stop(); err != nil { // abandons the action
-				t.Fatal(err)
-			}
+			tr := dieAfterIssuing(t, v, cfg, a)
 			if rs := v.results(101); len(rs) != 0 {
 				t.Fatalf("a dying executor journalled %+v", rs)
 			}
@@ -312,23 +331,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// rebootThenHang issues Reboot and then hangs until its context ends: an
-// executor dying between Proxmox accepting a reboot and the journal.
-type rebootThenHang struct {
-	executor.Proxmox
-	issued chan pve.TaskRef
-}
-
-func (p rebootThenHang) Reboot(ctx context.Context, ref pve.GuestRef, timeout time.Duration) (pve.TaskRef, error) {
-	tr, err := p.Proxmox.Reboot(ctx, ref, timeout)
-	if err != nil {
-		return tr, err
-	}
-	p.issued <- tr
-	<-ctx.Done()
-	return pve.TaskRef{}, ctx.Err()
-}
-
 // findFailsFirst is *pve.Client whose first task list read fails with
 // err: a 503 of an overloaded node (transient), or a refusal.
 type findFailsFirst struct {
@@ -367,19 +369,8 @@ func TestUnjournalledRebootLookupFails(t *testing.T) {
 			// for it.
 			v.faults(func(f *pvesim.Faults) { f.TaskLatency = pvesim.Duration(time.Second) })
 			cfg := config(func(c *executor.Config) { c.AckWait = 300 * time.Millisecond })
-			hang := rebootThenHang{Proxmox: v.px, issued: make(chan pve.TaskRef, 1)}
-			first := v.run(cfg, hang)
 			a := action(101, events.OpReboot)
-			v.publishAction(a)
-			var tr pve.TaskRef
-			select {
-			case tr = <-hang.issued:
-			case <-tctx(t).Done():
-				t.Fatal("reboot never issued")
-			}
-			if err := first.stop(); err != nil { // abandons the action
-				t.Fatal(err)
-			}
+			tr := dieAfterIssuing(t, v, cfg, a)
 			finder := &findFailsFirst{Client: v.px, err: c.err}
 			v.run(cfg, finder)
 			r := v.waitResult(101, a.ID, "final")
