@@ -33,9 +33,7 @@ func TestRowCaughtUpAdopted(t *testing.T) {
 			w.result(t, w.readBack(explainVMID, "stopped"))
 			// Verified after the read-back, its stopped status confirmed
 			// by status/current, and published.
-			w.px.mu.Lock()
-			w.px.live = map[int]string{explainVMID: "stopped"}
-			w.px.mu.Unlock()
+			w.px.setLive(map[int]string{explainVMID: "stopped"})
 			for i := 0; w.reads(explainVMID) < 2; i++ {
 				if i == 5 {
 					t.Fatalf("%d not verified", explainVMID)

@@ -336,11 +336,9 @@ func TestLaggingRowExplainedByEarlierReadBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newExplainWorld(t, nil)
 			w.px.edit(explainVMID, func(c *pve.GuestConfig) { c.MemoryMiB = 1024 })
-			w.result(t, w.readBack(explainVMID, "running")) // the write's
-			w.result(t, w.readBack(explainVMID, "stopped")) // the shutdown's
-			w.px.mu.Lock()
-			w.px.live = map[int]string{explainVMID: "stopped"} // the truth; the row trails it
-			w.px.mu.Unlock()
+			w.result(t, w.readBack(explainVMID, "running"))      // the write's
+			w.result(t, w.readBack(explainVMID, "stopped"))      // the shutdown's
+			w.px.setLive(map[int]string{explainVMID: "stopped"}) // the truth; the row trails it
 			w.row(explainVMID, func(r *pve.Resource) { r.MaxMemMiB = tc.maxmem })
 			wantDeferred(t, w, tc.defer_)
 		})
@@ -355,9 +353,7 @@ func TestLaggingRowExplainedByEarlierReadBack(t *testing.T) {
 func TestLaggingRowShowsLastRead(t *testing.T) {
 	w := newExplainWorld(t, nil)
 	w.writeReadThenShutdown(t)
-	w.px.mu.Lock()
-	w.px.live = map[int]string{explainVMID: "stopped"}
-	w.px.mu.Unlock()
+	w.px.setLive(map[int]string{explainVMID: "stopped"})
 	w.row(explainVMID, func(r *pve.Resource) { r.MaxMemMiB = 1024 }) // the write, at last
 	reads := w.reads(explainVMID)
 	if st := pass(t, w.o); st.Deferred != 1 || w.reads(explainVMID) != reads {

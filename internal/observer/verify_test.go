@@ -138,6 +138,13 @@ func (p *countingPVE) GuestStatus(_ context.Context, r pve.GuestRef) (*pve.Guest
 
 // edit changes a guest's config behind the observer's back, as a person
 // in the web UI would: nothing in the inventory row changes.
+// setLive sets the guests' status/current (live).
+func (p *countingPVE) setLive(live map[int]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live = live
+}
+
 func (p *countingPVE) edit(vmid int, fn func(*pve.GuestConfig)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
