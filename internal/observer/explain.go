@@ -147,7 +147,7 @@ func (o *Observer) explained(ctx context.Context, r *pve.Resource, g *guestState
 		return readNow
 	}
 	rb := res.Observed
-	if rb.AfterSeq > 0 && observedSeq > rb.AfterSeq || rb.AfterSeq == 0 && observedSeq > e.Seq {
+	if !heldByFold(rb, e.Seq, observedSeq) {
 		return readNow // the fold may hold an observation instead
 	}
 	if rb.VMID == r.VMID && explains(rb, r) {
@@ -191,19 +191,17 @@ const lagBack = 4
 // last read (after) and before newest says what r says (or, checked
 // before it by explained, what that last read itself found: caughtUp with
 // the snapshot's status, the budget having read the guest between the
-// two steps). pvestatd's
-// broadcast trails the executor by seconds, so a change of two steps (a
-// config write, then the start that applies it) shows its first step's
-// row after the second's read-back was journalled: at the end of an
-// estate's change, each node's last guests, read at once outside the
-// budget (converge bench --profile estate: 10 reads to one node in a
-// second). The fold holds the newer read-back; the row catches up with it
-// at the next broadcast. The live fields must say what the newest
-// read-back says (liveAgree), and a status that contradicts it is read
-// (status/current, explained): only the read-back's status defers. At
-// most lagBack results are looked at,
-// one direct get each, only for rows the newest read-back does not
-// explain.
+// two steps). pvestatd's broadcast trails the executor by seconds, so a
+// change of two steps (a config write, then the start that applies it)
+// shows its first step's row after the second's read-back was journalled:
+// at the end of an estate's change, each node's last guests, read at once
+// outside the budget (converge bench --profile estate: 10 reads to one
+// node in a second). The fold holds the newer read-back; the row catches
+// up with it at the next broadcast. The live fields must say what the
+// newest read-back says (liveAgree), and a status that contradicts it is
+// read (status/current, explained): only the read-back's status defers.
+// At most lagBack results are looked at, one direct get each, only for
+// rows the newest read-back does not explain.
 func (o *Observer) lagsBehind(ctx context.Context, r *pve.Resource, after, newest, observedSeq uint64) bool {
 	for range lagBack {
 		e, err := o.j.Next(ctx, events.KindResult, o.cfg.Cluster, r.VMID, after+1)
@@ -214,11 +212,21 @@ func (o *Observer) lagsBehind(ctx context.Context, r *pve.Resource, after, newes
 		if res, err := events.Decode[events.Result](e.Data); err == nil && res.Observed != nil &&
 			res.Observed.VMID == r.VMID && explains(res.Observed, r) {
 			// Held by the fold, as the newest read-back must be.
-			ob := res.Observed
-			return !(ob.AfterSeq > 0 && observedSeq > ob.AfterSeq || ob.AfterSeq == 0 && observedSeq > e.Seq)
+			return heldByFold(res.Observed, e.Seq, observedSeq)
 		}
 	}
 	return false
+}
+
+// heldByFold reports whether the fold holds ob, the read-back of the
+// result at seq, given the guest's newest observation at observedSeq: no
+// observation was journalled after it (after its basis, AfterSeq, for a
+// derived one).
+func heldByFold(ob *events.Observed, seq, observedSeq uint64) bool {
+	if ob.AfterSeq > 0 {
+		return observedSeq <= ob.AfterSeq
+	}
+	return observedSeq <= seq
 }
 
 // caughtUp reports whether r, a row that changed since g's last read,
